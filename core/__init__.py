@@ -1,0 +1,1 @@
+"""perdure core: runtime-agnostic, no OS calls."""

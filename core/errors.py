@@ -1,0 +1,129 @@
+"""Errors raised by the perdure core.
+
+::
+
+    PerdureError
+    ├── InvalidJson            a value is not plain JSON; refused before any write
+    ├── StorageError           raised by a Storage adapter
+    │   ├── StorageRejected    guaranteed no effect; the session stays usable
+    │   │   ├── StorageClosed        the storage was closed
+    │   │   └── UnknownRecord        a read or write names a record that does not exist
+    │   ├── InvalidCursor      a cursor that does not belong to this scan
+    │   └── StorageCorrupt     stored data cannot be decoded (open or read fails)
+    ├── SessionError
+    │   ├── SessionClosed      the session (or harness) is closed or closing
+    │   ├── SessionPoisoned    an uncertain storage failure; reopen the storage
+    │   ├── ReadAfterWrite     a table read after the first table write of a transaction
+    │   ├── TransactionSettled a transaction handle used after its commit ended
+    │   └── DocumentError      a document definition or access is inconsistent
+    └── TaskError
+        ├── UnknownTaskKind    no definition is registered under that name
+        ├── TaskNotFound       no task with that id
+        ├── TaskStateError     a task write that breaks the state machine
+        └── InvocationEnded    a runtime used after its invocation ended
+
+Any exception from ``Storage.commit`` that is not a :class:`StorageRejected` is
+*uncertain*: the commit may or may not have been applied. The session poisons itself
+(:class:`SessionPoisoned`) and must be reopened, so in-memory state never diverges
+from storage.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DocumentError",
+    "InvalidCursor",
+    "InvalidJson",
+    "InvocationEnded",
+    "PerdureError",
+    "ReadAfterWrite",
+    "SessionClosed",
+    "SessionError",
+    "SessionPoisoned",
+    "StorageClosed",
+    "StorageCorrupt",
+    "StorageError",
+    "StorageRejected",
+    "TaskError",
+    "TaskNotFound",
+    "TaskStateError",
+    "TransactionSettled",
+    "UnknownRecord",
+    "UnknownTaskKind",
+]
+
+
+class PerdureError(Exception):
+    """Base class of every error the core raises on purpose."""
+
+
+class InvalidJson(PerdureError, ValueError):
+    """A value is not plain JSON (NaN, Infinity, tuple, bytes, non-string key, ...)."""
+
+
+class StorageError(PerdureError):
+    """Raised by a Storage adapter."""
+
+
+class StorageRejected(StorageError):
+    """The storage refused the operation and guarantees that nothing was written."""
+
+
+class StorageClosed(StorageRejected):
+    """The storage is closed; every operation fails."""
+
+
+class UnknownRecord(StorageRejected):
+    """A referenced record (conversation, document, ...) does not exist."""
+
+
+class InvalidCursor(StorageError, ValueError):
+    """A scan cursor that was not produced by the same scan (or was tampered with)."""
+
+
+class StorageCorrupt(StorageError):
+    """Stored data is missing or cannot be decoded."""
+
+
+class SessionError(PerdureError):
+    """Misuse or failure of a session."""
+
+
+class SessionClosed(SessionError):
+    """The session is closed (or closing); nothing more is admitted."""
+
+
+class SessionPoisoned(SessionError):
+    """An uncertain storage failure happened; the storage must be reopened."""
+
+
+class ReadAfterWrite(SessionError):
+    """A transaction read a table after it had already staged a table write."""
+
+
+class TransactionSettled(SessionError):
+    """A transaction handle was used after its commit finished."""
+
+
+class DocumentError(SessionError, ValueError):
+    """A document access does not match its definition or stored incarnation."""
+
+
+class TaskError(PerdureError):
+    """Misuse or failure around tasks."""
+
+
+class UnknownTaskKind(TaskError, LookupError):
+    """No task definition is registered under the given name."""
+
+
+class TaskNotFound(TaskError, LookupError):
+    """No task with the given id exists."""
+
+
+class TaskStateError(TaskError):
+    """A task write that the state machine does not allow (terminal, abort-marked, ...)."""
+
+
+class InvocationEnded(TaskError):
+    """A task runtime was used after its invocation ended."""

@@ -1,0 +1,476 @@
+"""Session: the one mutation line over a Storage.
+
+``session.commit(fn)`` runs ``fn(tx)`` serially with every other commit. The writes it
+stages go to ``storage.commit`` as one batch; only after storage succeeded does the
+session adopt them (live tasks, document values, conversation cache) and notify commit
+listeners, synchronously and still on the line, so no listener ever sees state that is
+not durable. Failure classes:
+
+* ``fn`` raises, or staging fails: nothing is written, the session stays usable;
+* storage raises :class:`~core.errors.StorageRejected`: nothing was written, usable;
+* storage raises anything else: the outcome is unknown, so the session is *poisoned*
+  and every later call raises :class:`~core.errors.SessionPoisoned` until the storage
+  is reopened.
+
+Once ``fn`` has returned, the storage commit is shielded from the caller's
+cancellation: it lands (or fails) and is adopted regardless, and the line is released
+only then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from core.clock import Clock
+from core.docops import diff
+from core.errors import SessionClosed, SessionPoisoned, StorageRejected
+from core.jsonvalue import JsonValue, json_copy
+from core.records import (
+    Conversation,
+    DocumentRecord,
+    DocumentState,
+    Entry,
+    Submission,
+    Task,
+    TaskStatus,
+    Terminal,
+)
+from core.session.documents import DocDefinition, DocHandle
+from core.session.transaction import Tx
+from core.storage.port import (
+    DocumentChange,
+    DocumentCreate,
+    DocumentRetire,
+    Storage,
+    Write,
+)
+
+if TYPE_CHECKING:
+    from core.tasks.definition import TaskDefinition
+
+__all__ = ["CommitEvent", "DocumentEvent", "Session"]
+
+T = TypeVar("T")
+DocAddress = tuple[str, str, int | None, str | None]
+_LIVE_STATUSES: tuple[TaskStatus, ...] = ("pending", "running", "waiting", "completing")
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentEvent:
+    """A document change as committed: ``ops`` is ``None`` for a base (creation, version
+    change, or a base decision), otherwise the delta that was stored."""
+
+    record: DocumentRecord
+    version: int
+    value: JsonValue
+    ops: list[JsonValue] | None
+    created: bool = False
+    retired: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CommitEvent:
+    """Everything one commit changed, delivered to listeners after storage success."""
+
+    seq: int
+    conversations: list[Conversation] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
+    tasks: list[Task] = field(default_factory=list)
+    submissions: list[Submission] = field(default_factory=list)
+    documents: list[DocumentEvent] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _CachedDoc:
+    record: DocumentRecord
+    version: int
+    value: JsonValue  # never mutated: handles and readers get copies
+    deltas_since_base: int
+
+
+class Session:
+    """The mutation line, committed-state caches and commit listeners of one storage."""
+
+    def __init__(self, storage: Storage, clock: Clock) -> None:
+        self.storage = storage
+        self.clock = clock
+        self.tasks: dict[int, Task] = {}
+        """Every live (non-terminal) task record, as committed."""
+        self.last_seq: int | None = None
+        self.definitions: Callable[[str], TaskDefinition | None] | None = None
+        """Resolves task kinds for ``Tx.create_task``; set by the engine."""
+        self.report: Callable[[BaseException], None] = _report
+        self._line = asyncio.Lock()
+        self._sealed = False
+        self._closed = False
+        self._poison: BaseException | None = None
+        self._listeners: list[Callable[[CommitEvent], None]] = []
+        self._conversations: dict[int, Conversation] = {}
+        self._docs: dict[int, _CachedDoc] = {}
+        self._addresses: dict[DocAddress, int | None] = {}
+        self._task_docs: dict[int, set[int]] = {}
+        """Current task-scoped documents per task, for tasks whose set is known."""
+
+    @classmethod
+    async def open(cls, storage: Storage, clock: Clock) -> Session:
+        """Load the live tasks (and their conversations) from storage. Writes nothing."""
+        session = cls(storage, clock)
+        for status in _LIVE_STATUSES:
+            cursor = None
+            while True:
+                page = await storage.scan_tasks(status=status, limit=1000, cursor=cursor)
+                for task in page.items:
+                    session.tasks[task.id] = task
+                if page.next is None:
+                    break
+                cursor = page.next
+        for conversation_id in {t.conversation_id for t in session.tasks.values()}:
+            await session.conversation(conversation_id)
+        return session
+
+    # ------------------------------------------------------------------ status
+
+    @property
+    def closed(self) -> bool:
+        return self._sealed
+
+    @property
+    def poisoned(self) -> BaseException | None:
+        return self._poison
+
+    def check_open(self) -> None:
+        if self._poison is not None:
+            raise SessionPoisoned(
+                "an uncertain storage failure poisoned the session; reopen the storage"
+            ) from self._poison
+        if self._sealed:
+            raise SessionClosed("the session is closed")
+
+    def seal(self) -> None:
+        """Admit no further commits (commits already on the line still land)."""
+        self._sealed = True
+
+    def subscribe(self, listener: Callable[[CommitEvent], None]) -> Callable[[], None]:
+        """Call ``listener`` after every successful commit, on the line. Returns an unsubscriber."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    # ------------------------------------------------------------------ the line
+
+    @overload
+    async def commit(self, fn: Callable[[Tx], Awaitable[T]]) -> T: ...
+
+    @overload
+    async def commit(self, fn: Callable[[Tx], T]) -> T: ...
+
+    async def commit(self, fn: Callable[[Tx], Any]) -> Any:
+        """Run ``fn(tx)`` on the mutation line and commit what it staged.
+
+        Never await a model, tool or network call inside ``fn``: it holds the line.
+        """
+        self.check_open()
+        await self._line.acquire()
+        handed_over = False
+        try:
+            self.check_open()
+            tx = Tx(self)
+            try:
+                result = fn(tx)
+                if inspect.isawaitable(result):
+                    result = await result
+                batch = await self._prepare(tx) if not tx.empty else None
+            finally:
+                tx.settle()
+            if batch is None:
+                return result
+            landing = asyncio.ensure_future(self._land(tx, *batch))
+            handed_over = True  # _land releases the line, even if we are cancelled now
+            await asyncio.shield(landing)
+            return result
+        finally:
+            if not handed_over:
+                self._line.release()
+
+    async def _land(
+        self, tx: Tx, writes: list[Write], events: list[DocumentEvent], retire_tasks: set[int]
+    ) -> None:
+        try:
+            try:
+                seq = await self.storage.commit(writes)
+            except StorageRejected:
+                raise
+            except BaseException as e:
+                self._poison = e
+                raise SessionPoisoned(
+                    f"storage commit failed with an uncertain outcome: {e!r}"
+                ) from e
+            self._adopt(seq, tx, events, retire_tasks)
+        finally:
+            self._line.release()
+
+    async def _prepare(self, tx: Tx) -> tuple[list[Write], list[DocumentEvent], set[int]]:
+        writes: list[Write] = [*tx.conversations.values(), *tx.entries]
+        writes += tx.tasks.values()
+        writes += tx.submissions.values()
+        writes += tx.extra_writes
+        events: list[DocumentEvent] = []
+        retiring: set[int] = set()
+        # Task-scoped documents end with their task, in the commit that ends it.
+        ended = [t.id for t in tx.tasks.values() if isinstance(t.state, Terminal)]
+        for task_id in ended:
+            for doc_id in await self._task_documents(task_id):
+                retiring.add(doc_id)
+        for handle in tx.docs.values():
+            if handle.record.scope == "task" and handle.record.owner_id in ended:
+                handle.retire()
+            change = _document_writes(handle)
+            writes += change[0]
+            if change[1] is not None:
+                events.append(change[1])
+            retiring.discard(handle.id)
+        for doc_id in sorted(retiring):
+            cached = self._docs.get(doc_id)
+            writes.append(DocumentRetire(doc_id))
+            if cached is not None:
+                events.append(
+                    DocumentEvent(
+                        replace(cached.record, retired_at=0),
+                        cached.version,
+                        None,
+                        None,
+                        retired=True,
+                    )
+                )
+        return writes, events, set(ended)
+
+    def _adopt(self, seq: int, tx: Tx, events: list[DocumentEvent], ended_tasks: set[int]) -> None:
+        self.last_seq = seq
+        for conv in tx.conversations.values():
+            self._conversations[conv.id] = conv
+        for task in tx.tasks.values():
+            if isinstance(task.state, Terminal):
+                self.tasks.pop(task.id, None)
+            else:
+                self.tasks[task.id] = task
+                if task.id in tx.minted:
+                    self._task_docs.setdefault(task.id, set())
+        stamped: list[DocumentEvent] = []
+        for ev in events:
+            rec = ev.record
+            if ev.retired:
+                rec = replace(rec, retired_at=seq)
+                self._docs.pop(rec.id, None)
+                self._addresses[(rec.kind, rec.scope, rec.owner_id, rec.key)] = None
+                if rec.scope == "task" and rec.owner_id is not None:
+                    self._task_docs.get(rec.owner_id, set()).discard(rec.id)
+            else:
+                if ev.created:
+                    rec = replace(rec, created_at=seq)
+                    self._addresses[(rec.kind, rec.scope, rec.owner_id, rec.key)] = rec.id
+                    if rec.scope == "task" and rec.owner_id is not None:
+                        self._task_docs.setdefault(rec.owner_id, set()).add(rec.id)
+                prev = self._docs.get(rec.id)
+                deltas = 0 if ev.ops is None else (prev.deltas_since_base + 1 if prev else 1)
+                self._docs[rec.id] = _CachedDoc(rec, ev.version, ev.value, deltas)
+            stamped.append(replace(ev, record=rec))
+        for task_id in ended_tasks:
+            self._task_docs.pop(task_id, None)
+        event = CommitEvent(
+            seq=seq,
+            conversations=list(tx.conversations.values()),
+            entries=[replace(e, commit_seq=seq) for e in tx.entries],
+            tasks=list(tx.tasks.values()),
+            submissions=list(tx.submissions.values()),
+            documents=stamped,
+        )
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception as e:  # a failing listener must not undo a durable commit
+                self.report(e)
+
+    # ------------------------------------------------------------------ committed reads
+
+    async def conversation(self, conversation_id: int) -> Conversation | None:
+        """A conversation record (cached: conversations never change)."""
+        cached = self._conversations.get(conversation_id)
+        if cached is not None:
+            return cached
+        self.check_open()
+        conv = await self.storage.conversation(conversation_id)
+        if conv is not None:
+            self._conversations[conversation_id] = conv
+        return conv
+
+    def cached_conversation(self, conversation_id: int) -> Conversation | None:
+        return self._conversations.get(conversation_id)
+
+    async def task(self, task_id: int) -> Task | None:
+        live = self.tasks.get(task_id)
+        if live is not None:
+            return live
+        self.check_open()
+        return await self.storage.task(task_id)
+
+    async def current_document(
+        self, definition: DocDefinition[Any], owner_id: int | None, key: str | None
+    ) -> DocumentState | None:
+        """The committed current value of a document (shared: do not mutate)."""
+        address: DocAddress = (definition.kind, definition.scope, owner_id, key)
+        if address in self._addresses:
+            doc_id = self._addresses[address]
+            if doc_id is None:
+                return None
+            cached = self._docs.get(doc_id)
+            if cached is not None:
+                return DocumentState(
+                    cached.record, cached.version, cached.value, cached.deltas_since_base
+                )
+        self.check_open()
+        record = await self.storage.find_document(definition.kind, definition.scope, owner_id, key)
+        if record is None:
+            self._addresses[address] = None
+            return None
+        state = await self.storage.document(record.id)
+        if state is None:
+            return None
+        self._addresses[address] = record.id
+        self._docs[record.id] = _CachedDoc(
+            state.record, state.version, state.value, state.deltas_since_base
+        )
+        return state
+
+    async def document_value(
+        self, definition: DocDefinition[Any], owner_id: int | None = None, key: str | None = None
+    ) -> JsonValue:
+        """A detached copy of a document's committed value (migrated in memory if the
+        stored version is older), or its initial value if it does not exist. Never writes."""
+        state = await self.current_document(definition, owner_id, key)
+        if state is None:
+            return json_copy(definition.initial())
+        return definition.upgrade(json_copy(state.value), state.version)
+
+    async def _task_documents(self, task_id: int) -> set[int]:
+        known = self._task_docs.get(task_id)
+        if known is not None:
+            return set(known)
+        found: set[int] = set()
+        cursor = None
+        while True:
+            page = await self.storage.scan_documents(
+                "task", owner_id=task_id, cursor=cursor, limit=500
+            )
+            found.update(r.id for r in page.items)
+            if page.next is None:
+                break
+            cursor = page.next
+        for doc_id in found:
+            if doc_id not in self._docs:
+                state = await self.storage.document(doc_id)
+                if state is not None:
+                    self._docs[doc_id] = _CachedDoc(
+                        state.record, state.version, state.value, state.deltas_since_base
+                    )
+        return found
+
+    # ------------------------------------------------------------------ ownership
+
+    def resolve_definition(self, definition: TaskDefinition | str) -> TaskDefinition | None:
+        if not isinstance(definition, str):
+            return definition
+        return self.definitions(definition) if self.definitions is not None else None
+
+    def owner_of(self, task: Task, staged: dict[int, Task] | None = None) -> Task | None:
+        """The live task directly above ``task`` in the ownership tree, if any."""
+        if task.owner is not None:
+            parent_id: int | None = task.owner
+        else:
+            conv = self._conversations.get(task.conversation_id)
+            parent_id = conv.owner.task_id if conv is not None and conv.owner is not None else None
+        if parent_id is None:
+            return None
+        parent = (staged or {}).get(parent_id) or self.tasks.get(parent_id)
+        return None if parent is None or isinstance(parent.state, Terminal) else parent
+
+    def owners(self, task: Task, staged: dict[int, Task] | None = None) -> Iterable[Task]:
+        """The live owners of a non-background task, nearest first, up to and including
+        the first background one (a background task is a boundary)."""
+        if task.background:
+            return
+        parent = self.owner_of(task, staged)
+        while parent is not None:
+            yield parent
+            if parent.background:
+                return
+            parent = self.owner_of(parent, staged)
+
+    def owned_live_work(self, task_id: int, staged: dict[int, Task] | None = None) -> bool:
+        """Whether any live ordinary (non-background) work sits below ``task_id``."""
+        pool = dict(self.tasks)
+        if staged:
+            pool.update(staged)
+        for other in pool.values():
+            if other.id == task_id or other.background or isinstance(other.state, Terminal):
+                continue
+            if any(o.id == task_id for o in self.owners(other, staged)):
+                return True
+        return False
+
+    # ------------------------------------------------------------------ close
+
+    async def close(self) -> None:
+        """Seal, wait for the commit on the line to land, and close the storage."""
+        if self._closed:
+            return
+        self._sealed = True
+        async with self._line:
+            self._closed = True
+        await self.storage.close()
+
+
+def _document_writes(handle: DocHandle) -> tuple[list[Write], DocumentEvent | None]:
+    """The writes (and event) one document handle stages, or nothing if unchanged."""
+    defn = handle.definition
+    rec = handle.record
+    writes: list[Write] = []
+    value = defn.validate(json_copy(handle.value, f"document {defn.kind!r}"))
+    if handle.created:
+        writes.append(
+            DocumentCreate(
+                rec.id, rec.kind, rec.scope, rec.owner_id, rec.key, rec.history, defn.version, value
+            )
+        )
+        event: DocumentEvent | None = DocumentEvent(rec, defn.version, value, None, created=True)
+    elif handle.stored_version != defn.version:
+        writes.append(DocumentChange(rec.id, defn.version, value=value))
+        event = DocumentEvent(rec, defn.version, value, None)
+    else:
+        ops = diff(handle.original, value)
+        if not ops:
+            event = None
+        elif defn.checkpoint_when(value, ops, handle.deltas_since_base):
+            writes.append(DocumentChange(rec.id, defn.version, value=value))
+            event = DocumentEvent(rec, defn.version, value, None)
+        else:
+            writes.append(DocumentChange(rec.id, defn.version, ops=ops))
+            event = DocumentEvent(rec, defn.version, value, ops)
+    if handle.retired:
+        writes.append(DocumentRetire(rec.id))
+        event = DocumentEvent(rec, defn.version, None, None, created=False, retired=True)
+    return writes, event
+
+
+def _report(error: BaseException) -> None:
+    # Default reporter: surface the error on the loop's exception handler instead of
+    # swallowing it. Hosts replace Session.report with their logger.
+    loop = asyncio.get_running_loop()
+    loop.call_exception_handler({"message": "perdure: reported error", "exception": error})

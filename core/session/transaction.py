@@ -1,0 +1,522 @@
+"""Tx: what a commit callback sees and stages.
+
+The rules a transaction enforces, so every commit is well-formed before storage sees it:
+
+* **read before write**: table reads (conversations, entries, tasks, submissions) are
+  allowed only before the first table write (:class:`ReadAfterWrite` otherwise), so a
+  commit never mixes a decision with state it has already changed. Documents stay
+  readable and writable throughout.
+* every value is plain JSON (:class:`~core.errors.InvalidJson` before anything is staged);
+* ownership rules: new owned work needs a live owner that is neither completing,
+  terminal nor abort-marked; a child task lives in its owner's conversation and is never
+  background; a task's conversation and kind never change; terminal tasks never change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from core.errors import (
+    DocumentError,
+    ReadAfterWrite,
+    TaskNotFound,
+    TaskStateError,
+    TransactionSettled,
+    UnknownRecord,
+    UnknownTaskKind,
+)
+from core.jsonvalue import JsonObject, JsonValue, json_copy
+from core.records import (
+    ROOT_CONVERSATION_ID,
+    Aborted,
+    Completed,
+    Completing,
+    Conversation,
+    ConversationOwner,
+    ConversationParent,
+    DocumentRecord,
+    Entry,
+    Failed,
+    Faulted,
+    Orphaned,
+    Outcome,
+    Pending,
+    Running,
+    Submission,
+    SubmissionStatus,
+    Task,
+    TaskState,
+    TaskStatus,
+    Terminal,
+    Waiting,
+)
+from core.session.documents import DocDefinition, DocHandle
+from core.storage.port import Cursor, DocumentCreate, Order, Page
+
+if TYPE_CHECKING:
+    from core.session.session import Session
+    from core.tasks.definition import TaskDefinition
+
+__all__ = ["Tx"]
+
+DocAddress = tuple[str, str, int | None, str | None]
+
+
+class Tx:
+    """A transaction on the session's mutation line. Valid only inside its callback."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._settled = False
+        self._wrote = False
+        self._now: int | None = None
+        self.minted: set[int] = set()
+        self.conversations: dict[int, Conversation] = {}
+        self.entries: list[Entry] = []
+        self.tasks: dict[int, Task] = {}
+        self.submissions: dict[int, Submission] = {}
+        self.docs: dict[DocAddress, DocHandle] = {}
+        self.extra_writes: list[Any] = []
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def session(self) -> Session:
+        return self._session
+
+    def now(self) -> int:
+        """The session clock, read once per transaction."""
+        if self._now is None:
+            self._now = self._session.clock.now()
+        return self._now
+
+    def _live(self) -> None:
+        if self._settled:
+            raise TransactionSettled("the transaction has settled; it can no longer be used")
+
+    def _read(self) -> None:
+        self._live()
+        if self._wrote:
+            raise ReadAfterWrite(
+                "table reads are allowed only before the first table write of a transaction"
+            )
+
+    def _write(self) -> None:
+        self._live()
+        self._wrote = True
+
+    def settle(self) -> None:
+        self._settled = True
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.conversations
+            or self.entries
+            or self.tasks
+            or self.submissions
+            or self.docs
+            or self.extra_writes
+        )
+
+    # ------------------------------------------------------------------ table reads
+
+    async def conversation(self, conversation_id: int) -> Conversation | None:
+        self._read()
+        return await self._session.conversation(conversation_id)
+
+    async def entry(self, entry_id: int) -> Entry | None:
+        self._read()
+        return await self._session.storage.entry(entry_id)
+
+    async def task(self, task_id: int) -> Task | None:
+        self._read()
+        return await self._session.task(task_id)
+
+    async def submission(self, submission_id: int) -> Submission | None:
+        self._read()
+        return await self._session.storage.submission(submission_id)
+
+    async def submission_by_request(
+        self, conversation_id: int, request_id: str
+    ) -> Submission | None:
+        self._read()
+        return await self._session.storage.submission_by_request(conversation_id, request_id)
+
+    async def scan_tasks(
+        self,
+        *,
+        conversation_id: int | None = None,
+        kind: str | None = None,
+        status: TaskStatus | None = None,
+        abort_requested: bool | None = None,
+        background: bool | None = None,
+        order: Order | None = None,
+        limit: int = 100,
+        cursor: Cursor | None = None,
+    ) -> Page[Task]:
+        self._read()
+        return await self._session.storage.scan_tasks(
+            conversation_id=conversation_id,
+            kind=kind,
+            status=status,
+            abort_requested=abort_requested,
+            background=background,
+            order=order,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    async def scan_submissions(
+        self,
+        *,
+        conversation_id: int | None = None,
+        status: SubmissionStatus | None = None,
+        order: Order | None = None,
+        limit: int = 100,
+        cursor: Cursor | None = None,
+    ) -> Page[Submission]:
+        self._read()
+        return await self._session.storage.scan_submissions(
+            conversation_id=conversation_id, status=status, order=order, limit=limit, cursor=cursor
+        )
+
+    async def scan_entries(
+        self,
+        conversation_id: int,
+        *,
+        min_id: int | None = None,
+        max_id: int | None = None,
+        order: Order | None = None,
+        limit: int = 100,
+        cursor: Cursor | None = None,
+    ) -> Page[Entry]:
+        self._read()
+        return await self._session.storage.scan_entries(
+            conversation_id, min_id=min_id, max_id=max_id, order=order, limit=limit, cursor=cursor
+        )
+
+    # ------------------------------------------------------------------ staged state
+
+    def staged_task(self, task_id: int) -> Task | None:
+        """A task as this transaction has staged it, else as committed (live tasks only)."""
+        return self.tasks.get(task_id) or self._session.tasks.get(task_id)
+
+    async def mint_id(self) -> int:
+        self._live()
+        new_id = await self._session.storage.mint_id()
+        self.minted.add(new_id)
+        return new_id
+
+    # ------------------------------------------------------------------ conversations
+
+    async def create_conversation(
+        self,
+        *,
+        parent: ConversationParent | None = None,
+        owner_task_id: int | None = None,
+    ) -> Conversation:
+        """Create a conversation: a fork of ``parent`` and/or one owned by a live task."""
+        self._live()
+        owner: ConversationOwner | None = None
+        if parent is not None:
+            if await self._conversation_exists(parent.conversation_id) is False:
+                raise UnknownRecord(f"Unknown conversation {parent.conversation_id}")
+            visible = await self._session.storage.visible_entry(
+                parent.conversation_id, parent.at_entry
+            )
+            if visible is None:
+                raise UnknownRecord(
+                    f"entry {parent.at_entry} is not visible in conversation "
+                    f"{parent.conversation_id}"
+                )
+        if owner_task_id is not None:
+            owning = self._live_owner(owner_task_id)
+            owner = ConversationOwner(owning.conversation_id, owning.id)
+        conv = Conversation(await self.mint_id(), parent, owner)
+        self.put_conversation(conv)
+        return conv
+
+    def put_conversation(self, conversation: Conversation) -> None:
+        """Stage a conversation record (created once; conversations are immutable)."""
+        self._write()
+        self.conversations[conversation.id] = conversation
+
+    async def ensure_root(self) -> None:
+        """Stage the root conversation (id 1) unless it exists."""
+        if ROOT_CONVERSATION_ID not in self.conversations and not await self._conversation_exists(
+            ROOT_CONVERSATION_ID
+        ):
+            self.put_conversation(Conversation(ROOT_CONVERSATION_ID))
+
+    async def _conversation_exists(self, conversation_id: int) -> bool:
+        if conversation_id in self.conversations:
+            return True
+        return await self._session.conversation(conversation_id) is not None
+
+    # ------------------------------------------------------------------ entries
+
+    async def append_entry(
+        self,
+        conversation_id: int,
+        kind: str,
+        *,
+        message: JsonValue = None,
+        data: JsonValue = None,
+        head: int | Literal["self"] | None = None,
+        edits: list[JsonValue] | None = None,
+        by_task_id: int | None = None,
+    ) -> Entry:
+        """Append an immutable entry. ``head="self"`` makes it a head marker for itself."""
+        self._live()
+        if not await self._conversation_exists(conversation_id):
+            raise UnknownRecord(f"Unknown conversation {conversation_id}")
+        if not kind or type(kind) is not str:
+            raise ValueError("an entry kind is a non-empty string")
+        entry_id = await self.mint_id()
+        entry = Entry(
+            id=entry_id,
+            conversation_id=conversation_id,
+            kind=kind,
+            message=json_copy(message, "entry message"),
+            data=json_copy(data, "entry data"),
+            head=entry_id if head == "self" else head,
+            edits=None
+            if edits is None
+            else cast("list[JsonValue]", json_copy(edits, "entry edits")),
+            by_task_id=by_task_id,
+            created_at=self.now(),
+        )
+        self._write()
+        self.entries.append(entry)
+        return entry
+
+    # ------------------------------------------------------------------ submissions
+
+    def put_submission(self, submission: Submission) -> None:
+        """Stage a submission record (full replacement)."""
+        self._write()
+        if submission.detail is not None:
+            submission = replace(
+                submission, detail=json_copy(submission.detail, "submission detail")
+            )
+        self.submissions[submission.id] = submission
+
+    # ------------------------------------------------------------------ tasks
+
+    async def create_task(
+        self,
+        definition: TaskDefinition | str,
+        input: JsonValue = None,
+        *,
+        conversation_id: int | None = None,
+        owner: int | None = None,
+        background: bool = False,
+    ) -> Task:
+        """Create a task, ready to run (``waiting`` on nothing) at its initial checkpoint.
+
+        ``owner`` makes it a child of a live task (same conversation, never background);
+        otherwise it is owned by its conversation (the root conversation by default,
+        created on demand).
+        """
+        self._live()
+        defn = self._session.resolve_definition(definition)
+        if defn is None:
+            raise UnknownTaskKind(f"no task definition is registered as {definition!r}")
+        value = json_copy(input, f"input of {defn.name}")
+        if owner is not None:
+            parent = self._live_owner(owner)
+            if background:
+                raise TaskStateError("a child task cannot be background")
+            if conversation_id is not None and conversation_id != parent.conversation_id:
+                raise TaskStateError("a child task lives in its owner's conversation")
+            conversation_id = parent.conversation_id
+        if conversation_id is None:
+            conversation_id = ROOT_CONVERSATION_ID
+        if conversation_id == ROOT_CONVERSATION_ID:
+            await self.ensure_root()
+        elif not await self._conversation_exists(conversation_id):
+            raise UnknownRecord(f"Unknown conversation {conversation_id}")
+        checkpoint = defn.checkpoint(defn.initial(value))
+        task = Task(
+            id=await self.mint_id(),
+            conversation_id=conversation_id,
+            kind=defn.name,
+            version=defn.version,
+            input=value,
+            state=Waiting(checkpoint),
+            owner=owner,
+            background=bool(background),
+        )
+        self._write()
+        self.tasks[task.id] = task
+        return task
+
+    def _live_owner(self, owner_id: int) -> Task:
+        owner = self.staged_task(owner_id)
+        if owner is None:
+            raise TaskStateError(f"owner task {owner_id} does not exist or is terminal")
+        if owner.abort_requested:
+            raise TaskStateError(f"owner task {owner_id} has a durable abort mark")
+        if isinstance(owner.state, Completing | Terminal):
+            raise TaskStateError(f"owner task {owner_id} is {owner.status}")
+        return owner
+
+    async def put_task(self, task: Task) -> Task:
+        """Stage a full replacement of a live task record; return what was staged.
+
+        Payloads are copied and checked as JSON; the conversation, kind and owner of a
+        task never change, terminal tasks never change, and terminal or completing
+        records drop their memos.
+        """
+        self._live()
+        before = self.staged_task(task.id)
+        if before is None and task.id not in self.minted:
+            stored = await self._session.storage.task(task.id)
+            if stored is not None and isinstance(stored.state, Terminal):
+                raise TaskStateError(f"Task {task.id} is terminal")
+            if stored is None:
+                raise TaskNotFound(f"Task {task.id} does not exist")
+            before = stored
+        if before is not None and (
+            before.conversation_id != task.conversation_id
+            or before.kind != task.kind
+            or before.owner != task.owner
+            or before.background != task.background
+        ):
+            raise TaskStateError(
+                f"Task {task.id}: conversation, kind, owner and background never change"
+            )
+        task = _checked(task)
+        self._write()
+        self.tasks[task.id] = task
+        return task
+
+    def has_owned_live_work(self, task_id: int) -> bool:
+        """Whether ordinary work owned by the task is live, counting this commit's writes."""
+        return self._session.owned_live_work(task_id, self.tasks)
+
+    def settle_state(self, task: Task, outcome: Outcome) -> TaskState:
+        """``completing`` while ordinary owned work is live, else ``terminal``."""
+        return Completing(outcome) if self.has_owned_live_work(task.id) else Terminal(outcome)
+
+    # ------------------------------------------------------------------ documents
+
+    async def doc(
+        self, definition: DocDefinition[Any], owner_id: int | None = None, key: str | None = None
+    ) -> DocHandle:
+        """Get or create the current incarnation of a document and return its handle."""
+        self._live()
+        address: DocAddress = (definition.kind, definition.scope, owner_id, key)
+        handle = self.docs.get(address)
+        if handle is not None:
+            return handle
+        await self._check_doc_owner(definition, owner_id)
+        state = await self._session.current_document(definition, owner_id, key)
+        if state is None:
+            value = definition.validate(
+                json_copy(definition.initial(), f"initial {definition.kind!r}")
+            )
+            record = DocumentRecord(
+                id=await self.mint_id(),
+                kind=definition.kind,
+                scope=definition.scope,
+                owner_id=owner_id,
+                key=key,
+                history=definition.history,
+            )
+            handle = DocHandle(definition, record, definition.version, None, value, 0, True)
+        else:
+            if (state.record.history, state.record.scope) != (definition.history, definition.scope):
+                raise DocumentError(
+                    f"document {definition.kind!r} is stored as {state.record.scope}/"
+                    f"{state.record.history}, not {definition.scope}/{definition.history}"
+                )
+            value = definition.upgrade(json_copy(state.value), state.version)
+            handle = DocHandle(
+                definition,
+                state.record,
+                state.version,
+                state.value,
+                value,
+                state.deltas_since_base,
+                False,
+            )
+        self.docs[address] = handle
+        return handle
+
+    async def _check_doc_owner(self, definition: DocDefinition[Any], owner_id: int | None) -> None:
+        if definition.scope == "session":
+            if owner_id is not None:
+                raise DocumentError(f"session document {definition.kind!r} has no owner")
+        elif type(owner_id) is not int:
+            raise DocumentError(
+                f"{definition.scope} document {definition.kind!r} needs an owner id"
+            )
+        elif definition.scope == "conversation":
+            if not await self._conversation_exists(owner_id):
+                raise UnknownRecord(f"Unknown conversation {owner_id}")
+        else:
+            owner = self.staged_task(owner_id)
+            if owner is None or isinstance(owner.state, Terminal):
+                raise DocumentError(f"task document {definition.kind!r} needs a live task")
+
+    def stage_document_create(self, write: DocumentCreate) -> None:
+        """Stage a raw document write (forks use this to copy documents)."""
+        self._live()
+        self.extra_writes.append(write)
+
+
+def _checked(task: Task) -> Task:
+    """Copy and JSON-check every payload of a task record."""
+    state = task.state
+    where = f"task {task.id}"
+    new_state: TaskState
+    if isinstance(state, Waiting):
+        on = tuple(state.on)
+        if any(type(t) is not int for t in on):
+            raise TaskStateError(f"{where}: waiting on non-task ids {on!r}")
+        if state.policy not in ("all_settled", "fail_fast"):
+            raise TaskStateError(f"{where}: unknown wait policy {state.policy!r}")
+        if state.until is not None and type(state.until) is not int:
+            raise TaskStateError(f"{where}: until must be epoch milliseconds (int)")
+        new_state = Waiting(_checkpoint(state.checkpoint, where), on, state.policy, state.until)
+    elif isinstance(state, Pending | Running):
+        new_state = type(state)(_checkpoint(state.checkpoint, where))
+    elif isinstance(state, Completing | Terminal):
+        new_state = type(state)(_outcome(state.outcome, where))
+    else:
+        raise TaskStateError(f"{where}: unknown state {state!r}")
+    memos = {} if isinstance(new_state, Completing | Terminal) else task.memos
+    return replace(
+        task,
+        input=json_copy(task.input, f"{where} input"),
+        state=new_state,
+        memos=cast("dict[str, JsonValue]", json_copy(memos, f"{where} memos")),
+    )
+
+
+def _checkpoint(checkpoint: object, where: str) -> JsonObject:
+    value = json_copy(checkpoint, f"{where} checkpoint")
+    if type(value) is not dict or type(value.get("phase")) is not str:
+        raise TaskStateError(f"{where}: a checkpoint is an object with a string 'phase'")
+    return value
+
+
+def _outcome(outcome: Outcome, where: str) -> Outcome:
+    w = f"{where} outcome"
+    if isinstance(outcome, Completed):
+        return Completed(json_copy(outcome.result, w))
+    if isinstance(outcome, Failed):
+        return Failed(
+            replace(outcome.error, detail=json_copy(outcome.error.detail, w)),
+            json_copy(outcome.result, w),
+        )
+    if isinstance(outcome, Aborted):
+        return Aborted(outcome.reason, json_copy(outcome.result, w))
+    if isinstance(outcome, Faulted):
+        return Faulted(replace(outcome.error, detail=json_copy(outcome.error.detail, w)))
+    if isinstance(outcome, Orphaned):
+        return outcome
+    raise TaskStateError(f"{where}: unknown outcome {outcome!r}")

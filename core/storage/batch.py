@@ -1,0 +1,295 @@
+"""Validation and planning of a commit batch, shared by every Storage adapter.
+
+An adapter hands :func:`plan_commit` a synchronous :class:`BatchView` of its committed
+state; the planner checks every storage-level rule, encodes every record once, and
+returns a :class:`CommitPlan` the adapter applies verbatim. A rule violation raises
+:class:`~core.errors.StorageRejected` before anything is applied, which is what makes
+rejection a guarantee of no effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from core.errors import StorageRejected
+from core.jsonvalue import JsonValue, dumps
+from core.records import (
+    MAX_ID,
+    ROOT_CONVERSATION_ID,
+    Conversation,
+    DocumentRecord,
+    DocumentState,
+    Entry,
+    Submission,
+    Task,
+)
+from core.storage.port import (
+    DocumentChange,
+    DocumentCopy,
+    DocumentCreate,
+    DocumentRetire,
+    Write,
+)
+
+__all__ = ["BatchView", "CommitPlan", "Revision", "plan_commit"]
+
+_OP_VERBS = frozenset(("r", "s", "d", "p"))
+
+
+class BatchView(Protocol):
+    """Committed state as the batch finds it (synchronous: adapters answer it inside
+    their transaction, or from memory)."""
+
+    def id_owner(self, record_id: int) -> str | None:
+        """The record type that owns ``record_id``, or ``None``."""
+        ...
+
+    def submission_for_request(self, conversation_id: int, request_id: str) -> int | None: ...
+
+    def document_record(self, document_id: int) -> DocumentRecord | None: ...
+
+    def document_version(self, document_id: int) -> int | None:
+        """The version of the newest revision of a current document."""
+        ...
+
+    def current_document(
+        self, kind: str, scope: str, owner_id: int | None, key: str | None
+    ) -> int | None: ...
+
+    def document_state(self, document_id: int, at: int | None) -> DocumentState | None: ...
+
+
+@dataclass(slots=True)
+class Revision:
+    document_id: int
+    seq: int
+    base: bool
+    version: int
+    content: str
+    """JSON text: the value for a base, the op list for a delta."""
+
+
+@dataclass(slots=True)
+class CommitPlan:
+    seq: int
+    next_id: int
+    new_ids: dict[int, str] = field(default_factory=dict)
+    conversations: list[tuple[Conversation, str]] = field(default_factory=list)
+    entries: list[tuple[Entry, str]] = field(default_factory=list)
+    tasks: dict[int, tuple[Task, str]] = field(default_factory=dict)
+    submissions: dict[int, tuple[Submission, str]] = field(default_factory=dict)
+    created_documents: list[DocumentRecord] = field(default_factory=list)
+    revisions: list[Revision] = field(default_factory=list)
+    versions: dict[int, int] = field(default_factory=dict)
+    """Current version of every document that got a revision."""
+    retired: list[DocumentRecord] = field(default_factory=list)
+    """Records as they are after retirement (``retired_at == seq``)."""
+    rebased_latest: list[int] = field(default_factory=list)
+    """``latest`` documents that got a new base: older revisions can go."""
+
+
+def plan_commit(writes: Sequence[Write], view: BatchView, seq: int, next_id: int) -> CommitPlan:
+    plan = CommitPlan(seq=seq, next_id=next_id)
+    records: dict[int, DocumentRecord] = {}  # documents touched by the batch
+    created_here: set[int] = set()
+    touched_sources: set[int] = set()
+    copies: list[DocumentCopy] = []
+    retires: list[DocumentRetire] = []
+    requests: dict[tuple[int, str], int] = {}
+    content_written: set[int] = set()
+
+    def one_content_write(doc_id: int) -> None:
+        # Revisions are keyed by (document, seq): one content write per document per
+        # commit. The session folds every change of a commit into one revision.
+        if doc_id in content_written:
+            raise StorageRejected(f"document {doc_id} has two content writes in one commit")
+        content_written.add(doc_id)
+
+    def own(record_id: object, kind: str, *, replaceable: bool) -> None:
+        if type(record_id) is not int or not 1 <= record_id <= MAX_ID:
+            raise StorageRejected(f"{kind} id {record_id!r} is not an integer in 1..{MAX_ID}")
+        if record_id == ROOT_CONVERSATION_ID and kind != "conversation":
+            raise StorageRejected(f"ID 1 is reserved for the root conversation, not a {kind}")
+        owner = plan.new_ids.get(record_id) or view.id_owner(record_id)
+        if owner is not None and (owner != kind or not replaceable):
+            raise StorageRejected(f"ID {record_id} already belongs to {owner}")
+        if owner is None:
+            plan.new_ids[record_id] = kind
+        plan.next_id = max(plan.next_id, record_id + 1)
+
+    def document(doc_id: int) -> DocumentRecord:
+        rec = records.get(doc_id)
+        if rec is None:
+            rec = view.document_record(doc_id)
+            if rec is None:
+                raise StorageRejected(f"unknown document {doc_id}")
+            records[doc_id] = rec
+        if rec.retired_at is not None:
+            raise StorageRejected(f"document {doc_id} is retired")
+        return rec
+
+    def version_of(doc_id: int) -> int:
+        v = plan.versions.get(doc_id)
+        if v is None:
+            v = view.document_version(doc_id)
+            if v is None:
+                raise StorageRejected(f"document {doc_id} has no stored revision")
+        return v
+
+    def incarnate(w: DocumentCreate | DocumentCopy) -> DocumentRecord:
+        _check_document_shape(w)
+        own(w.id, "document", replaceable=False)
+        one_content_write(w.id)
+        rec = DocumentRecord(w.id, w.kind, w.scope, w.owner_id, w.key, w.history, seq, None)
+        records[w.id] = rec
+        created_here.add(w.id)
+        plan.created_documents.append(rec)
+        return rec
+
+    for w in writes:
+        if isinstance(w, Entry):
+            own(w.id, "entry", replaceable=False)
+            stamped = replace(w, commit_seq=seq)
+            plan.entries.append((stamped, _encode(stamped.to_json(), f"entry {w.id}")))
+        elif isinstance(w, Task):
+            own(w.id, "task", replaceable=True)
+            plan.tasks[w.id] = (w, _encode(w.to_json(), f"task {w.id}"))
+        elif isinstance(w, Submission):
+            own(w.id, "submission", replaceable=True)
+            if w.request_id is not None:
+                key = (w.conversation_id, w.request_id)
+                holder = requests.get(key)
+                if holder is None:
+                    holder = view.submission_for_request(*key)
+                if holder is not None and holder != w.id:
+                    raise StorageRejected(
+                        f"request id {w.request_id!r} already identifies submission {holder}"
+                    )
+                requests[key] = w.id
+            plan.submissions[w.id] = (w, _encode(w.to_json(), f"submission {w.id}"))
+        elif isinstance(w, Conversation):
+            own(w.id, "conversation", replaceable=False)
+            plan.conversations.append((w, _encode(w.to_json(), f"conversation {w.id}")))
+        elif isinstance(w, DocumentCreate):
+            incarnate(w)
+            _check_version(w.version)
+            plan.revisions.append(
+                Revision(w.id, seq, True, w.version, _encode(w.value, f"document {w.id}"))
+            )
+            plan.versions[w.id] = w.version
+        elif isinstance(w, DocumentCopy):
+            copies.append(w)
+            incarnate(w)
+        elif isinstance(w, DocumentChange):
+            rec = document(w.id)
+            one_content_write(w.id)
+            touched_sources.add(w.id)
+            _check_version(w.version)
+            if w.ops is None:
+                content = _encode(w.value, f"document {w.id}")
+                if rec.history == "latest":
+                    plan.rebased_latest.append(w.id)
+            else:
+                if w.version != version_of(w.id):
+                    raise StorageRejected(
+                        f"document {w.id}: a version transition requires a base, not a delta"
+                    )
+                _check_ops(w.ops, w.id)
+                content = _encode(w.ops, f"document {w.id}")
+            plan.revisions.append(Revision(w.id, seq, w.ops is None, w.version, content))
+            plan.versions[w.id] = w.version
+        elif isinstance(w, DocumentRetire):
+            document(w.id)
+            retires.append(w)
+            touched_sources.add(w.id)
+        else:
+            raise StorageRejected(f"not a storage write: {type(w).__name__}")
+
+    # Copies read committed pre-batch state; a source the batch also writes would make
+    # "the value at that point" ambiguous.
+    for c in copies:
+        if c.source_id in touched_sources or c.source_id in created_here:
+            raise StorageRejected(
+                f"document {c.source_id} is both copied and written in one commit"
+            )
+        src = view.document_record(c.source_id)
+        if src is None:
+            raise StorageRejected(f"unknown document {c.source_id}")
+        if src.kind != c.kind:
+            raise StorageRejected(f"cannot copy a {src.kind!r} document into a {c.kind!r} one")
+        state = view.document_state(c.source_id, c.at)
+        if state is None:
+            raise StorageRejected(f"document {c.source_id} is not alive at {c.at!r}")
+        plan.revisions.append(
+            Revision(c.id, seq, True, state.version, _encode(state.value, f"document {c.id}"))
+        )
+        plan.versions[c.id] = state.version
+
+    retired_ids: set[int] = set()
+    for r in retires:
+        if r.id in retired_ids:
+            raise StorageRejected(f"document {r.id} is retired twice in one commit")
+        retired_ids.add(r.id)
+        rec = replace(records[r.id], retired_at=seq)
+        records[r.id] = rec
+        plan.retired.append(rec)
+
+    # At most one current incarnation per address once the batch is applied.
+    for rec in plan.created_documents:
+        if rec.id in retired_ids:
+            continue
+        holder = view.current_document(rec.kind, rec.scope, rec.owner_id, rec.key)
+        clash = holder is not None and holder not in retired_ids
+        clash = clash or any(
+            o.id != rec.id
+            and o.id not in retired_ids
+            and (o.kind, o.scope, o.owner_id, o.key) == (rec.kind, rec.scope, rec.owner_id, rec.key)
+            for o in plan.created_documents
+        )
+        if clash:
+            raise StorageRejected(
+                f"document address ({rec.kind!r}, {rec.scope}, {rec.owner_id}, {rec.key!r}) "
+                "already has a current incarnation"
+            )
+    return plan
+
+
+def _encode(value: JsonValue, where: str) -> str:
+    try:
+        return dumps(value)
+    except (TypeError, ValueError) as e:
+        raise StorageRejected(f"{where} is not plain JSON: {e}") from None
+
+
+def _check_version(version: object) -> None:
+    if type(version) is not int or version < 1:
+        raise StorageRejected(f"document version must be a positive integer, got {version!r}")
+
+
+def _check_document_shape(w: DocumentCreate | DocumentCopy) -> None:
+    if type(w.kind) is not str or not w.kind:
+        raise StorageRejected("document kind must be a non-empty string")
+    if w.key is not None and type(w.key) is not str:
+        raise StorageRejected("document key must be a string or None")
+    if w.scope == "session":
+        if w.owner_id is not None:
+            raise StorageRejected("session documents have no owner")
+    elif w.scope in ("conversation", "task"):
+        if type(w.owner_id) is not int:
+            raise StorageRejected(f"{w.scope} documents need an owner id")
+    else:
+        raise StorageRejected(f"unknown document scope {w.scope!r}")
+    if w.history not in ("latest", "rewindable"):
+        raise StorageRejected(f"unknown document history {w.history!r}")
+    if w.history == "rewindable" and w.scope != "conversation":
+        raise StorageRejected("only conversation documents can be rewindable")
+
+
+def _check_ops(ops: object, doc_id: int) -> None:
+    if type(ops) is not list:
+        raise StorageRejected(f"document {doc_id}: ops must be a list")
+    for op in ops:
+        if type(op) is not list or not op or op[0] not in _OP_VERBS:
+            raise StorageRejected(f"document {doc_id}: unknown op verb in {op!r}")

@@ -1,0 +1,272 @@
+"""The Storage port: what the session needs from a database, and nothing more.
+
+A Storage keeps five record tables (conversations, entries, tasks, submissions,
+documents with their revisions) in one integer id namespace, and applies batches of
+writes atomically. It does no semantic validation beyond what keeps its own data
+consistent: atomic batches, global id ownership, immutable conversations and entries,
+consistent document incarnations, JSON-only values and detached reads.
+
+Contract, for every implementation (the conformance kit in :mod:`core.testing`
+checks each point):
+
+* **Ids.** ``mint_id()`` returns ids from one namespace shared by every record type,
+  starting at 2 (id 1 is the root conversation) and above every id ever committed; a
+  committed id belongs to one record type forever. Minting past :data:`MAX_ID` fails.
+  An id minted but never committed may be minted again after a reopen.
+* **Commits.** ``commit(writes)`` applies every write or none and returns the commit's
+  ``seq``, strictly greater than every earlier seq (gaps allowed). Entries are stamped
+  with it (``Entry.commit_seq``), document revisions are keyed by it.
+* **Failures.** :class:`~core.errors.StorageRejected` means *nothing was written* and the
+  caller may go on. Any other exception from ``commit`` is *uncertain*: the batch may or
+  may not be durable, and the caller must stop using this storage (the session poisons
+  itself) until it is reopened.
+* **Detachment.** Records passed to ``commit`` and records returned by reads share no
+  mutable state with the storage.
+* **Scans** return a :class:`Page` of at most ``limit`` records in id order
+  (``"asc"`` or ``"desc"``) plus an opaque JSON cursor for the next page, or ``None``
+  on the last page. A cursor is only valid for the same scan with the same filters; it
+  carries its order, so the next call may omit ``order`` but must not ask for the other
+  one (:class:`~core.errors.InvalidCursor`).
+* **Close.** After ``close()`` every method raises :class:`~core.errors.StorageClosed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Generic, Literal, Protocol, TypeAlias, TypeVar
+
+from core.jsonvalue import JsonObject, JsonValue
+from core.records import (
+    Conversation,
+    DocumentHistory,
+    DocumentRecord,
+    DocumentScope,
+    DocumentState,
+    Entry,
+    Submission,
+    SubmissionStatus,
+    Task,
+    TaskStatus,
+)
+
+__all__ = [
+    "Cursor",
+    "DocumentChange",
+    "DocumentCopy",
+    "DocumentCreate",
+    "DocumentRetire",
+    "Order",
+    "Page",
+    "Storage",
+    "Write",
+]
+
+T = TypeVar("T")
+Order: TypeAlias = Literal["asc", "desc"]
+Cursor: TypeAlias = JsonObject
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: list[T]
+    next: Cursor | None
+
+
+# --------------------------------------------------------------------------- document writes
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentCreate:
+    """Create an incarnation at an address that has no current one; its first revision is
+    a base holding ``value`` at ``version``."""
+
+    id: int
+    kind: str
+    scope: DocumentScope
+    owner_id: int | None
+    key: str | None
+    history: DocumentHistory
+    version: int
+    value: JsonValue
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentCopy:
+    """Create an incarnation whose first base is the stored value and version of document
+    ``source_id`` at seq ``at`` (``None``: the current value before this batch).
+
+    The source must have the same kind, must not be created, changed or retired in the
+    same batch, and must be readable at ``at``.
+    """
+
+    id: int
+    kind: str
+    scope: DocumentScope
+    owner_id: int | None
+    key: str | None
+    history: DocumentHistory
+    source_id: int
+    at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentChange:
+    """Add a revision: a delta (``ops``, same version as the current one) or, when
+    ``ops`` is ``None``, a base holding ``value`` (required for a version change)."""
+
+    id: int
+    version: int
+    ops: list[JsonValue] | None = None
+    value: JsonValue = None
+
+    @property
+    def is_base(self) -> bool:
+        return self.ops is None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentRetire:
+    """End the current incarnation. Applied after every content write of the batch."""
+
+    id: int
+
+
+Write: TypeAlias = (
+    Conversation
+    | Entry
+    | Task
+    | Submission
+    | DocumentCreate
+    | DocumentCopy
+    | DocumentChange
+    | DocumentRetire
+)
+"""A table write is the full record itself (tasks and submissions are replaced whole;
+conversations and entries are created once)."""
+
+
+class Storage(Protocol):
+    """Durable home of one session. See the module docstring for the contract."""
+
+    async def mint_id(self) -> int:
+        """Reserve a fresh id from the global namespace."""
+        ...
+
+    async def commit(self, writes: Sequence[Write]) -> int:
+        """Apply ``writes`` atomically and return the commit's seq."""
+        ...
+
+    async def conversation(self, conversation_id: int) -> Conversation | None: ...
+
+    async def entry(self, entry_id: int) -> Entry | None: ...
+
+    async def visible_entry(self, conversation_id: int, entry_id: int) -> Entry | None:
+        """The entry if ``conversation_id`` sees it through its fork ancestry, else ``None``.
+
+        Raises :class:`~core.errors.UnknownRecord` for an unknown conversation.
+        """
+        ...
+
+    async def latest_head(
+        self, conversation_id: int, at_or_before: int | None = None
+    ) -> Entry | None:
+        """The newest visible head marker with id ``<= at_or_before`` (if given)."""
+        ...
+
+    async def task(self, task_id: int) -> Task | None: ...
+
+    async def submission(self, submission_id: int) -> Submission | None: ...
+
+    async def submission_by_request(
+        self, conversation_id: int, request_id: str
+    ) -> Submission | None: ...
+
+    async def document(self, document_id: int, at: int | None = None) -> DocumentState | None:
+        """The document's value at seq ``at`` (``None``: current).
+
+        ``None`` when the incarnation does not exist or is not alive at that point.
+        Historical reads of documents that are not ``rewindable`` raise
+        :class:`~core.errors.StorageRejected`.
+        """
+        ...
+
+    async def find_document(
+        self,
+        kind: str,
+        scope: DocumentScope,
+        owner_id: int | None = None,
+        key: str | None = None,
+        at: int | None = None,
+    ) -> DocumentRecord | None:
+        """The incarnation at this address alive at ``at`` (``None``: the current one)."""
+        ...
+
+    async def scan_conversations(
+        self,
+        *,
+        owner_conversation_id: int | None = None,
+        owner_task_id: int | None = None,
+        order: Order | None = None,
+        limit: int = 100,
+        cursor: Cursor | None = None,
+    ) -> Page[Conversation]:
+        """Conversations, ascending by default; owner filters are conjunctive."""
+        ...
+
+    async def scan_entries(
+        self,
+        conversation_id: int,
+        *,
+        min_id: int | None = None,
+        max_id: int | None = None,
+        order: Order | None = None,
+        limit: int = 100,
+        cursor: Cursor | None = None,
+    ) -> Page[Entry]:
+        """Entries visible to the conversation through its fork ancestry, newest first by
+        default. Each ancestor contributes only entries up to the fork point its child
+        recorded. Raises :class:`~core.errors.UnknownRecord` for an unknown conversation.
+        """
+        ...
+
+    async def scan_tasks(
+        self,
+        *,
+        conversation_id: int | None = None,
+        kind: str | None = None,
+        status: TaskStatus | None = None,
+        abort_requested: bool | None = None,
+        background: bool | None = None,
+        order: Order | None = None,
+        limit: int = 100,
+        cursor: Cursor | None = None,
+    ) -> Page[Task]: ...
+
+    async def scan_submissions(
+        self,
+        *,
+        conversation_id: int | None = None,
+        status: SubmissionStatus | None = None,
+        order: Order | None = None,
+        limit: int = 100,
+        cursor: Cursor | None = None,
+    ) -> Page[Submission]: ...
+
+    async def scan_documents(
+        self,
+        scope: DocumentScope,
+        *,
+        owner_id: int | None = None,
+        kind: str | None = None,
+        at: int | None = None,
+        limit: int = 100,
+        cursor: Cursor | None = None,
+    ) -> Page[DocumentRecord]:
+        """Incarnations of exactly this scope and owner alive at ``at`` (``None``:
+        current), ascending by id."""
+        ...
+
+    async def close(self) -> None:
+        """Release resources. Idempotent; every later call raises ``StorageClosed``."""
+        ...

@@ -1,0 +1,1 @@
+"""Test kits shipped with perdure (no pytest dependency)."""

@@ -1,0 +1,6 @@
+"""The local host: SQLite files on this machine, one asyncio process."""
+
+from runtimes.local.clock import SystemClock
+from runtimes.local.sqlite import AioSqliteDatabase, Sqlite3Database, open_sqlite_storage
+
+__all__ = ["AioSqliteDatabase", "Sqlite3Database", "SystemClock", "open_sqlite_storage"]

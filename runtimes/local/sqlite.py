@@ -1,0 +1,172 @@
+"""SqlDatabase facades over local SQLite files: aiosqlite (the host's) and stdlib sqlite3.
+
+Both open the file in WAL mode with ``synchronous=NORMAL`` by default: a commit survives
+a process crash; the newest commits may be lost if the machine loses power. Pass
+``synchronous="FULL"`` to make every commit survive power loss too, at the cost of an
+fsync per commit.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import aiosqlite
+
+from core.storage.sqlite import SqliteStorage
+from core.storage.sqlite.database import Row, SqlExecutor, SqlValue
+
+__all__ = [
+    "AioSqliteDatabase",
+    "Sqlite3Database",
+    "Synchronous",
+    "open_sqlite_storage",
+]
+
+T = TypeVar("T")
+Synchronous = Literal["NORMAL", "FULL"]
+
+
+def _connect(path: str | Path, synchronous: Synchronous) -> sqlite3.Connection:
+    if synchronous not in ("NORMAL", "FULL"):
+        raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+    # isolation_level=None: the facade issues BEGIN/COMMIT itself.
+    conn = sqlite3.connect(
+        str(path), isolation_level=None, check_same_thread=False, cached_statements=256
+    )
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    conn.execute("PRAGMA busy_timeout = 5000")
+    conn.execute("PRAGMA wal_autocheckpoint = 1000")
+    return conn
+
+
+class _Executor:
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None:
+        self.conn.execute(sql, params)
+
+    def fetch(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
+        return self.conn.execute(sql, params).fetchall()
+
+
+def _transaction(conn: sqlite3.Connection, fn: Callable[[SqlExecutor], T], write: bool) -> T:
+    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+    try:
+        result = fn(_Executor(conn))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _close(conn: sqlite3.Connection) -> None:
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+
+
+class Sqlite3Database:
+    """The facade over stdlib ``sqlite3``, running statements on the event loop thread.
+
+    For tests, tools and benchmarks: each call blocks the loop for the statement's
+    duration, which is what makes it the lowest-overhead way to drive a file.
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    @classmethod
+    def open(cls, path: str | Path, *, synchronous: Synchronous = "NORMAL") -> Sqlite3Database:
+        return cls(_connect(path, synchronous))
+
+    async def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None:
+        self._conn.execute(sql, params)
+
+    async def fetch(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
+        return self._conn.execute(sql, params).fetchall()
+
+    async def transaction(self, fn: Callable[[SqlExecutor], T], *, write: bool = True) -> T:
+        return _transaction(self._conn, fn, write)
+
+    async def close(self) -> None:
+        _close(self._conn)
+
+
+class AioSqliteDatabase:
+    """The facade over aiosqlite: statements run on aiosqlite's worker thread.
+
+    A transaction runs as *one* job on that thread (BEGIN, every statement, COMMIT),
+    through aiosqlite's ``_execute``: its public API would cost one thread round-trip per
+    statement, several times the cost of the SQL itself. The pinned aiosqlite range in
+    pyproject.toml and ``tests/storage/test_sqlite_facades.py`` guard that private call.
+    """
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+
+    @classmethod
+    async def open(
+        cls, path: str | Path, *, synchronous: Synchronous = "NORMAL"
+    ) -> AioSqliteDatabase:
+        conn = aiosqlite.Connection(lambda: _connect(path, synchronous), iter_chunk_size=64)
+        await conn
+        return cls(conn)
+
+    def _raw(self) -> sqlite3.Connection:
+        return self._conn._conn
+
+    async def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None:
+        await self._conn._execute(  # type: ignore[no-untyped-call]
+            lambda: self._raw().execute(sql, params)
+        )
+
+    async def fetch(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
+        rows: list[Row] = await self._conn._execute(  # type: ignore[no-untyped-call]
+            lambda: self._raw().execute(sql, params).fetchall()
+        )
+        return rows
+
+    async def transaction(self, fn: Callable[[SqlExecutor], T], *, write: bool = True) -> T:
+        result: T = await self._conn._execute(  # type: ignore[no-untyped-call]
+            _transaction, self._raw(), fn, write
+        )
+        return result
+
+    async def close(self) -> None:
+        try:
+            await self._conn._execute(  # type: ignore[no-untyped-call]
+                lambda: self._raw().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            )
+        finally:
+            await self._conn.close()
+
+
+async def open_sqlite_storage(
+    path: str | Path,
+    *,
+    synchronous: Synchronous = "NORMAL",
+    driver: Literal["aiosqlite", "sqlite3"] = "aiosqlite",
+) -> SqliteStorage:
+    """Open (creating and migrating if needed) the SQLite storage at ``path``."""
+    db: AioSqliteDatabase | Sqlite3Database
+    if driver == "aiosqlite":
+        db = await AioSqliteDatabase.open(path, synchronous=synchronous)
+    elif driver == "sqlite3":
+        db = Sqlite3Database.open(path, synchronous=synchronous)
+    else:
+        raise ValueError(f"unknown SQLite driver {driver!r}")
+    try:
+        return await SqliteStorage.open(db)
+    except BaseException:
+        await db.close()
+        raise
