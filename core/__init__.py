@@ -1,1 +1,112 @@
-"""perdure core: runtime-agnostic, no OS calls."""
+"""perdure core: the runtime-agnostic durable kernel.
+
+Nothing here touches the operating system: storage, time, models and tool execution
+arrive through ports (:class:`Storage`, :class:`Clock`, and later the model and
+execution-environment ports), so the same code runs in a local process, a Durable
+Object or a Lambda invocation.
+"""
+
+from core.clock import Clock, TimerHandle
+from core.engine import Engine
+from core.errors import (
+    DocumentError,
+    InvalidCursor,
+    InvalidJson,
+    InvocationEnded,
+    PerdureError,
+    ReadAfterWrite,
+    SessionClosed,
+    SessionError,
+    SessionPoisoned,
+    StorageClosed,
+    StorageCorrupt,
+    StorageError,
+    StorageRejected,
+    TaskError,
+    TaskNotFound,
+    TaskStateError,
+    TransactionSettled,
+    UnknownRecord,
+    UnknownTaskKind,
+)
+from core.jsonvalue import JsonObject, JsonValue, json_copy
+from core.records import (
+    Aborted,
+    Completed,
+    Completing,
+    Conversation,
+    Entry,
+    ErrorInfo,
+    Failed,
+    Faulted,
+    Orphaned,
+    Outcome,
+    Pending,
+    Running,
+    Submission,
+    Task,
+    TaskState,
+    Terminal,
+    Waiting,
+)
+from core.session import DocDefinition, DocHandle, Session, Tx, define_doc
+from core.storage import MemoryStorage, SqlDatabase, SqliteStorage, Storage
+from core.tasks import TaskDefinition, TaskRegistry, TaskRuntime, define_task
+
+__all__ = [
+    "Aborted",
+    "Clock",
+    "Completed",
+    "Completing",
+    "Conversation",
+    "DocDefinition",
+    "DocHandle",
+    "DocumentError",
+    "Engine",
+    "Entry",
+    "ErrorInfo",
+    "Failed",
+    "Faulted",
+    "InvalidCursor",
+    "InvalidJson",
+    "InvocationEnded",
+    "JsonObject",
+    "JsonValue",
+    "MemoryStorage",
+    "Orphaned",
+    "Outcome",
+    "Pending",
+    "PerdureError",
+    "ReadAfterWrite",
+    "Running",
+    "Session",
+    "SessionClosed",
+    "SessionError",
+    "SessionPoisoned",
+    "SqlDatabase",
+    "SqliteStorage",
+    "Storage",
+    "StorageClosed",
+    "StorageCorrupt",
+    "StorageError",
+    "StorageRejected",
+    "Submission",
+    "Task",
+    "TaskDefinition",
+    "TaskError",
+    "TaskNotFound",
+    "TaskRegistry",
+    "TaskRuntime",
+    "TaskState",
+    "TaskStateError",
+    "Terminal",
+    "TimerHandle",
+    "TransactionSettled",
+    "Tx",
+    "UnknownRecord",
+    "UnknownTaskKind",
+    "Waiting",
+    "define_doc",
+    "define_task",
+    "json_copy",
+]

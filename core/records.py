@@ -219,7 +219,7 @@ class Aborted:
 
 @dataclass(frozen=True, slots=True)
 class Orphaned:
-    """No definition can run the task: ``missing_task``, ``task_too_old`` or ``migration_failed``."""
+    """No definition can run the task: ``missing_task``, ``task_too_old``, ``migration_failed``."""
 
     reason: str
     kind: Literal["orphaned"] = field(default="orphaned", init=False)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -52,9 +53,25 @@ from core.storage.port import (
 if TYPE_CHECKING:
     from core.tasks.definition import TaskDefinition
 
-__all__ = ["CommitEvent", "DocumentEvent", "Session"]
+__all__ = ["CommitEvent", "DocumentEvent", "Session", "ensure_outside_commit", "in_commit"]
 
 T = TypeVar("T")
+
+_IN_COMMIT: ContextVar[bool] = ContextVar("perdure_in_commit", default=False)
+
+
+def in_commit() -> bool:
+    """True while the calling code runs inside a commit callback (or a task it spawned)."""
+    return _IN_COMMIT.get()
+
+
+def ensure_outside_commit(what: str) -> None:
+    """Refuse to start an external effect (a phase, a model request, a tool call) from
+    inside a commit callback: effects must never run while the line is held."""
+    if _IN_COMMIT.get():
+        raise RuntimeError(f"{what} must not run inside a commit callback")
+
+
 DocAddress = tuple[str, str, int | None, str | None]
 _LIVE_STATUSES: tuple[TaskStatus, ...] = ("pending", "running", "waiting", "completing")
 
@@ -183,14 +200,16 @@ class Session:
         try:
             self.check_open()
             tx = Tx(self)
+            marker = _IN_COMMIT.set(True)
             try:
                 result = fn(tx)
                 if inspect.isawaitable(result):
                     result = await result
                 batch = await self._prepare(tx) if not tx.empty else None
             finally:
+                _IN_COMMIT.reset(marker)
                 tx.settle()
-            if batch is None:
+            if batch is None or not batch[0]:
                 return result
             landing = asyncio.ensure_future(self._land(tx, *batch))
             handed_over = True  # _land releases the line, even if we are cancelled now

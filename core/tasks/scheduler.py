@@ -50,7 +50,7 @@ from core.records import (
     Terminal,
     Waiting,
 )
-from core.session.session import CommitEvent, Session
+from core.session.session import CommitEvent, Session, ensure_outside_commit
 from core.session.transaction import Tx
 from core.tasks.definition import TaskDefinition
 from core.tasks.registry import TaskSource
@@ -237,7 +237,9 @@ class Scheduler:
         out: list[_Invocation] = []
         for task in sorted(view.values(), key=lambda t: t.id):
             state = task.state
-            if task.id in self._invocations or isinstance(state, Running | Completing):
+            # A running task without an invocation is one whose run ended at an abort mark
+            # (or failed to record its step): it is reserved again like any other.
+            if task.id in self._invocations or isinstance(state, Completing):
                 continue
             mode: Mode
             if task.abort_requested:
@@ -359,6 +361,7 @@ class Scheduler:
             try:
                 if handler is None:
                     raise LookupError(f"task {task.kind} has no phase {phase!r}")
+                ensure_outside_commit(f"phase {phase} of task {task.id}")
                 await handler(task, inv.runtime)
             except asyncio.CancelledError as e:
                 current = asyncio.current_task()
@@ -410,6 +413,7 @@ class Scheduler:
         error: BaseException | None = None
         try:
             if inv.definition.abort is not None:
+                ensure_outside_commit(f"the abort handler of task {rec.id}")
                 await inv.definition.abort(_detached(rec), inv.runtime)
             else:
                 await inv.runtime.abort()
@@ -541,8 +545,8 @@ class Scheduler:
         if self.closing:
             return None
         now = self.clock.now()
-        if self._invocations:
-            return now
+        if any(task_id in self.session.tasks for task_id in self._invocations):
+            return now  # work in progress (an invocation of a settled task is only unwinding)
         view = dict(self.session.tasks)
         owned = self._owned(view, None)
         earliest: int | None = None

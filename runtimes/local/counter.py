@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from core.engine import Engine
 from core.records import Task, Terminal
 from core.tasks import TaskRegistry, TaskRuntime, define_task
@@ -31,18 +33,25 @@ __all__ = ["TICKER", "run_counter"]
 _output: list[Callable[[str], None]] = [lambda line: print(line, flush=True)]
 
 
+class _Count(BaseModel):
+    to: int
+    interval_ms: int
+
+
+class _Tick(BaseModel):
+    n: int
+
+
 async def _tick(task: Task, rt: TaskRuntime) -> None:
-    checkpoint = task.checkpoint or {}
-    n = int(checkpoint["n"])  # type: ignore[call-overload]
-    to = int(task.input["to"])  # type: ignore[call-overload,index]
-    interval = int(task.input["interval_ms"])  # type: ignore[call-overload,index]
+    count = _Count.model_validate(task.input)
+    n = _Tick.model_validate(task.checkpoint).n
     if await rt.memo(f"printed-{n}") is None:
         _output[0](f"tick {n}")
         await rt.memo(f"printed-{n}", True)
-    if n >= to:
-        await rt.complete(f"counted to {to}")
+    if n >= count.to:
+        await rt.complete(f"counted to {count.to}")
     else:
-        await rt.sleep_until(rt.now() + interval, {"phase": "tick", "n": n + 1})
+        await rt.sleep_until(rt.now() + count.interval_ms, {"phase": "tick", "n": n + 1})
 
 
 TICKER = define_task(

@@ -26,12 +26,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from core.engine import Engine  # noqa: E402
-from core.records import Running, Task  # noqa: E402
-from core.session import Session, Tx  # noqa: E402
-from core.tasks import TaskRegistry, TaskRuntime, define_task  # noqa: E402
-from core.testing.clock import VirtualClock  # noqa: E402
-from runtimes.local.sqlite import open_sqlite_storage  # noqa: E402
+from core.engine import Engine
+from core.records import Running, Task
+from core.session import Session, Tx
+from core.tasks import TaskRegistry, TaskRuntime, define_task
+from core.testing.clock import VirtualClock
+from runtimes.local.sqlite import open_sqlite_storage
 
 
 def raw_floor(path: Path, n: int) -> float:
@@ -99,9 +99,7 @@ async def task_chain(path: Path, length: int, driver: str) -> tuple[float, int]:
 
         await rt.commit(finish)
 
-    chain = define_task(
-        "bench.chain", phases={"first": first, "second": second, "third": third}
-    )
+    chain = define_task("bench.chain", phases={"first": first, "second": second, "third": third})
     storage = await open_sqlite_storage(path, driver=driver)  # type: ignore[arg-type]
     engine = await Engine.open(storage, tasks=TaskRegistry([chain]), clock=VirtualClock())
     commits = 0
@@ -138,12 +136,16 @@ def main() -> None:
 
         fresh.counter = 0  # type: ignore[attr-defined]
         floor = statistics.median(raw_floor(fresh("raw"), n) for _ in range(runs))
-        rows: list[tuple[str, float, str]] = [("(a) raw sqlite3 INSERT+UPDATE per txn", floor, "1.0x")]
+        rows: list[tuple[str, float, str]] = [
+            ("(a) raw sqlite3 INSERT+UPDATE per txn", floor, "1.0x")
+        ]
         for driver in ("aiosqlite", "sqlite3"):
             ms = statistics.median(
                 asyncio.run(session_commits(fresh("session"), n, driver)) for _ in range(runs)
             )
-            rows.append((f"(b) Session.commit, one task update [{driver}]", ms, f"{ms / floor:.1f}x"))
+            rows.append(
+                (f"(b) Session.commit, one task update [{driver}]", ms, f"{ms / floor:.1f}x")
+            )
         for driver in ("aiosqlite", "sqlite3"):
             results = [asyncio.run(task_chain(fresh("chain"), length, driver)) for _ in range(runs)]
             seconds = statistics.median(r[0] for r in results)

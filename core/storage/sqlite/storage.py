@@ -175,7 +175,8 @@ class SqliteStorage:
     ) -> Submission | None:
         def read(ex: SqlExecutor) -> Submission | None:
             rows = ex.fetch(
-                "SELECT id, record, parts FROM submissions WHERE conversation_id = ? AND request_id = ?",
+                "SELECT id, record, parts FROM submissions"
+                " WHERE conversation_id = ? AND request_id = ?",
                 (conversation_id, dumps(request_id)),
             )
             return submission_from_json(_record(ex, "submissions", rows[0])) if rows else None

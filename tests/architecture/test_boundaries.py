@@ -1,0 +1,179 @@
+"""Invariant 16 and the layering rules, checked by reading the source.
+
+``core`` performs no OS calls: no files, sockets, subprocesses, threads, environment,
+wall clock or real sleeping except through its ports. It imports nothing from
+``runtimes`` or ``remote_env``. The check parses every module of ``core`` (the shipped
+test kits included) and fails on a forbidden import or call.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CORE_FILES = sorted((ROOT / "core").rglob("*.py"))
+
+FORBIDDEN_MODULES = {
+    # the OS, processes, threads
+    "os",
+    "sys",
+    "subprocess",
+    "socket",
+    "threading",
+    "multiprocessing",
+    "signal",
+    "select",
+    "selectors",
+    "ssl",
+    "io",
+    "pathlib",
+    "shutil",
+    "tempfile",
+    "glob",
+    "fcntl",
+    "resource",
+    "mmap",
+    "ctypes",
+    "concurrent",
+    # clocks, entropy and logging (which writes to streams)
+    "time",
+    "random",
+    "secrets",
+    "uuid",
+    "logging",
+    # drivers and network clients: adapters live in runtimes/ and remote_env/
+    "sqlite3",
+    "aiosqlite",
+    "httpx",
+    "httpcore",
+    "urllib",
+    "http",
+    "requests",
+    "boto3",
+    "botocore",
+    "litellm",
+    "openai",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "js",
+    "pyodide",
+    "workers",
+    # other layers
+    "runtimes",
+    "remote_env",
+}
+FORBIDDEN_CALLS = {"open", "print", "input", "breakpoint"}
+FORBIDDEN_ATTRIBUTES = {
+    # real time and real sleeping
+    "sleep",
+    "call_later",
+    "time_ns",
+    "monotonic",
+    "perf_counter",
+    "now",
+    "today",
+    "utcnow",
+    "wait_for",
+    "timeout",
+    "timeout_at",
+    "run_in_executor",
+    "to_thread",
+    # processes and sockets through asyncio
+    "create_subprocess_exec",
+    "create_subprocess_shell",
+    "open_connection",
+    "start_server",
+    "open_unix_connection",
+    "start_unix_server",
+    "getaddrinfo",
+    "create_connection",
+    "create_datagram_endpoint",
+    # environment
+    "environ",
+    "getenv",
+}
+# Ports name some of these on purpose: Clock.now() is the injected clock.
+ALLOWED_ATTRIBUTE_OWNERS = {"now": {"clock", "self", "rt", "tx", "runtime", "_clock"}}
+
+
+def _violations(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: list[str] = []
+    rel = path.relative_to(ROOT)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in FORBIDDEN_MODULES:
+                    found.append(f"{rel}:{node.lineno} imports {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] in FORBIDDEN_MODULES:
+                found.append(f"{rel}:{node.lineno} imports from {node.module}")
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in FORBIDDEN_CALLS:
+                found.append(f"{rel}:{node.lineno} calls {func.id}()")
+            if isinstance(func, ast.Attribute) and func.attr in FORBIDDEN_ATTRIBUTES:
+                owner = _owner_name(func.value)
+                if owner not in ALLOWED_ATTRIBUTE_OWNERS.get(func.attr, set()):
+                    found.append(f"{rel}:{node.lineno} calls {owner}.{func.attr}()")
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr == "wait"
+                and any(k.arg == "timeout" for k in node.keywords)
+            ):
+                found.append(f"{rel}:{node.lineno} waits with a real-time timeout")
+    return found
+
+
+def _owner_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Call):
+        return _owner_name(node.func) + "()"
+    return type(node).__name__
+
+
+def test_core_has_modules_to_check() -> None:
+    assert len(CORE_FILES) > 20
+
+
+@pytest.mark.parametrize("path", CORE_FILES, ids=[str(p.relative_to(ROOT)) for p in CORE_FILES])
+def test_core_module_makes_no_os_calls(path: Path) -> None:
+    assert _violations(path) == []
+
+
+def test_the_checker_catches_what_it_claims_to(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import os\nfrom subprocess import run\nimport asyncio\nimport time\n"
+        "async def f(loop):\n"
+        "    await asyncio.sleep(1)\n    open('x')\n    time.time()\n"
+        "    loop.call_later(1, print)\n    await asyncio.wait([], timeout=1)\n"
+        "    from runtimes.local import cli\n"
+    )
+    found = _violations_at(bad)
+    assert len(found) == 8, found
+
+
+def _violations_at(path: Path) -> list[str]:
+    global ROOT
+    saved = ROOT
+    ROOT = path.parent
+    try:
+        return _violations(path)
+    finally:
+        ROOT = saved
+
+
+def test_runtimes_do_not_import_remote_env_server_code() -> None:
+    for path in sorted((ROOT / "runtimes").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith("remote_env.server"), path

@@ -1,0 +1,137 @@
+"""The public surface of each package is pinned: changing it is a reviewed decision."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+PINNED: dict[str, list[str]] = {
+    "core": [
+        "Aborted",
+        "Clock",
+        "Completed",
+        "Completing",
+        "Conversation",
+        "DocDefinition",
+        "DocHandle",
+        "DocumentError",
+        "Engine",
+        "Entry",
+        "ErrorInfo",
+        "Failed",
+        "Faulted",
+        "InvalidCursor",
+        "InvalidJson",
+        "InvocationEnded",
+        "JsonObject",
+        "JsonValue",
+        "MemoryStorage",
+        "Orphaned",
+        "Outcome",
+        "Pending",
+        "PerdureError",
+        "ReadAfterWrite",
+        "Running",
+        "Session",
+        "SessionClosed",
+        "SessionError",
+        "SessionPoisoned",
+        "SqlDatabase",
+        "SqliteStorage",
+        "Storage",
+        "StorageClosed",
+        "StorageCorrupt",
+        "StorageError",
+        "StorageRejected",
+        "Submission",
+        "Task",
+        "TaskDefinition",
+        "TaskError",
+        "TaskNotFound",
+        "TaskRegistry",
+        "TaskRuntime",
+        "TaskState",
+        "TaskStateError",
+        "Terminal",
+        "TimerHandle",
+        "TransactionSettled",
+        "Tx",
+        "UnknownRecord",
+        "UnknownTaskKind",
+        "Waiting",
+        "define_doc",
+        "define_task",
+        "json_copy",
+    ],
+    "core.storage": [
+        "Cursor",
+        "DocumentChange",
+        "DocumentCopy",
+        "DocumentCreate",
+        "DocumentRetire",
+        "MemoryState",
+        "MemoryStorage",
+        "Order",
+        "Page",
+        "SqlDatabase",
+        "SqlExecutor",
+        "SqliteStorage",
+        "Storage",
+        "Write",
+    ],
+    "core.session": [
+        "CommitEvent",
+        "DocDefinition",
+        "DocHandle",
+        "DocumentEvent",
+        "ForkPolicy",
+        "Session",
+        "Tx",
+        "define_doc",
+        "ensure_outside_commit",
+        "in_commit",
+    ],
+    "core.tasks": [
+        "AbortHandler",
+        "CancelSignal",
+        "Inspection",
+        "Migrate",
+        "NextState",
+        "PhaseHandler",
+        "Scheduler",
+        "SettleHook",
+        "TaskDefinition",
+        "TaskRegistry",
+        "TaskRuntime",
+        "TaskSource",
+        "TaskView",
+        "define_task",
+    ],
+    "core.testing": [
+        "CommitFault",
+        "DelegatingStorage",
+        "FaultyStorage",
+        "ReopeningStorage",
+        "StorageCase",
+        "StorageCrashed",
+        "VirtualClock",
+        "storage_cases",
+    ],
+    "runtimes.local": [
+        "AioSqliteDatabase",
+        "Sqlite3Database",
+        "SystemClock",
+        "open_sqlite_storage",
+    ],
+}
+
+
+@pytest.mark.parametrize("package", sorted(PINNED))
+def test_public_api_is_pinned_sorted_and_importable(package: str) -> None:
+    module = importlib.import_module(package)
+    exported = list(module.__all__)
+    assert exported == sorted(exported), f"{package}.__all__ is not sorted"
+    assert exported == PINNED[package]
+    for name in exported:
+        assert getattr(module, name) is not None

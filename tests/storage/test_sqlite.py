@@ -1,0 +1,276 @@
+"""SQLite-specific guarantees: pragmas, schema versions, query plans, row sizes, atomicity."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from core.errors import StorageCorrupt
+from core.records import Conversation, Entry, Pending, Task
+from core.storage import DocumentChange, DocumentCreate, DocumentRetire, SqliteStorage
+from core.storage.sqlite import schema
+from core.storage.sqlite.database import Row, SqlExecutor, SqlValue
+from core.testing.storage_conformance import storage_cases
+from runtimes.local.sqlite import AioSqliteDatabase, Sqlite3Database, open_sqlite_storage
+
+T = TypeVar("T")
+
+
+class Recorder:
+    """A Sqlite3Database that records every statement (and can fail the n-th write)."""
+
+    def __init__(self, path: Path, fail_at: int | None = None) -> None:
+        self.db = Sqlite3Database.open(path)
+        self.statements: list[tuple[str, tuple[Any, ...]]] = []
+        self.fail_at = fail_at
+        self.executes = 0
+
+    def _record(self, sql: str, params: Sequence[SqlValue]) -> None:
+        self.statements.append((sql, tuple(params)))
+
+    async def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None:
+        self._record(sql, params)
+        await self.db.execute(sql, params)
+
+    async def fetch(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
+        self._record(sql, params)
+        return await self.db.fetch(sql, params)
+
+    async def transaction(self, fn: Callable[[SqlExecutor], T], *, write: bool = True) -> T:
+        outer = self
+
+        class Ex:
+            def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None:
+                outer._record(sql, params)
+                outer.executes += 1
+                if outer.fail_at is not None and outer.executes == outer.fail_at:
+                    raise OSError("disk went away mid-transaction")
+                inner.execute(sql, params)
+
+            def fetch(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
+                outer._record(sql, params)
+                return inner.fetch(sql, params)
+
+        def run(ex: SqlExecutor) -> T:
+            nonlocal inner
+            inner = ex
+            return fn(Ex())
+
+        inner: SqlExecutor
+        return await self.db.transaction(run, write=write)
+
+    async def close(self) -> None:
+        await self.db.close()
+
+
+def _task(task_id: int) -> Task:
+    return Task(task_id, 1, "k", 1, {"v": task_id}, Pending({"phase": "p"}))
+
+
+async def test_files_use_wal_and_normal_sync_by_default_and_full_on_request(tmp_path: Path) -> None:
+    for sync, code in (("NORMAL", 1), ("FULL", 2)):
+        db = Sqlite3Database.open(tmp_path / f"{sync}.sqlite", synchronous=sync)  # type: ignore[arg-type]
+        assert await db.fetch("PRAGMA journal_mode") == [("wal",)]
+        assert await db.fetch("PRAGMA synchronous") == [(code,)]
+        await db.close()
+    aio = await AioSqliteDatabase.open(tmp_path / "aio.sqlite")
+    assert await aio.fetch("PRAGMA journal_mode") == [("wal",)]
+    assert await aio.fetch("PRAGMA synchronous") == [(1,)]
+    await aio.close()
+    with pytest.raises(ValueError, match="synchronous"):
+        Sqlite3Database.open(tmp_path / "x.sqlite", synchronous="OFF")  # type: ignore[arg-type]
+
+
+async def test_records_seq_and_ids_persist_across_reopen_and_close_truncates_the_wal(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "a.sqlite"
+    storage = await open_sqlite_storage(path)
+    await storage.commit([Conversation(1)])
+    ids = [await storage.mint_id() for _ in range(3)]
+    seq = await storage.commit([_task(ids[0])])
+    await storage.close()
+    wal = tmp_path / "a.sqlite-wal"
+    assert not wal.exists() or wal.stat().st_size == 0  # checkpointed (and removed) on close
+    storage = await open_sqlite_storage(path)
+    assert await storage.mint_id() == ids[-1] + 1
+    assert await storage.commit([_task(ids[1])]) == seq + 1
+    assert await storage.task(ids[0]) == _task(ids[0])
+    await storage.close()
+
+
+async def test_schema_versions_migrate_in_order_and_refuse_the_future(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "m.sqlite"
+    storage = await open_sqlite_storage(path)
+    await storage.commit([Conversation(1)])
+    await storage.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT version FROM perdure_schema").fetchall() == [
+        (schema.SCHEMA_VERSION,)
+    ]
+    conn.close()
+
+    # A later release adds a migration: it runs once, in order, keeping the data.
+    extended = [*schema.MIGRATIONS, ["ALTER TABLE entries ADD COLUMN note TEXT"]]
+    monkeypatch.setattr(schema, "MIGRATIONS", extended)
+    monkeypatch.setattr("core.storage.sqlite.storage.SCHEMA_VERSION", len(extended))
+    storage = await open_sqlite_storage(path)
+    assert await storage.conversation(1) == Conversation(1)
+    await storage.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT version FROM perdure_schema").fetchall() == [(len(extended),)]
+    assert "note" in [r[1] for r in conn.execute("PRAGMA table_info(entries)")]
+    conn.close()
+
+    monkeypatch.undo()
+    with pytest.raises(StorageCorrupt, match="newer than this perdure"):
+        await open_sqlite_storage(path)
+
+
+async def test_missing_metadata_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "meta.sqlite"
+    storage = await open_sqlite_storage(path)
+    await storage.close()
+    conn = sqlite3.connect(path)
+    conn.execute("DELETE FROM meta")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StorageCorrupt, match="Durable SQLite metadata is missing"):
+        await open_sqlite_storage(path)
+
+
+async def _run_kit(tmp_path: Path) -> list[tuple[str, tuple[Any, ...]]]:
+    recorded: list[tuple[str, tuple[Any, ...]]] = []
+    for i, case in enumerate(storage_cases()):
+        recorder = Recorder(tmp_path / f"kit-{i}.sqlite")
+        storage = await SqliteStorage.open(recorder)
+        try:
+            await case.run(storage)
+        finally:
+            await storage.close()
+        recorded += recorder.statements
+    return recorded
+
+
+async def test_every_query_the_kit_issues_is_served_by_an_index(tmp_path: Path) -> None:
+    statements = await _run_kit(tmp_path)
+    conn = sqlite3.connect(tmp_path / "plan.sqlite")
+    storage = await SqliteStorage.open(Sqlite3Database(conn))  # creates the schema
+    checked = 0
+    for sql, params in {(s, p) for s, p in statements}:
+        if not sql.lstrip().upper().startswith("SELECT") or "perdure_schema" in sql:
+            continue
+        plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
+        scans = [line for line in plan if line.startswith("SCAN") and "meta" not in line]
+        assert not scans, f"{sql}\n{plan}"
+        checked += 1
+    assert checked > 20
+    await storage.close()
+
+
+async def test_no_statement_binds_more_than_100_parameters(tmp_path: Path) -> None:
+    statements = await _run_kit(tmp_path)
+    assert statements
+    assert max(len(p) for _, p in statements) <= 100
+
+
+async def test_large_values_are_split_below_one_megabyte_per_row(tmp_path: Path) -> None:
+    path = tmp_path / "big.sqlite"
+    storage = await open_sqlite_storage(path)
+    big = "x" * (3 * 1024 * 1024)
+    await storage.commit([Conversation(1)])
+    e, d, t = [await storage.mint_id() for _ in range(3)]
+    await storage.commit(
+        [
+            Entry(e, 1, "custom", data={"blob": big}),
+            DocumentCreate(d, "big", "conversation", 1, None, "rewindable", 1, [big]),
+            Task(t, 1, "k", 1, big, Pending({"phase": "p"})),
+        ]
+    )
+    await storage.commit([DocumentChange(d, 1, ops=[["s", [0], big[:10]]])])
+    await storage.commit([Task(t, 1, "k", 1, "small now", Pending({"phase": "p"}))])
+    entry = await storage.entry(e)
+    assert entry is not None and entry.data == {"blob": big}
+    doc = await storage.document(d)
+    assert doc is not None and doc.value == [big[:10]]
+    old = await storage.document(d, 2)
+    assert old is not None and old.value == [big]
+    task = await storage.task(t)
+    assert task is not None and task.input == "small now"
+    await storage.close()
+
+    conn = sqlite3.connect(path)
+    longest = 0
+    for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+        cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+        expr = " + ".join(f"COALESCE(length(CAST({c} AS BLOB)), 0)" for c in cols)
+        (size,) = conn.execute(f"SELECT COALESCE(MAX({expr}), 0) FROM {table}").fetchone()
+        longest = max(longest, size)
+    assert longest < 1024 * 1024
+    # The replaced task left no orphaned parts behind.
+    parts = conn.execute(
+        "SELECT tbl, COUNT(*) FROM record_parts GROUP BY tbl ORDER BY tbl"
+    ).fetchall()
+    assert parts == [("entries", 7), ("revisions", 7)]  # 3 MiB of JSON in 512 KiB parts
+    conn.close()
+
+
+async def test_one_row_per_entry_and_per_revision_and_latest_documents_reclaim_old_rows(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "rows.sqlite"
+    storage = await open_sqlite_storage(path)
+    await storage.commit([Conversation(1)])
+    for _ in range(25):
+        await storage.commit([Entry(await storage.mint_id(), 1, "custom", data={"n": 1})])
+    latest = await storage.mint_id()
+    await storage.commit([DocumentCreate(latest, "live", "conversation", 1, None, "latest", 1, 0)])
+    for i in range(10):
+        await storage.commit([DocumentChange(latest, 1, ops=[["r", i]])])
+    conn = sqlite3.connect(path)
+
+    def count(sql: str) -> int:
+        return (
+            int(conn.execute(sql, (latest,)).fetchone()[0])
+            if "?" in sql
+            else int(conn.execute(sql).fetchone()[0])
+        )
+
+    assert count("SELECT COUNT(*) FROM entries") == 25
+    revisions = "SELECT COUNT(*) FROM revisions WHERE document_id = ?"
+    assert count(revisions) == 11
+    await storage.commit([DocumentChange(latest, 1, value=99)])
+    assert count(revisions) == 1
+    await storage.commit([DocumentChange(latest, 1, ops=[["r", 100]])])
+    assert count(revisions) == 2
+    await storage.commit([DocumentRetire(latest)])
+    assert count(revisions) == 0
+    conn.close()
+    await storage.close()
+
+
+async def test_a_failure_inside_the_sql_transaction_leaves_nothing_behind(tmp_path: Path) -> None:
+    path = tmp_path / "atomic.sqlite"
+    storage = await open_sqlite_storage(path)
+    await storage.commit([Conversation(1)])
+    await storage.close()
+    for fail_at in range(1, 6):
+        recorder = Recorder(path)
+        storage = await SqliteStorage.open(recorder)
+        recorder.fail_at = recorder.executes + fail_at
+        ids = [await storage.mint_id() for _ in range(3)]
+        with pytest.raises(OSError, match="mid-transaction"):
+            await storage.commit(
+                [Entry(ids[0], 1, "custom"), _task(ids[1]), Entry(ids[2], 1, "custom")]
+            )
+        await storage.close()
+        storage = await open_sqlite_storage(path)
+        assert (await storage.scan_entries(1)).items == []
+        assert (await storage.scan_tasks()).items == []
+        await storage.close()
