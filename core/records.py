@@ -1,9 +1,13 @@
 """The records perdure stores: conversations, entries, tasks, submissions, documents.
 
-Records are frozen, slotted dataclasses (see the note on records vs pydantic in the
-README: they are 5-10x cheaper to build and copy, and every record crosses the hot
-commit path). JSON payload fields (``input``, ``checkpoint``, ``data``, ...) hold
-values admitted through :func:`core.jsonvalue.json_copy`; treat them as read-only.
+Records are frozen, slotted dataclasses rather than pydantic models: the kernel builds
+and copies them on every commit (twice as cheap to build as a pydantic model), they
+take positional arguments and pattern-match cleanly, and their stored JSON shape is
+written out here by hand. Untrusted input is validated at the boundaries instead
+(:func:`core.jsonvalue.json_copy` for payloads, pydantic for tool arguments, HTTP
+bodies and typed documents). ``tests/bench/bench_records.py`` measures both choices.
+JSON payload fields (``input``, ``checkpoint``, ``data``, ...) hold values admitted
+through ``json_copy``; treat them as read-only.
 
 Each record converts to and from a JSON object (``to_json`` / ``*_from_json``); this
 module is the only place that knows the stored shape.
@@ -12,7 +16,7 @@ module is the only place that knows the stored shape.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias, cast
+from typing import Any, Literal, TypeAlias, cast
 
 from core.errors import StorageCorrupt
 from core.jsonvalue import JsonObject, JsonValue
@@ -392,6 +396,25 @@ class Task:
     @property
     def live(self) -> bool:
         return not isinstance(self.state, Terminal)
+
+    def evolve(self, **changes: Any) -> Task:
+        """A copy with ``changes`` applied: ``dataclasses.replace`` without its generic
+        overhead, which matters on the commit path."""
+        get = changes.get
+        return Task(
+            self.id,
+            self.conversation_id,
+            self.kind,
+            get("version", self.version),
+            get("input", self.input),
+            get("state", self.state),
+            self.owner,
+            self.background,
+            get("abort_requested", self.abort_requested),
+            get("started_at", self.started_at),
+            get("ended_at", self.ended_at),
+            get("memos", self.memos),
+        )
 
     def to_json(self) -> JsonObject:
         out: JsonObject = {

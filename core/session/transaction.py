@@ -388,7 +388,7 @@ class Tx:
             raise TaskStateError(
                 f"Task {task.id}: conversation, kind, owner and background never change"
             )
-        task = _checked(task)
+        task = _checked(task, before)
         self._write()
         self.tasks[task.id] = task
         return task
@@ -468,12 +468,18 @@ class Tx:
         self.extra_writes.append(write)
 
 
-def _checked(task: Task) -> Task:
-    """Copy and JSON-check every payload of a task record."""
+def _checked(task: Task, before: Task | None = None) -> Task:
+    """Copy and JSON-check every payload of a task record.
+
+    Payload objects shared with ``before`` (the kernel's own committed or staged record,
+    which no caller can reach) were checked when they were admitted and are reused.
+    """
     state = task.state
     where = f"task {task.id}"
     new_state: TaskState
-    if isinstance(state, Waiting):
+    if before is not None and state is before.state:
+        new_state = state
+    elif isinstance(state, Waiting):
         on = tuple(state.on)
         if any(type(t) is not int for t in on):
             raise TaskStateError(f"{where}: waiting on non-task ids {on!r}")
@@ -483,18 +489,21 @@ def _checked(task: Task) -> Task:
             raise TaskStateError(f"{where}: until must be epoch milliseconds (int)")
         new_state = Waiting(_checkpoint(state.checkpoint, where), on, state.policy, state.until)
     elif isinstance(state, Pending | Running):
-        new_state = type(state)(_checkpoint(state.checkpoint, where))
+        checkpoint = state.checkpoint
+        if before is None or checkpoint is not before.checkpoint:
+            checkpoint = _checkpoint(checkpoint, where)
+        new_state = type(state)(checkpoint)
     elif isinstance(state, Completing | Terminal):
         new_state = type(state)(_outcome(state.outcome, where))
     else:
         raise TaskStateError(f"{where}: unknown state {state!r}")
     memos = {} if isinstance(new_state, Completing | Terminal) else task.memos
-    return replace(
-        task,
-        input=json_copy(task.input, f"{where} input"),
-        state=new_state,
-        memos=cast("dict[str, JsonValue]", json_copy(memos, f"{where} memos")),
-    )
+    if before is None or memos is not before.memos:
+        memos = cast("dict[str, JsonValue]", json_copy(memos, f"{where} memos"))
+    value = task.input
+    if before is None or value is not before.input:
+        value = json_copy(value, f"{where} input")
+    return task.evolve(input=value, state=new_state, memos=memos)
 
 
 def _checkpoint(checkpoint: object, where: str) -> JsonObject:

@@ -135,7 +135,7 @@ class TaskRuntime:
             raise TaskStateError("only the scheduler writes orphaned and faulted outcomes")
         else:
             raise TaskStateError(f"not a task state: {nxt!r}")
-        return await tx.put_task(replace(rec, state=state, ended_at=ended_at))
+        return await tx.put_task(rec.evolve(state=state, ended_at=ended_at))
 
     def _run_only(self, what: str) -> None:
         if self.mode != "run":
@@ -210,7 +210,7 @@ class TaskRuntime:
             if name in rec.memos:
                 winner.append(json_copy(rec.memos[name]))
                 return
-            await tx.put_task(replace(rec, memos={**rec.memos, name: value}))
+            await tx.put_task(rec.evolve(memos={**rec.memos, name: value}))
             winner.append(value)
 
         await self._scheduler.session.commit(body)
@@ -240,12 +240,8 @@ class TaskRuntime:
 
 def _detached(rec: Task) -> Task:
     """A copy of the record whose payloads the handler may mutate freely."""
-    return replace(
-        rec,
-        input=json_copy(rec.input),
-        state=_copy_state(rec.state),
-        memos=dict(rec.memos),
-    )
+    state = _copy_state(rec.state)
+    return rec.evolve(input=json_copy(rec.input), state=state, memos=dict(rec.memos))
 
 
 def _copy_state(state: TaskState) -> TaskState:

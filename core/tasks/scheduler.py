@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Literal
 
@@ -148,7 +148,7 @@ class Scheduler:
         async def reconcile(tx: Tx) -> None:
             for task in list(self.session.tasks.values()):
                 if isinstance(task.state, Running):
-                    await tx.put_task(replace(task, state=Pending(task.state.checkpoint)))
+                    await tx.put_task(task.evolve(state=Pending(task.state.checkpoint)))
             await self._derive(tx)
 
         await self.session.commit(reconcile)
@@ -260,8 +260,7 @@ class Scheduler:
             value = task.input
             if res.migrated is not None:
                 value, checkpoint = res.migrated
-            reserved = replace(
-                task,
+            reserved = task.evolve(
                 input=value,
                 version=res.definition.version,
                 state=Running(checkpoint),
@@ -290,7 +289,7 @@ class Scheduler:
             if task.abort_requested or task.background:
                 continue
             if any(_cancel_intent(o) for o in self.session.owners(task, tx.tasks)):
-                await tx.put_task(replace(task, abort_requested=True))
+                await tx.put_task(task.evolve(abort_requested=True))
         view = self._view(tx)
         for waiter in list(view.values()):
             state = waiter.state
@@ -301,7 +300,7 @@ class Scheduler:
             for member in state.on:
                 other = view.get(member)
                 if other is not None and not other.abort_requested:
-                    await tx.put_task(replace(other, abort_requested=True))
+                    await tx.put_task(other.evolve(abort_requested=True))
         # Finalize held outcomes bottom-up until nothing changes.
         changed = True
         while changed:
@@ -317,7 +316,7 @@ class Scheduler:
         """Write a scheduler outcome: ``completing`` if owned work is live, else terminal."""
         state = tx.settle_state(task, outcome)
         ended = tx.now() if isinstance(state, Terminal) else task.ended_at
-        staged = await tx.put_task(replace(task, state=state, ended_at=ended))
+        staged = await tx.put_task(task.evolve(state=state, ended_at=ended))
         if isinstance(state, Terminal):
             for hook in self.settle_hooks:
                 await hook(tx, staged)
@@ -395,7 +394,7 @@ class Scheduler:
             current = self.source.task(rec.kind)
             if current is not inv.definition:
                 if current is not None and current.can_take(rec.version):
-                    await tx.put_task(replace(rec, state=Pending(rec.state.checkpoint)))
+                    await tx.put_task(rec.evolve(state=Pending(rec.state.checkpoint)))
                     return None
                 reason = "missing_task" if current is None else "incompatible_task"
                 self._report_once(
@@ -520,7 +519,7 @@ class Scheduler:
                 return "terminal"
             if rec.abort_requested:
                 return "marked"
-            marked = replace(rec, abort_requested=True)
+            marked = rec.evolve(abort_requested=True)
             blocked = self._resolve(rec, run_migrations=False).blocked
             if (
                 blocked is not None
