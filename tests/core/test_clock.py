@@ -1,0 +1,43 @@
+"""The Clock port: the virtual clock for tests and the system clock of the local host."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from core.testing.clock import VirtualClock
+from runtimes.local.clock import SystemClock
+
+
+def test_the_virtual_clock_fires_due_timers_in_deadline_order_and_only_when_told() -> None:
+    clock = VirtualClock(start=1000)
+    fired: list[str] = []
+    clock.call_at(1300, lambda: fired.append("c"))
+    clock.call_at(1100, lambda: fired.append("a"))
+    clock.call_at(1100, lambda: fired.append("b"))
+    cancelled = clock.call_at(1200, lambda: fired.append("never"))
+    cancelled.cancel()
+    assert clock.next_timer == 1100
+    assert clock.advance(99) == 0 and fired == []
+    assert clock.advance(1) == 2 and fired == ["a", "b"]
+    assert clock.advance(500) == 1 and fired == ["a", "b", "c"]
+    assert clock.now() == 1600 and clock.next_timer is None
+    with pytest.raises(ValueError, match="backwards"):
+        clock.set(10)
+
+
+async def test_the_system_clock_uses_wall_time_and_loop_timers() -> None:
+    clock = SystemClock()
+    before = time.time() * 1000
+    assert abs(clock.now() - before) < 1000
+    fired = asyncio.Event()
+    start = time.monotonic()
+    clock.call_at(clock.now() + 30, fired.set)
+    await asyncio.wait_for(fired.wait(), 2)
+    assert time.monotonic() - start >= 0.025
+    cancelled = asyncio.Event()
+    clock.call_at(clock.now() + 10, cancelled.set).cancel()
+    await asyncio.sleep(0.05)
+    assert not cancelled.is_set()
