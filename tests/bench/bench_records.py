@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from core.jsonvalue import dumps, json_copy, loads  # noqa: E402
-from core.session.transaction import _checked  # noqa: E402
-from core.records import Running, Task, task_from_json  # noqa: E402
+from core.jsonvalue import dumps, json_copy, loads
+from core.records import Running, Task, task_from_json
+from core.session.transaction import _checked
 
 
 class PRunning(BaseModel):
@@ -47,28 +47,53 @@ def main() -> None:
     checkpoint = {"phase": "request", "attempt": 1, "model": "faux/faux-1"}
     dc = Task(7, 1, "pi.generation", 1, payload, Running(checkpoint), memos={"m": 1})
     pm = PTask(
-        id=7, conversation_id=1, kind="pi.generation", version=1, input=payload,
-        state=PRunning(checkpoint=checkpoint), memos={"m": 1},
+        id=7,
+        conversation_id=1,
+        kind="pi.generation",
+        version=1,
+        input=payload,
+        state=PRunning(checkpoint=checkpoint),
+        memos={"m": 1},
     )
     as_json = dc.to_json()
     text = dumps(as_json)
 
     cases = [
-        ("build", lambda: Task(7, 1, "k", 1, payload, Running(checkpoint)),
-         lambda: PTask(id=7, conversation_id=1, kind="k", version=1, input=payload,
-                       state=PRunning(checkpoint=checkpoint))),
-        ("copy with one change", lambda: dc.evolve(abort_requested=True),
-         lambda: pm.model_copy(update={"abort_requested": True})),
+        (
+            "build",
+            lambda: Task(7, 1, "k", 1, payload, Running(checkpoint)),
+            lambda: PTask(
+                id=7,
+                conversation_id=1,
+                kind="k",
+                version=1,
+                input=payload,
+                state=PRunning(checkpoint=checkpoint),
+            ),
+        ),
+        (
+            "copy with one change",
+            lambda: dc.evolve(abort_requested=True),
+            lambda: pm.model_copy(update={"abort_requested": True}),
+        ),
         ("to JSON text", lambda: dumps(dc.to_json()), lambda: pm.model_dump_json()),
-        ("from JSON text", lambda: task_from_json(loads(text)),
-         lambda: PTask.model_validate_json(text)),
+        (
+            "from JSON text",
+            lambda: task_from_json(loads(text)),
+            lambda: PTask.model_validate_json(text),
+        ),
         # What one task write costs the session: copy with a new state, check the
         # payloads are JSON (pydantic's Any accepts tuples and NaN, so both need it), encode.
-        ("commit path", lambda: dumps(_checked(dc.evolve(state=Running(checkpoint))).to_json()),
-         lambda: pm.model_copy(
-             update={"state": PRunning(checkpoint=json_copy(checkpoint)),  # type: ignore[arg-type]
-                     "input": json_copy(pm.input)}
-         ).model_dump_json()),
+        (
+            "commit path",
+            lambda: dumps(_checked(dc.evolve(state=Running(checkpoint))).to_json()),
+            lambda: pm.model_copy(
+                update={
+                    "state": PRunning(checkpoint=json_copy(checkpoint)),  # type: ignore[arg-type]
+                    "input": json_copy(pm.input),
+                }
+            ).model_dump_json(),
+        ),
     ]
     n = 20_000
     print(f"{'operation':<24} {'dataclass µs':>13} {'pydantic µs':>12} {'ratio':>7}")

@@ -1,0 +1,100 @@
+"""Command line: ``sandbox`` (run the server) and ``token`` (mint a workspace token).
+
+``app`` is a ``typer.Typer`` meant to be mounted into the ``perdure`` console script;
+``python -m remote_env.server`` runs the ``sandbox`` command on its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from remote_env.auth import mint_token
+
+__all__ = ["app", "sandbox", "sandbox_main", "token"]
+
+app = typer.Typer(
+    name="remote-env",
+    help="perdure's sandbox server (remote execution environment).",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+_SECRET_HELP = "file holding the token secret (default: ROOT/.perdure/secret, created on first run)"
+
+
+@app.command()
+def sandbox(
+    root: Annotated[Path, typer.Option(help="directory holding one workspace per actor")],
+    listen: Annotated[str, typer.Option(help="HOST:PORT to listen on")] = "127.0.0.1:8765",
+    secret_file: Annotated[Path | None, typer.Option(help=_SECRET_HELP)] = None,
+    state_dir: Annotated[Path | None, typer.Option(help="op log and output logs")] = None,
+    default_timeout: Annotated[float, typer.Option(help="command timeout, seconds")] = 120.0,
+    max_timeout: Annotated[float, typer.Option(help="largest command timeout, seconds")] = 3600.0,
+    max_body_bytes: Annotated[int, typer.Option(help="largest request body")] = 16 * 1024 * 1024,
+    max_output_bytes: Annotated[int, typer.Option(help="output kept per command")] = 1024 * 1024,
+    retention: Annotated[float, typer.Option(help="keep finished ops, seconds")] = 7 * 86400.0,
+    run_as_user: Annotated[str | None, typer.Option(help="run commands as this user")] = None,
+    run_as_group: Annotated[str | None, typer.Option(help="...and this group")] = None,
+    no_openat2: Annotated[
+        bool, typer.Option("--no-openat2", help="force the portable path walk")
+    ] = False,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",
+) -> None:
+    """Run the sandbox server in the foreground."""
+    # Imported here so `token` works without the server's dependencies.
+    from remote_env.server.runner import parse_listen, resolve_secret, serve
+    from remote_env.server.settings import ServerSettings
+
+    try:
+        host, port = parse_listen(listen)
+        settings = ServerSettings(
+            root=root.resolve(),
+            secret=resolve_secret(root.resolve(), secret_file),
+            state_dir=state_dir,
+            default_timeout_s=default_timeout,
+            max_timeout_s=max_timeout,
+            max_body_bytes=max_body_bytes,
+            max_output_bytes=max_output_bytes,
+            retention_s=retention,
+            run_as_user=run_as_user,
+            run_as_group=run_as_group,
+            use_openat2=False if no_openat2 else None,
+        )
+    except (ValueError, OSError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    serve(settings, host, port, log_level=log_level)
+
+
+@app.command()
+def token(
+    workspace: Annotated[str, typer.Option(help="workspace (actor) the token grants")],
+    ttl: Annotated[float, typer.Option(help="validity, seconds")] = 3600.0,
+    secret_file: Annotated[Path | None, typer.Option(help=_SECRET_HELP)] = None,
+    root: Annotated[
+        Path | None, typer.Option(help="server root, to find its default secret")
+    ] = None,
+) -> None:
+    """Print a bearer token for WORKSPACE."""
+    from remote_env.auth import load_secret
+
+    if secret_file is not None:
+        path = secret_file
+    elif root is not None:
+        path = root / ".perdure" / "secret"
+    else:
+        typer.echo("error: pass --secret-file or --root", err=True)
+        raise typer.Exit(2)
+    try:
+        typer.echo(mint_token(load_secret(path), workspace, ttl))
+    except (ValueError, OSError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def sandbox_main() -> None:
+    """Entry point of ``python -m remote_env.server`` (the ``sandbox`` command alone)."""
+    typer.run(sandbox)

@@ -1,0 +1,443 @@
+"""Wire models shared by the sandbox server and the client (pure pydantic, no I/O).
+
+Conventions:
+
+* Every route lives under ``/v1``. Times are **milliseconds** on the wire (``wait_ms``,
+  ``timeout_ms``); the ``ExecutionEnv`` port uses seconds and the client converts.
+* ``POST /v1/ops`` takes one :data:`OpRequest`, a union discriminated by ``kind``. Mutating
+  kinds (``write``, ``edit``, ``bash``) need an ``op_id``; read-only kinds run unrecorded when
+  they have none.
+* The request fingerprint is the SHA-256 of the canonical JSON of ``{kind, args}``;
+  ``op_id``, ``attempt`` and ``wait_ms`` are transport fields outside it.
+* An op that ran answers ``200`` (finished) or ``202`` (still running) with an
+  :class:`OpRecord`; a tool-level failure is ``200`` with ``status: "failed"`` and an
+  ``error``, so it is recorded and replayable. Requests refused before any side effect answer
+  ``4xx`` with :class:`ErrorResponse` and are not recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "MUTATING_KINDS",
+    "OP_ID_REGEX",
+    "PROTOCOL_VERSION",
+    "TERMINAL_STATUSES",
+    "WORKSPACE_REGEX",
+    "BashArgs",
+    "BashOutput",
+    "BashRequest",
+    "CancelRequest",
+    "EditArgs",
+    "EditItem",
+    "EditOutput",
+    "EditRequest",
+    "ErrorBody",
+    "ErrorResponse",
+    "FindArgs",
+    "FindOutput",
+    "FindRequest",
+    "GrepArgs",
+    "GrepMatchModel",
+    "GrepOutput",
+    "GrepRequest",
+    "HealthResponse",
+    "InfoResponse",
+    "LsArgs",
+    "LsEntryModel",
+    "LsOutput",
+    "LsRequest",
+    "OpKind",
+    "OpOutput",
+    "OpRecord",
+    "OpRequest",
+    "OpStatusName",
+    "OutputChunk",
+    "ReadArgs",
+    "ReadOutput",
+    "ReadRequest",
+    "WriteArgs",
+    "WriteOutput",
+    "WriteRequest",
+    "fingerprint",
+]
+
+PROTOCOL_VERSION: Final = 1
+OP_ID_REGEX: Final = r"^[A-Za-z0-9._:-]{1,255}$"
+#: Workspace (actor) names; a leading alphanumeric keeps names like ``.state`` free.
+WORKSPACE_REGEX: Final = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+
+OpKind = Literal["read", "write", "edit", "ls", "find", "grep", "bash"]
+MUTATING_KINDS: Final[frozenset[str]] = frozenset({"write", "edit", "bash"})
+
+OpStatusName = Literal["running", "succeeded", "failed", "timed_out", "cancelled", "lost"]
+TERMINAL_STATUSES: Final[frozenset[str]] = frozenset(
+    {"succeeded", "failed", "timed_out", "cancelled", "lost"}
+)
+
+_MAX_PATH = 4096
+
+
+class _Request(BaseModel):
+    # Requests are strict at the boundary: unknown fields are errors, not silently dropped.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Response(BaseModel):
+    # Responses tolerate fields added by a newer server.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+def _check_path(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("path must not contain NUL")
+    if not value:
+        raise ValueError("path must not be empty")
+    return value
+
+
+PathStr = Annotated[str, Field(max_length=_MAX_PATH), AfterValidator(_check_path)]
+
+
+# ---------------------------------------------------------------------------- arguments
+
+
+class ReadArgs(_Request):
+    """Read a window of lines (see ``ExecutionEnv.read``)."""
+
+    path: PathStr
+    offset: int = Field(default=1, ge=1)
+    limit: int | None = Field(default=None, ge=1)
+    max_bytes: int | None = Field(default=None, ge=1)
+
+
+class WriteArgs(_Request):
+    """Replace a file's content atomically, creating parent directories."""
+
+    path: PathStr
+    content: str
+
+
+class EditItem(_Request):
+    """One exact replacement."""
+
+    old_text: str
+    new_text: str
+
+
+class EditArgs(_Request):
+    """Several exact, unique replacements in one file, all or nothing."""
+
+    path: PathStr
+    edits: list[EditItem] = Field(min_length=1, max_length=1000)
+
+
+class LsArgs(_Request):
+    """List one directory."""
+
+    path: PathStr = "."
+    limit: int = Field(default=500, ge=1, le=100_000)
+
+
+class FindArgs(_Request):
+    """Find paths by glob."""
+
+    pattern: str = Field(min_length=1, max_length=1024)
+    path: PathStr = "."
+    limit: int = Field(default=1000, ge=1, le=100_000)
+
+
+class GrepArgs(_Request):
+    """Search file contents with a regular expression (Python ``re`` syntax)."""
+
+    pattern: str = Field(min_length=1, max_length=4096)
+    path: PathStr = "."
+    glob: str | None = Field(default=None, min_length=1, max_length=1024)
+    ignore_case: bool = False
+    literal: bool = False
+    context: int = Field(default=0, ge=0, le=100)
+    limit: int = Field(default=100, ge=1, le=10_000)
+    max_line_length: int = Field(default=500, ge=1, le=100_000)
+
+
+class BashArgs(_Request):
+    """Run a shell command; stdout and stderr are merged."""
+
+    command: str = Field(min_length=1, max_length=1_000_000)
+    cwd: PathStr | None = None
+    env: dict[str, str] | None = None
+    timeout_ms: int | None = Field(default=None, ge=1)
+
+    @field_validator("command")
+    @classmethod
+    def _no_nul(cls, value: str) -> str:
+        if "\x00" in value:
+            raise ValueError("command must not contain NUL")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is None:
+            return None
+        for name, item in value.items():
+            if not name or not (name[0].isalpha() or name[0] == "_"):
+                raise ValueError(f"invalid environment variable name {name!r}")
+            if not all(ch.isalnum() or ch == "_" for ch in name) or not name.isascii():
+                raise ValueError(f"invalid environment variable name {name!r}")
+            if "\x00" in item:
+                raise ValueError(f"environment variable {name} contains NUL")
+        return value
+
+
+# ---------------------------------------------------------------------------- requests
+
+
+class _OpRequestBase(_Request):
+    op_id: str | None = Field(default=None, pattern=OP_ID_REGEX)
+    attempt: int = Field(default=1, ge=1)
+    #: How long the POST may wait for the op to finish before answering 202.
+    wait_ms: int = Field(default=0, ge=0, le=60_000)
+
+
+class ReadRequest(_OpRequestBase):
+    """``POST /v1/ops`` for ``read``."""
+
+    kind: Literal["read"]
+    args: ReadArgs
+
+
+class WriteRequest(_OpRequestBase):
+    """``POST /v1/ops`` for ``write`` (needs ``op_id``)."""
+
+    kind: Literal["write"]
+    args: WriteArgs
+
+
+class EditRequest(_OpRequestBase):
+    """``POST /v1/ops`` for ``edit`` (needs ``op_id``)."""
+
+    kind: Literal["edit"]
+    args: EditArgs
+
+
+class LsRequest(_OpRequestBase):
+    """``POST /v1/ops`` for ``ls``."""
+
+    kind: Literal["ls"]
+    args: LsArgs
+
+
+class FindRequest(_OpRequestBase):
+    """``POST /v1/ops`` for ``find``."""
+
+    kind: Literal["find"]
+    args: FindArgs
+
+
+class GrepRequest(_OpRequestBase):
+    """``POST /v1/ops`` for ``grep``."""
+
+    kind: Literal["grep"]
+    args: GrepArgs
+
+
+class BashRequest(_OpRequestBase):
+    """``POST /v1/ops`` for ``bash`` (needs ``op_id``)."""
+
+    kind: Literal["bash"]
+    args: BashArgs
+
+
+OpRequest = Annotated[
+    ReadRequest | WriteRequest | EditRequest | LsRequest | FindRequest | GrepRequest | BashRequest,
+    Field(discriminator="kind"),
+]
+
+
+class CancelRequest(_Request):
+    """``POST /v1/ops/{op_id}/cancel``: both modes kill the process group.
+
+    ``abort`` records the op ``cancelled``; ``kill`` records the exit status the kill produced.
+    """
+
+    mode: Literal["abort", "kill"] = "abort"
+
+
+def fingerprint(kind: str, args: BaseModel) -> str:
+    """SHA-256 of the canonical JSON of ``{kind, args}`` (defaults included, keys sorted)."""
+    canonical = json.dumps(
+        {"kind": kind, "args": args.model_dump(mode="json")},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------------------- results
+
+
+class ReadOutput(_Response):
+    """Result of ``read`` (mirrors ``core.env.ReadResult``)."""
+
+    kind: Literal["read"] = "read"
+    text: str
+    offset: int
+    lines: int
+    total_lines: int
+    total_bytes: int
+    truncated: bool = False
+    next_line_bytes: int | None = None
+
+
+class WriteOutput(_Response):
+    """Result of ``write``."""
+
+    kind: Literal["write"] = "write"
+    path: str
+    bytes_written: int
+    sha256: str
+
+
+class EditOutput(_Response):
+    """Result of ``edit``."""
+
+    kind: Literal["edit"] = "edit"
+    path: str
+    replacements: int
+    first_changed_line: int
+    diff: str
+    sha256: str
+
+
+class LsEntryModel(_Response):
+    """One directory entry."""
+
+    name: str
+    kind: Literal["file", "dir", "symlink", "other"]
+    size: int
+
+
+class LsOutput(_Response):
+    """Result of ``ls``."""
+
+    kind: Literal["ls"] = "ls"
+    entries: list[LsEntryModel]
+    truncated: bool = False
+
+
+class FindOutput(_Response):
+    """Result of ``find``."""
+
+    kind: Literal["find"] = "find"
+    paths: list[str]
+    truncated: bool = False
+
+
+class GrepMatchModel(_Response):
+    """One reported line."""
+
+    path: str
+    line: int
+    text: str
+    is_context: bool = False
+
+
+class GrepOutput(_Response):
+    """Result of ``grep``."""
+
+    kind: Literal["grep"] = "grep"
+    matches: list[GrepMatchModel]
+    truncated: bool = False
+
+
+class BashOutput(_Response):
+    """Result of ``bash``: the tail of the merged output plus totals."""
+
+    kind: Literal["bash"] = "bash"
+    exit_code: int | None
+    signal: int | None = None
+    output: str
+    truncated: bool
+    total_bytes: int
+    total_lines: int
+    timed_out: bool = False
+
+
+OpOutput = Annotated[
+    ReadOutput | WriteOutput | EditOutput | LsOutput | FindOutput | GrepOutput | BashOutput,
+    Field(discriminator="kind"),
+]
+
+
+class ErrorBody(_Response):
+    """A failure: ``code`` is the contract, ``message`` is for humans."""
+
+    code: str
+    message: str
+    path: str | None = None
+
+
+class ErrorResponse(_Response):
+    """Body of every 4xx/5xx answer."""
+
+    error: ErrorBody
+
+
+class OpRecord(_Response):
+    """What the server knows about one op (or the answer to an unrecorded read-only call).
+
+    ``result`` is set for ``succeeded`` and, with partial output, for ``timed_out`` and
+    ``cancelled``; ``error`` is set for every status other than ``succeeded`` and ``running``.
+    ``replayed`` is true when this answer came from an earlier request with the same op id.
+    ``output_bytes`` is how much streamable output the op has logged so far.
+    """
+
+    op_id: str | None
+    kind: OpKind
+    status: OpStatusName
+    attempt: int = 1
+    replayed: bool = False
+    result: OpOutput | None = None
+    error: ErrorBody | None = None
+    created_at: float
+    finished_at: float | None = None
+    output_bytes: int = 0
+
+    @property
+    def finished(self) -> bool:
+        """True once the status is terminal."""
+        return self.status in TERMINAL_STATUSES
+
+
+class OutputChunk(_Response):
+    """Data of an SSE ``output`` event: bytes ``[offset, offset + len)`` of the log, decoded.
+
+    The event's ``id`` is the byte offset just after the chunk; send it back as
+    ``Last-Event-ID`` (or ``?offset=``) to resume.
+    """
+
+    offset: int
+    text: str
+
+
+class InfoResponse(_Response):
+    """``GET /v1/info``: who the caller is and the server's limits."""
+
+    protocol: int
+    version: str
+    workspace: str
+    home: str
+    limits: dict[str, Any]
+
+
+class HealthResponse(_Response):
+    """``GET /v1/health``."""
+
+    status: Literal["ok"] = "ok"

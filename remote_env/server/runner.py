@@ -1,0 +1,56 @@
+"""Run the server with uvicorn (one process, one worker: ops live in this process)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import uvicorn
+
+from remote_env.auth import load_secret, write_new_secret
+from remote_env.server.app import create_app
+from remote_env.server.settings import ServerSettings
+
+__all__ = ["parse_listen", "resolve_secret", "serve"]
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """Split ``HOST:PORT`` (``[::1]:PORT`` for IPv6).
+
+    Raises:
+        ValueError: no port, or a port outside 0-65535.
+    """
+    host, sep, port_text = listen.rpartition(":")
+    if not sep or not host or not port_text.isdigit():
+        raise ValueError(f"expected HOST:PORT, got {listen!r}")
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port out of range: {port}")
+    return host.strip("[]"), port
+
+
+def resolve_secret(root: Path, secret_file: Path | None) -> bytes:
+    """The secret from ``secret_file``; without one, ``<root>/.perdure/secret`` (created once)."""
+    if secret_file is not None:
+        return load_secret(secret_file)
+    state = root / ".perdure"
+    state.mkdir(parents=True, exist_ok=True, mode=0o700)
+    default = state / "secret"
+    try:
+        return load_secret(default)
+    except FileNotFoundError:
+        return write_new_secret(default)
+
+
+def serve(settings: ServerSettings, host: str, port: int, *, log_level: str = "warning") -> None:
+    """Serve until interrupted (SIGINT/SIGTERM shut down gracefully)."""
+    config = uvicorn.Config(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="on",
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=10,
+    )
+    uvicorn.Server(config).run()

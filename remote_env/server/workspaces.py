@@ -1,0 +1,68 @@
+"""One directory per workspace (actor) under the server root."""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from remote_env.protocol import WORKSPACE_REGEX
+from remote_env.server.errors import Rejected
+from remote_env.server.paths import Confinement, openat2_available
+from remote_env.server.settings import ServerSettings
+
+__all__ = ["Workspaces"]
+
+_WORKSPACE_RE = re.compile(WORKSPACE_REGEX)
+
+
+class Workspaces:
+    """Creates workspace directories on first use and hands out confined views of them.
+
+    Attributes:
+        root: the real path of the server root.
+        owner: ``(uid, gid)`` that commands run as, when dropping privileges; workspace
+            directories and files written through the API are given to it.
+        use_openat2: whether confinement uses ``openat2`` or the portable walk.
+    """
+
+    def __init__(self, settings: ServerSettings) -> None:
+        settings.root.mkdir(parents=True, exist_ok=True)
+        self.root = os.path.realpath(settings.root)
+        self.owner: tuple[int, int] | None = None
+        if settings.run_as_user is not None:
+            user = pwd.getpwnam(settings.run_as_user)
+            gid = (
+                grp.getgrnam(settings.run_as_group).gr_gid
+                if settings.run_as_group is not None
+                else user.pw_gid
+            )
+            self.owner = (user.pw_uid, gid)
+        probe = openat2_available(self.root)
+        self.use_openat2 = probe if settings.use_openat2 is None else settings.use_openat2 and probe
+
+    def path_of(self, workspace: str) -> str:
+        """Absolute path of a workspace directory."""
+        if not _WORKSPACE_RE.fullmatch(workspace):
+            raise Rejected(400, "invalid", f"invalid workspace name {workspace!r}")
+        return os.path.join(self.root, workspace)
+
+    @contextmanager
+    def open(self, workspace: str) -> Iterator[Confinement]:
+        """Yield a :class:`Confinement` for ``workspace``, creating its directory if needed."""
+        path = self.path_of(workspace)
+        try:
+            os.mkdir(path, 0o755)
+            if self.owner is not None:
+                os.chown(path, *self.owner, follow_symlinks=False)
+        except FileExistsError:
+            pass
+        # O_NOFOLLOW: a workspace directory replaced by a symlink is refused, not followed.
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            yield Confinement(fd, path, use_openat2=self.use_openat2)
+        finally:
+            os.close(fd)
