@@ -111,11 +111,14 @@ PINNED: dict[str, list[str]] = {
     "core.testing": [
         "CommitFault",
         "DelegatingStorage",
+        "EnvCase",
+        "EnvFactory",
         "FaultyStorage",
         "ReopeningStorage",
         "StorageCase",
         "StorageCrashed",
         "VirtualClock",
+        "env_cases",
         "storage_cases",
     ],
     "runtimes.local": [
