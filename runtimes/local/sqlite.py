@@ -1,9 +1,16 @@
-"""SqlDatabase facades over local SQLite files: aiosqlite (the host's) and stdlib sqlite3.
+"""SqlDatabase facades over local SQLite files: stdlib sqlite3 inline, and aiosqlite.
 
 Both open the file in WAL mode with ``synchronous=NORMAL`` by default: a commit survives
 a process crash; the newest commits may be lost if the machine loses power. Pass
 ``synchronous="FULL"`` to make every commit survive power loss too, at the cost of an
 fsync per commit.
+
+Which facade: with ``NORMAL`` a commit is an append to the WAL without fsync, tens of
+microseconds, so :func:`open_sqlite_storage` runs it inline on the event loop
+(:class:`Sqlite3Database`); handing it to aiosqlite's thread costs about 100 µs per
+round trip on our 2-core machines (``tests/bench/bench_kernel.py`` shows both). With
+``FULL`` every commit waits for an fsync, which must not stall the loop, so it goes
+through :class:`AioSqliteDatabase`.
 """
 
 from __future__ import annotations
@@ -78,8 +85,8 @@ def _close(conn: sqlite3.Connection) -> None:
 class Sqlite3Database:
     """The facade over stdlib ``sqlite3``, running statements on the event loop thread.
 
-    For tests, tools and benchmarks: each call blocks the loop for the statement's
-    duration, which is what makes it the lowest-overhead way to drive a file.
+    Each call blocks the loop for the statement's duration — microseconds in WAL mode
+    with ``synchronous=NORMAL``, which makes it the default there (no thread hand-off).
     """
 
     def __init__(self, conn: sqlite3.Connection) -> None:
@@ -155,9 +162,15 @@ async def open_sqlite_storage(
     path: str | Path,
     *,
     synchronous: Synchronous = "NORMAL",
-    driver: Literal["aiosqlite", "sqlite3"] = "aiosqlite",
+    driver: Literal["auto", "aiosqlite", "sqlite3"] = "auto",
 ) -> SqliteStorage:
-    """Open (creating and migrating if needed) the SQLite storage at ``path``."""
+    """Open (creating and migrating if needed) the SQLite storage at ``path``.
+
+    ``driver="auto"`` picks the inline sqlite3 facade for ``NORMAL`` and aiosqlite for
+    ``FULL`` (see the module docstring).
+    """
+    if driver == "auto":
+        driver = "sqlite3" if synchronous == "NORMAL" else "aiosqlite"
     db: AioSqliteDatabase | Sqlite3Database
     if driver == "aiosqlite":
         db = await AioSqliteDatabase.open(path, synchronous=synchronous)

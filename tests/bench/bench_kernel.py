@@ -33,6 +33,8 @@ from core.tasks import TaskRegistry, TaskRuntime, define_task
 from core.testing.clock import VirtualClock
 from runtimes.local.sqlite import open_sqlite_storage
 
+LABELS = {"sqlite3": "sqlite3 inline, default", "aiosqlite": "aiosqlite thread"}
+
 
 def raw_floor(path: Path, n: int) -> float:
     conn = sqlite3.connect(str(path), isolation_level=None)
@@ -139,21 +141,25 @@ def main() -> None:
         rows: list[tuple[str, float, str]] = [
             ("(a) raw sqlite3 INSERT+UPDATE per txn", floor, "1.0x")
         ]
-        for driver in ("aiosqlite", "sqlite3"):
+        for driver in ("sqlite3", "aiosqlite"):
             ms = statistics.median(
                 asyncio.run(session_commits(fresh("session"), n, driver)) for _ in range(runs)
             )
             rows.append(
-                (f"(b) Session.commit, one task update [{driver}]", ms, f"{ms / floor:.1f}x")
+                (
+                    f"(b) Session.commit, one task update [{LABELS[driver]}]",
+                    ms,
+                    f"{ms / floor:.1f}x",
+                )
             )
-        for driver in ("aiosqlite", "sqlite3"):
+        for driver in ("sqlite3", "aiosqlite"):
             results = [asyncio.run(task_chain(fresh("chain"), length, driver)) for _ in range(runs)]
             seconds = statistics.median(r[0] for r in results)
             commits = results[0][1]
             per_commit = seconds / commits * 1000
             rows.append(
                 (
-                    f"(c) {length}-task chain x 3 phases [{driver}]: {seconds:.3f} s total, "
+                    f"(c) {length}-task chain x 3 phases [{LABELS[driver]}]: {seconds:.3f} s, "
                     f"{commits} commits",
                     per_commit,
                     f"{per_commit / floor:.1f}x",
