@@ -16,11 +16,16 @@
     │   ├── ReadAfterWrite     a table read after the first table write of a transaction
     │   ├── TransactionSettled a transaction handle used after its commit ended
     │   └── DocumentError      a document definition or access is inconsistent
-    └── TaskError
-        ├── UnknownTaskKind    no definition is registered under that name
-        ├── TaskNotFound       no task with that id
-        ├── TaskStateError     a task write that breaks the state machine
-        └── InvocationEnded    a runtime used after its invocation ended
+    ├── TaskError
+    │   ├── UnknownTaskKind    no definition is registered under that name
+    │   ├── TaskNotFound       no task with that id
+    │   ├── TaskStateError     a task write that breaks the state machine
+    │   └── InvocationEnded    a runtime used after its invocation ended
+    └── HarnessError
+        ├── ConversationBusy   ``when_busy="reject"`` and the conversation is busy
+        ├── RequestIdConflict  a request id reused for the other submission type
+        ├── RegistryError      an extension that would make the registry invalid
+        └── UnknownTool        configuring a tool no installed extension provides
 
 Any exception from ``Storage.commit`` that is not a :class:`StorageRejected` is
 *uncertain*: the commit may or may not have been applied. The session poisons itself
@@ -31,12 +36,16 @@ from storage.
 from __future__ import annotations
 
 __all__ = [
+    "ConversationBusy",
     "DocumentError",
+    "HarnessError",
     "InvalidCursor",
     "InvalidJson",
     "InvocationEnded",
     "PerdureError",
     "ReadAfterWrite",
+    "RegistryError",
+    "RequestIdConflict",
     "SessionClosed",
     "SessionError",
     "SessionPoisoned",
@@ -50,6 +59,7 @@ __all__ = [
     "TransactionSettled",
     "UnknownRecord",
     "UnknownTaskKind",
+    "UnknownTool",
 ]
 
 
@@ -127,3 +137,24 @@ class TaskStateError(TaskError):
 
 class InvocationEnded(TaskError):
     """A task runtime was used after its invocation ended."""
+
+
+class HarnessError(PerdureError):
+    """Misuse of the agent harness."""
+
+
+class ConversationBusy(HarnessError):
+    """The conversation is busy and the submission asked ``when_busy="reject"``; nothing
+    was written."""
+
+
+class RequestIdConflict(HarnessError, ValueError):
+    """A request id already identifies a submission of the other type."""
+
+
+class RegistryError(HarnessError, ValueError):
+    """An extension would leave the registry invalid (duplicate or reserved names)."""
+
+
+class UnknownTool(HarnessError, LookupError):
+    """A tool name that no installed extension provides."""

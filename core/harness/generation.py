@@ -1,0 +1,623 @@
+"""The generation task: one model request of a run, and what follows from its answer.
+
+Phases (checkpoint ``phase``):
+
+``prepare``  resolve the agent, render the system prompt and record what changed as a
+             ``system`` entry, pin the model, thinking level and the context ``cutoff``.
+``request``  stream from the model, committing partial output to ``live`` (throttled);
+             then one commit classifies the response:
+             * an answer → assistant entry, the run's inputs ``done``, the final boundary
+               (which may start the next run);
+             * tool calls → assistant entry, one tool task per call (owned by this task),
+               and ``waiting`` on them (``tools``);
+             * a deferred response → ``waiting{until}`` then ``poll``;
+             * a retryable error → ``waiting{until}`` with exponential backoff, then
+               ``retry``; otherwise the run's inputs end ``unanswered``.
+``retry``    resend the request with the pinned model and options.
+``poll``     fetch a deferred response.
+``tools``    after the tool round: the post-tools boundary (steers join the run) and,
+             in the same commit, the run handed to a new generation task.
+
+A crash at any point resumes at the last checkpoint: an interrupted request is sent again
+(its committed partial stays in ``live`` and is not replayed), a backoff or poll time
+is kept, and a tool round waits for its tool tasks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+from core.errors import InvocationEnded, SessionClosed, TaskStateError
+from core.harness.context import ContextView
+from core.harness.docs import LIVE
+from core.harness.live import Throttle
+from core.harness.messages import (
+    AssistantMessage,
+    StopReason,
+    SystemMessage,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResultMessage,
+    message_from_json,
+    message_to_json,
+)
+from core.harness.models import (
+    Deferred,
+    ModelError,
+    ModelRequest,
+    StreamDone,
+    StreamEvent,
+    StreamStart,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolSpec,
+)
+from core.harness.prompt import plan_prompt, render_sections
+from core.harness.registry import ResolvedAgent, SectionContext
+from core.harness.runs import (
+    GENERATION,
+    TOOL,
+    add_usage,
+    final_boundary,
+    post_tools_boundary,
+    settle_run,
+)
+from core.jsonvalue import JsonObject, JsonValue, dumps
+from core.records import Aborted, Completed, ErrorInfo, Failed, Faulted, Orphaned, Task, Waiting
+from core.session.documents import DocHandle
+from core.session.session import ensure_outside_commit
+from core.session.transaction import Tx
+from core.tasks.definition import TaskDefinition, define_task
+from core.tasks.runtime import TaskRuntime
+
+if TYPE_CHECKING:
+    from core.harness.harness import Harness
+
+__all__ = ["generation_task", "settle_generation"]
+
+
+def generation_task(harness: Callable[[], Harness]) -> TaskDefinition:
+    async def prepare(task: Task, rt: TaskRuntime) -> None:
+        await _prepare(harness(), task, rt)
+
+    async def request(task: Task, rt: TaskRuntime) -> None:
+        await _request(harness(), task, rt)
+
+    async def retry(task: Task, rt: TaskRuntime) -> None:
+        cp = _checkpoint(task)
+
+        async def resend(tx: Tx, current: Task) -> JsonObject:
+            live = await tx.doc(LIVE, rt.conversation_id)
+            gen = _section(live, "generation")
+            gen.pop("retry", None)
+            return {**cp, "phase": "request"}
+
+        await rt.commit(resend)
+
+    async def poll(task: Task, rt: TaskRuntime) -> None:
+        await _poll(harness(), task, rt)
+
+    async def tools(task: Task, rt: TaskRuntime) -> None:
+        await _after_tools(harness(), task, rt)
+
+    async def abort(task: Task, rt: TaskRuntime) -> None:
+        h = harness()
+        cp = task.checkpoint or {}
+        if cp.get("phase") == "poll":
+            try:
+                await h.models.cancel_deferred(str(cp.get("model")), cp.get("handle"))
+            except Exception as e:  # the run ends aborted either way
+                h.report(e)
+
+        async def settle(tx: Tx, current: Task) -> Aborted:
+            await _end_run(h, tx, current, reason="aborted")
+            return Aborted("aborted")
+
+        await rt.commit(settle)
+
+    return define_task(
+        GENERATION,
+        phases={
+            "prepare": prepare,
+            "request": request,
+            "retry": retry,
+            "poll": poll,
+            "tools": tools,
+        },
+        initial=lambda _input: {"phase": "prepare", "attempt": 1},
+        abort=abort,
+    )
+
+
+# --------------------------------------------------------------------------- prepare
+
+
+async def _prepare(h: Harness, task: Task, rt: TaskRuntime) -> None:
+    conv = rt.conversation_id
+    cp = _checkpoint(task)
+    agent = await h.agent(conv)
+    if agent.model is None:
+        await _fail(h, rt, "no_model", "No model is configured for this conversation")
+        return
+    info = h.models.info(agent.model)
+    if info is None:
+        await _fail(h, rt, "no_model", f"Model {agent.model} is not available")
+        return
+    ctx = await h.context(conv)
+    wanted = await _render(h, agent, conv, ctx)
+    prompted = any(e.kind == "system" for e in ctx.entries)
+    change = plan_prompt(ctx.sections, wanted, baseline=not prompted)
+
+    async def pin(tx: Tx, current: Task) -> JsonObject:
+        latest = await h.context(conv)
+        cutoff = latest.entries[-1].id if latest.entries else None
+        if change is not None:
+            entry = await tx.append_entry(
+                conv,
+                "system",
+                message=message_to_json(SystemMessage(content=change.text)),
+                data=change.data,
+                by_task_id=current.id,
+            )
+            cutoff = entry.id
+        return {
+            "phase": "request",
+            "attempt": int(cast(int, cp.get("attempt", 1))),
+            "model": agent.model,
+            "thinking": agent.thinking,
+            "max_tokens": info.max_tokens,
+            "options": {},
+            "cutoff": cutoff,
+        }
+
+    await rt.commit(pin)
+
+
+async def _render(h: Harness, agent: ResolvedAgent, conv: int, ctx: ContextView) -> dict[str, str]:
+    async def documents(definition: Any) -> JsonValue:
+        return await h.session.document_value(definition, conv)
+
+    section_ctx = SectionContext(conv, agent, documents)
+    try:
+        return await render_sections(agent, section_ctx)
+    except Exception as e:
+        # A failing section must not take the run down: keep what the model was told.
+        h.report(e)
+        return dict(ctx.sections)
+
+
+# --------------------------------------------------------------------------- request and poll
+
+
+@dataclass
+class _Partial:
+    """The response as streamed so far."""
+
+    model: str
+    text: str = ""
+    thinking: str = ""
+    calls: dict[int, dict[str, str]] = field(default_factory=dict)
+
+    def add(self, event: StreamEvent) -> None:
+        if isinstance(event, TextDelta):
+            self.text += event.text
+        elif isinstance(event, ThinkingDelta):
+            self.thinking += event.text
+        elif isinstance(event, ToolCallDelta):
+            call = self.calls.setdefault(event.index, {"id": "", "name": "", "arguments": ""})
+            if event.id:
+                call["id"] = event.id
+            if event.name:
+                call["name"] = event.name
+            call["arguments"] += event.arguments
+
+    @property
+    def empty(self) -> bool:
+        return not (self.text or self.thinking or self.calls)
+
+    def message(
+        self, stop_reason: StopReason = "aborted", error: str | None = None
+    ) -> AssistantMessage:
+        blocks: list[TextBlock | ThinkingBlock | ToolCall] = []
+        if self.thinking:
+            blocks.append(ThinkingBlock(thinking=self.thinking))
+        if self.text:
+            blocks.append(TextBlock(text=self.text))
+        for index in sorted(self.calls):
+            call = self.calls[index]
+            try:
+                args = json.loads(call["arguments"] or "{}")
+            except ValueError:
+                args = {}
+            if call["id"] and call["name"]:
+                blocks.append(
+                    ToolCall(
+                        id=call["id"],
+                        name=call["name"],
+                        arguments=args if isinstance(args, dict) else {},
+                    )
+                )
+        return AssistantMessage(
+            content=blocks,
+            stop_reason=stop_reason,
+            model=self.model,
+            error=error,
+        )
+
+
+@dataclass
+class _Response:
+    final: AssistantMessage | None = None
+    deferred: Deferred | None = None
+    error: ModelError | None = None
+
+
+async def _consume(
+    h: Harness, rt: TaskRuntime, stream: AsyncIterator[StreamEvent], partial: _Partial
+) -> _Response:
+    conv = rt.conversation_id
+
+    async def commit_partial() -> int:
+        snapshot = message_to_json(partial.message("aborted"))
+
+        async def write(tx: Tx, current: Task) -> None:
+            live = await tx.doc(LIVE, conv)
+            _section(live, "generation")["partial"] = snapshot
+
+        try:
+            await rt.commit(write)
+        except (TaskStateError, InvocationEnded, SessionClosed):
+            return 0  # aborted or closing: the outcome is someone else's to write
+        return len(dumps(snapshot))
+
+    throttle = Throttle(h.clock, h.settings.progress.partial_interval_ms, commit_partial, h.report)
+    response = _Response()
+    ensure_outside_commit("a model request")
+    try:
+        async for event in stream:
+            if isinstance(event, StreamStart):
+                continue
+            if isinstance(event, StreamDone):
+                response.final = event.message
+                break
+            if isinstance(event, Deferred):
+                response.deferred = event
+                break
+            partial.add(event)
+            throttle.changed()
+    except ModelError as e:
+        response.error = e
+    except Exception as e:  # an adapter bug is still a failed request, not a crashed run
+        h.report(e)
+        response.error = ModelError(f"{type(e).__name__}: {e}")
+    finally:
+        await throttle.close()
+    if response == _Response() and not rt.signal.cancelled:
+        response.error = ModelError("the model stream ended without a final message")
+    return response
+
+
+async def _request(h: Harness, task: Task, rt: TaskRuntime) -> None:
+    conv = rt.conversation_id
+    cp = _checkpoint(task)
+    model = str(cp["model"])
+    if h.models.info(model) is None:
+        await _fail(h, rt, "no_model", f"Model {model} is not available")
+        return
+    ctx = await h.context(conv, cutoff=cast("int | None", cp.get("cutoff")))
+    agent = await h.agent(conv)
+    messages = ctx.messages
+    for hooks in agent.hooks:
+        if hooks.before_request is not None:
+            try:
+                replaced = await hooks.before_request(list(messages), rt)
+            except Exception as e:
+                h.report(e)
+                continue
+            if replaced is not None:
+                messages = replaced
+    request = ModelRequest(
+        model=model,
+        messages=messages,
+        tools=[ToolSpec(t.name, t.description, t.schema()) for t in agent.tools.values()],
+        thinking=cast(Any, cp.get("thinking", "off")),
+        max_tokens=cast("int | None", cp.get("max_tokens")),
+        options=cast(JsonObject, cp.get("options") or {}),
+    )
+    partial = _Partial(model)
+    response = await _consume(h, rt, h.models.stream(request, rt.signal), partial)
+    await _classify(h, rt, cp, response, partial, offered={t.name for t in agent.tools.values()})
+
+
+async def _poll(h: Harness, task: Task, rt: TaskRuntime) -> None:
+    cp = _checkpoint(task)
+    model = str(cp["model"])
+    if h.models.info(model) is None:
+        await _fail(h, rt, "no_model", f"Model {model} is not available")
+        return
+    agent = await h.agent(rt.conversation_id)
+    partial = _Partial(model)
+    response = await _consume(h, rt, h.models.fetch(model, cp.get("handle"), rt.signal), partial)
+    await _classify(h, rt, cp, response, partial, offered={t.name for t in agent.tools.values()})
+
+
+async def _classify(
+    h: Harness,
+    rt: TaskRuntime,
+    cp: JsonObject,
+    response: _Response,
+    partial: _Partial,
+    offered: set[str],
+) -> None:
+    conv = rt.conversation_id
+    attempt = int(cast(int, cp.get("attempt", 1)))
+    deferred = response.deferred
+    if deferred is not None:
+        previous = cast("int | None", cp.get("poll_at"))
+        poll_at = rt.now() + max(1, deferred.poll_after_ms)
+        if previous is not None and poll_at <= previous:
+            poll_at = previous + 1  # poll times strictly increase
+
+        async def wait(tx: Tx, current: Task) -> Waiting:
+            live = await tx.doc(LIVE, conv)
+            gen = _section(live, "generation")
+            gen.pop("partial", None)
+            gen["deferred"] = {"poll_at": poll_at}
+            checkpoint = {
+                **cp,
+                "phase": "poll",
+                "handle": deferred.handle,
+                "poll_at": poll_at,
+            }
+            return Waiting(checkpoint, until=poll_at)
+
+        await rt.commit(wait)
+        return
+    error = response.error
+    if error is not None:
+        retry = h.settings.retry
+        if error.retryable and retry.enabled and attempt <= retry.max_retries:
+            until = rt.now() + retry.delay_ms(attempt, error.retry_after_ms)
+
+            async def backoff(tx: Tx, current: Task) -> Waiting:
+                live = await tx.doc(LIVE, conv)
+                gen = _section(live, "generation")
+                gen.pop("partial", None)
+                gen["retry"] = {"at": until, "attempt": attempt + 1, "error": str(error)}
+                return Waiting({**cp, "phase": "retry", "attempt": attempt + 1}, until=until)
+
+            await rt.commit(backoff)
+            return
+        message = partial.message("error", str(error))
+        await _fail(h, rt, "model_error", str(error), message)
+        return
+    final = response.final
+    if final is None:
+        return  # the stream stopped because the invocation is being cancelled
+    final = final.model_copy(update={"model": final.model or str(cp.get("model"))})
+    calls = final.tool_calls
+    if calls and final.stop_reason != "error":
+        await _tool_round(h, rt, final, offered)
+    else:
+        await _answer(h, rt, final)
+
+
+async def _answer(h: Harness, rt: TaskRuntime, message: AssistantMessage) -> None:
+    conv = rt.conversation_id
+
+    async def answer(tx: Tx, current: Task) -> Completed:
+        entry = await tx.append_entry(
+            conv, "assistant", message=message_to_json(message), by_task_id=current.id
+        )
+        await add_usage(tx, conv, message.usage, model=message.model)
+        live = await tx.doc(LIVE, conv)
+        if _is_current(live, current.id):
+            settle_run(tx, conv, live, answer=entry.id)
+            await final_boundary(tx, conv, h.settings)
+        return Completed({"entry": entry.id})
+
+    await rt.commit(answer)
+
+
+async def _tool_round(
+    h: Harness, rt: TaskRuntime, message: AssistantMessage, offered: set[str]
+) -> None:
+    conv = rt.conversation_id
+    agent = await h.agent(conv)
+    calls = message.tool_calls
+    sequential = h.settings.tool_execution == "sequential" or any(
+        agent.tools[c.name].execution_mode == "sequential" for c in calls if c.name in agent.tools
+    )
+
+    async def round_(tx: Tx, current: Task) -> Waiting:
+        entry = await tx.append_entry(
+            conv, "assistant", message=message_to_json(message), by_task_id=current.id
+        )
+        await add_usage(tx, conv, message.usage, model=message.model)
+        live = await tx.doc(LIVE, conv)
+        _section(live, "generation").pop("partial", None)
+        slots = _section(live, "tools")
+        slots.clear()
+        runnable: list[str] = []
+        for call in calls:
+            if call.name in offered:
+                runnable.append(call.id)
+                slots[call.id] = {"name": call.name, "status": "pending"}
+                continue
+            # The model called a tool it was not offered: answer at once, no task.
+            result = ToolResultMessage(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                content=f"[error] Tool {call.name} is not available",
+                is_error=True,
+            )
+            await tx.append_entry(
+                conv,
+                "tool_result",
+                message=message_to_json(result),
+                data={
+                    "call_id": call.id,
+                    "diagnostics": [
+                        {
+                            "code": "tool_unavailable",
+                            "message": f"Tool {call.name} is not available",
+                            "severity": "error",
+                        }
+                    ],
+                },
+                by_task_id=current.id,
+            )
+        started: list[int] = []
+        for call_id in runnable[: 1 if sequential else len(runnable)]:
+            tool = await tx.create_task(
+                TOOL, {"assistant": entry.id, "call_id": call_id}, owner=current.id
+            )
+            started.append(tool.id)
+            cast(JsonObject, slots[call_id])["task"] = tool.id
+        checkpoint: JsonObject = {
+            "phase": "tools",
+            "assistant": entry.id,
+            "calls": cast(JsonValue, runnable),
+            "tasks": cast(JsonValue, started),
+            "sequential": sequential,
+        }
+        return Waiting(checkpoint, tuple(started))
+
+    await rt.commit(round_)
+
+
+# --------------------------------------------------------------------------- after tools
+
+
+async def _after_tools(h: Harness, task: Task, rt: TaskRuntime) -> None:
+    conv = rt.conversation_id
+    cp = _checkpoint(task)
+    calls = [str(c) for c in cast(list[JsonValue], cp.get("calls") or [])]
+    started = [int(cast(int, t)) for t in cast(list[JsonValue], cp.get("tasks") or [])]
+    if len(started) < len(calls):  # sequential round: start the next call
+
+        async def next_call(tx: Tx, current: Task) -> Waiting:
+            tool = await tx.create_task(
+                TOOL,
+                {"assistant": cp["assistant"], "call_id": calls[len(started)]},
+                owner=current.id,
+            )
+            live = await tx.doc(LIVE, conv)
+            slot = _section(live, "tools").get(calls[len(started)])
+            if isinstance(slot, dict):
+                slot["task"] = tool.id
+            return Waiting({**cp, "tasks": [*started, tool.id]}, (tool.id,))
+
+        await rt.commit(next_call)
+        return
+    agent = await h.agent(conv)
+    observers = [hk.after_tools for hk in agent.hooks if hk.after_tools is not None]
+    if observers:
+        results = _round_results(await h.context(conv), set(calls))
+        for observe in observers:
+            try:
+                await observe(results, rt)  # type: ignore[arg-type]
+            except Exception as e:
+                h.report(e)
+
+    async def hand_over(tx: Tx, current: Task) -> Completed:
+        live = await tx.doc(LIVE, conv)
+        if _is_current(live, current.id):
+            await post_tools_boundary(tx, conv, h.settings)
+            successor = await tx.create_task(GENERATION, {}, conversation_id=conv)
+            run = _section(live, "run")
+            run["generation"] = successor.id
+            value = cast(JsonObject, live.value)
+            value["generation"] = {"task": successor.id}
+            value.pop("tools", None)
+        return Completed({"entry": cp["assistant"]})
+
+    await rt.commit(hand_over)
+
+
+def _round_results(ctx: ContextView, calls: set[str]) -> list[ToolResultMessage]:
+    return [m for m in ctx.messages if isinstance(m, ToolResultMessage) and m.tool_call_id in calls]
+
+
+# --------------------------------------------------------------------------- failures
+
+
+async def _fail(
+    h: Harness, rt: TaskRuntime, reason: str, detail: str, message: AssistantMessage | None = None
+) -> None:
+    conv = rt.conversation_id
+
+    async def fail(tx: Tx, current: Task) -> Failed:
+        if message is not None:
+            await tx.append_entry(
+                conv, "assistant", message=message_to_json(message), by_task_id=current.id
+            )
+            await add_usage(tx, conv, message.usage, model=message.model)
+        live = await tx.doc(LIVE, conv)
+        if _is_current(live, current.id):
+            settle_run(tx, conv, live, reason=reason, detail=detail)
+        return Failed(ErrorInfo(detail, {"reason": reason}))
+
+    await rt.commit(fail)
+
+
+async def _end_run(
+    h: Harness, tx: Tx, task: Task, *, reason: str, detail: str | None = None
+) -> None:
+    """End the run of a generation that did not answer: keep its committed partial as an
+    aborted assistant entry, settle the run's inputs unanswered."""
+    conv = task.conversation_id
+    live = await tx.doc(LIVE, conv)
+    gen = _section(live, "generation")
+    partial = gen.get("partial") if gen.get("task") == task.id else None
+    if isinstance(partial, dict):
+        message = message_from_json(partial)
+        await tx.append_entry(
+            conv, "assistant", message=message_to_json(message), by_task_id=task.id
+        )
+    if _is_current(live, task.id):
+        settle_run(tx, conv, live, reason=reason, detail=detail)
+
+
+async def settle_generation(h: Harness, tx: Tx, task: Task) -> None:
+    """Scheduler-written outcome of a generation (fault, orphan): clean its run up."""
+    outcome = task.outcome
+    if isinstance(outcome, Faulted):
+        await _end_run(h, tx, task, reason="faulted", detail=outcome.error.message)
+    elif isinstance(outcome, Orphaned):
+        await _end_run(h, tx, task, reason=outcome.reason)
+    elif isinstance(outcome, Aborted):
+        await _end_run(h, tx, task, reason="aborted")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _checkpoint(task: Task) -> JsonObject:
+    cp = task.checkpoint
+    assert cp is not None
+    return dict(cp)
+
+
+def _section(live: DocHandle, key: str) -> JsonObject:
+    value = live.value
+    if not isinstance(value, dict):
+        value = {}
+        live.value = value
+    section = value.get(key)
+    if not isinstance(section, dict):
+        section = {}
+        value[key] = section
+    return section
+
+
+def _is_current(live: DocHandle, task_id: int) -> bool:
+    """Whether ``task_id`` is the generation of the conversation's current run."""
+    value = live.value
+    run = value.get("run") if isinstance(value, dict) else None
+    return isinstance(run, dict) and run.get("generation") == task_id

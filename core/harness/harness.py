@@ -1,0 +1,597 @@
+"""Harness: the agent harness over the durable kernel.
+
+::
+
+    harness = await Harness.open(storage, models=models, registry=registry, env=env_for)
+    root = await harness.root(agent={"model": "faux/faux-1"})
+    submission = await root.submit("Find a train to Graz and book it", request_id="job-42")
+    record = await submission.wait()
+
+Opening runs nothing: ``resume()`` — or any call that waits for progress (``submit``,
+``Submission.wait``, ``wait_for_task``, ``wait_for_idle``) — starts scheduling.
+Handles (:class:`Conversation`, :class:`Submission`) are stateless: after a restart,
+get them again with :meth:`Harness.conversation` and :meth:`Harness.submission`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from core.clock import Clock
+from core.engine import Engine
+from core.env import ExecutionEnv
+from core.errors import (
+    ConversationBusy,
+    RequestIdConflict,
+    SessionClosed,
+    UnknownRecord,
+    UnknownTool,
+)
+from core.harness.context import ActiveRange, ContextView, derive_context
+from core.harness.docs import AGENT, INBOX, LIVE, USAGE
+from core.harness.messages import Usage
+from core.harness.models import Models
+from core.harness.registry import Registry, ResolvedAgent
+from core.harness.runs import (
+    final_boundary,
+    place_input,
+    place_write,
+    queue_item,
+    start_run,
+)
+from core.harness.settings import HarnessSettings
+from core.jsonvalue import JsonObject, JsonValue, json_copy
+from core.records import (
+    ROOT_CONVERSATION_ID,
+    Entry,
+    Task,
+)
+from core.records import (
+    Conversation as ConversationRecord,
+)
+from core.records import (
+    Submission as SubmissionRecord,
+)
+from core.session.session import CommitEvent
+from core.session.transaction import Tx
+from core.storage.port import Cursor, Order, Page, Storage
+from core.tasks.definition import TaskDefinition
+from core.tasks.scheduler import Inspection
+
+__all__ = ["Conversation", "EnvFactory", "Harness", "Submission", "WhenBusy"]
+
+WhenBusy = Literal["follow_up", "steer", "reject"]
+EnvFactory = Callable[[int, str | None], ExecutionEnv | None]
+"""``env(conversation_id, cwd)``: the execution environment tools of that conversation use."""
+
+_AGENT_FIELDS = ("model", "thinking", "tools", "extensions", "instructions", "cwd")
+_THINKING = ("off", "low", "medium", "high")
+
+
+class _Tasks:
+    """The task source the scheduler sees: the built-in tasks, then extensions' tasks."""
+
+    def __init__(self, builtins: Mapping[str, TaskDefinition], registry: Registry) -> None:
+        self._builtins = dict(builtins)
+        self._registry = registry
+
+    def task(self, name: str) -> TaskDefinition | None:
+        return self._builtins.get(name) or self._registry.task(name)
+
+    def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
+        return self._registry.subscribe(listener)
+
+
+class Harness:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        models: Models,
+        registry: Registry,
+        env: EnvFactory | None,
+        settings: HarnessSettings,
+    ) -> None:
+        self.engine = engine
+        self.session = engine.session
+        self.models = models
+        self.registry = registry
+        self.env_factory = env
+        self.settings = settings
+        self._ranges: dict[int, ActiveRange] = {}
+        self._submission_waiters: dict[int, list[asyncio.Future[SubmissionRecord]]] = {}
+        self._unsubscribe = self.session.subscribe(self._on_commit)
+        engine.scheduler.settle_hooks.append(self._on_settled)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def open(
+        cls,
+        storage: Storage,
+        *,
+        models: Models,
+        registry: Registry,
+        env: EnvFactory | None = None,
+        clock: Clock,
+        settings: HarnessSettings | None = None,
+        report: Callable[[BaseException], None] | None = None,
+    ) -> Harness:
+        """Open the harness on ``storage`` (closed again if opening fails). Runs nothing."""
+        from core.harness.generation import generation_task
+        from core.harness.tool_task import tool_task
+
+        holder: list[Harness] = []
+
+        def current() -> Harness:
+            return holder[0]
+
+        builtins = {t.name: t for t in (generation_task(current), tool_task(current))}
+        engine = await Engine.open(
+            storage, tasks=_Tasks(builtins, registry), clock=clock, report=report
+        )
+        harness = cls(
+            engine,
+            models=models,
+            registry=registry,
+            env=env,
+            settings=settings or HarnessSettings(),
+        )
+        holder.append(harness)
+        return harness
+
+    @property
+    def clock(self) -> Clock:
+        return self.session.clock
+
+    def report(self, error: BaseException) -> None:
+        self.session.report(error)
+
+    def resume(self) -> None:
+        self.engine.resume()
+
+    async def close(self) -> None:
+        """Stop all work without writing outcomes and close the storage."""
+        for waiters in self._submission_waiters.values():
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_exception(SessionClosed("the harness is closed"))
+        self._submission_waiters.clear()
+        self._unsubscribe()
+        await self.engine.close()
+
+    # ------------------------------------------------------------------ conversations
+
+    async def root(self, *, agent: JsonObject | None = None) -> Conversation:
+        """The root conversation (id 1), created on first use with ``agent``; if it exists,
+        ``agent`` is ignored and nothing is written."""
+        if await self.session.conversation(ROOT_CONVERSATION_ID) is None:
+
+            async def create(tx: Tx) -> None:
+                if await tx.conversation(ROOT_CONVERSATION_ID) is not None:
+                    return
+                tx.put_conversation(ConversationRecord(ROOT_CONVERSATION_ID))
+                await self._init_conversation(tx, ROOT_CONVERSATION_ID, agent)
+
+            await self.session.commit(create)
+        return Conversation(self, ROOT_CONVERSATION_ID)
+
+    async def create_conversation(self, *, agent: JsonObject | None = None) -> Conversation:
+        """A new ownerless conversation with its own agent."""
+
+        async def create(tx: Tx) -> int:
+            conv = await tx.create_conversation()
+            await self._init_conversation(tx, conv.id, agent)
+            return conv.id
+
+        return Conversation(self, await self.session.commit(create))
+
+    async def conversation(self, conversation_id: int) -> Conversation:
+        if await self.session.conversation(conversation_id) is None:
+            raise UnknownRecord(f"Unknown conversation {conversation_id}")
+        return Conversation(self, conversation_id)
+
+    async def _init_conversation(
+        self, tx: Tx, conversation_id: int, agent: JsonObject | None
+    ) -> None:
+        doc = await tx.doc(AGENT, conversation_id)
+        if agent:
+            doc.value = self._configured({}, agent)
+
+    def _configured(self, current: JsonValue, change: Mapping[str, Any]) -> JsonObject:
+        """Apply a configuration change: a field set to ``None`` is cleared, unknown
+        fields, thinking levels and tool names are refused before anything is written."""
+        unknown = sorted(set(change) - set(_AGENT_FIELDS))
+        if unknown:
+            raise ValueError(f"unknown agent field(s): {unknown}")
+        value: JsonObject = dict(current) if isinstance(current, dict) else {}
+        for key, raw in change.items():
+            if raw is None:
+                value.pop(key, None)
+                continue
+            item = json_copy(raw, f"agent {key}")
+            if key == "thinking" and item not in _THINKING:
+                raise ValueError(f"thinking must be one of {_THINKING}, got {item!r}")
+            if key in ("model", "instructions", "cwd") and not isinstance(item, str):
+                raise ValueError(f"agent {key} must be a string")
+            if key in ("tools", "extensions"):
+                if not isinstance(item, list) or not all(isinstance(n, str) for n in item):
+                    raise ValueError(f"agent {key} must be a list of names")
+                if key == "tools":
+                    missing = sorted({str(n) for n in item} - self.registry.tool_names())
+                    if missing:
+                        raise UnknownTool(f"no installed extension provides tool(s) {missing}")
+            value[key] = item
+        return value
+
+    # ------------------------------------------------------------------ submissions
+
+    async def submission(self, submission_id: int) -> Submission | None:
+        """Reacquire a submission handle (after a restart, for instance)."""
+        record = await self.session.storage.submission(submission_id)
+        return None if record is None else Submission(self, record.id, record.conversation_id)
+
+    async def _wait_submission(self, submission_id: int, timeout: float | None) -> SubmissionRecord:
+        record = await self.session.storage.submission(submission_id)
+        if record is None:
+            raise UnknownRecord(f"Unknown submission {submission_id}")
+        if record.status in ("done", "unanswered"):
+            return record
+        fut: asyncio.Future[SubmissionRecord] = asyncio.get_running_loop().create_future()
+        self._submission_waiters.setdefault(submission_id, []).append(fut)
+        self.resume()
+        timer = None
+        if timeout is not None:
+            deadline = self.clock.now() + int(timeout * 1000)
+
+            def expire() -> None:
+                if not fut.done():
+                    fut.set_exception(TimeoutError("the submission is not settled yet"))
+
+            timer = self.clock.call_at(deadline, expire)
+        try:
+            return await fut
+        finally:
+            if timer is not None:
+                timer.cancel()
+            waiters = self._submission_waiters.get(submission_id, [])
+            if fut in waiters:
+                waiters.remove(fut)
+
+    # ------------------------------------------------------------------ tasks and state
+
+    async def wait_for_task(self, task_id: int) -> Task:
+        return await self.engine.wait_for_task(task_id)
+
+    async def wait_for_idle(self) -> None:
+        await self.engine.wait_for_idle()
+
+    async def abort_task(self, task_id: int) -> Literal["marked", "terminal", "orphaned"]:
+        return await self.engine.abort_task(task_id)
+
+    def inspect(self) -> Inspection:
+        return self.engine.inspect()
+
+    def next_wake(self) -> int | None:
+        return self.engine.next_wake()
+
+    async def usage(self) -> Usage:
+        """The sum of every conversation's usage ledger."""
+        total = Usage()
+        for conv in await self._all_conversations():
+            ledger = await self.session.document_value(USAGE, conv)
+            if isinstance(ledger, dict) and isinstance(ledger.get("total"), dict):
+                total = total + Usage.model_validate(ledger["total"])
+        return total
+
+    async def _all_conversations(self) -> list[int]:
+        out: list[int] = []
+        cursor: Cursor | None = None
+        while True:
+            page = await self.session.storage.scan_conversations(limit=500, cursor=cursor)
+            out += [c.id for c in page.items]
+            if page.next is None:
+                return out
+            cursor = page.next
+
+    # ------------------------------------------------------------------ services for tasks
+
+    async def agent(self, conversation_id: int) -> ResolvedAgent:
+        return self.registry.resolve(await self._agent_doc(conversation_id))
+
+    async def _agent_doc(self, conversation_id: int) -> JsonObject:
+        value = await self.session.document_value(AGENT, conversation_id)
+        return value if isinstance(value, dict) else {}
+
+    def env_for(self, conversation_id: int, cwd: str | None) -> ExecutionEnv | None:
+        return None if self.env_factory is None else self.env_factory(conversation_id, cwd)
+
+    async def context(self, conversation_id: int, cutoff: int | None = None) -> ContextView:
+        """The derived context of a conversation (up to entry ``cutoff``)."""
+        active = self._ranges.get(conversation_id)
+        if active is None:
+            active = await self._load_range(conversation_id)
+            self._ranges[conversation_id] = active
+        entries, messages = active.upto(cutoff)
+        return derive_context(active.head, entries, messages)
+
+    async def _load_range(self, conversation_id: int) -> ActiveRange:
+        storage = self.session.storage
+        marker = await storage.latest_head(conversation_id)
+        active = ActiveRange(head=marker.id if marker else None)
+        start = marker.head if marker is not None and marker.head is not None else None
+        cursor: Cursor | None = None
+        while True:
+            page = await storage.scan_entries(
+                conversation_id, min_id=start, order="asc", limit=500, cursor=cursor
+            )
+            for entry in page.items:
+                active.add(entry)
+            if page.next is None:
+                return active
+            cursor = page.next
+
+    def _on_commit(self, event: CommitEvent) -> None:
+        for entry in event.entries:
+            active = self._ranges.get(entry.conversation_id)
+            if active is None:
+                continue
+            if entry.head is not None:
+                self._ranges.pop(entry.conversation_id, None)  # a new range: reload lazily
+            else:
+                active.add(entry)
+        for sub in event.submissions:
+            if sub.status in ("done", "unanswered"):
+                for fut in self._submission_waiters.pop(sub.id, []):
+                    if not fut.done():
+                        fut.set_result(sub)
+
+    async def _on_settled(self, tx: Tx, task: Task) -> None:
+        """The scheduler settled a task itself (fault, orphan, default abort)."""
+        from core.harness.generation import settle_generation
+        from core.harness.tool_task import settle_tool
+
+        if task.kind == "perdure.generation":
+            await settle_generation(self, tx, task)
+        elif task.kind == "perdure.tool":
+            await settle_tool(self, tx, task)
+
+
+class Conversation:
+    """A handle on one conversation. Stateless: compare by ``id``."""
+
+    def __init__(self, harness: Harness, conversation_id: int) -> None:
+        self._h = harness
+        self.id = conversation_id
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Conversation) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def __repr__(self) -> str:
+        return f"Conversation({self.id})"
+
+    async def submit(
+        self, content: str, *, request_id: str | None = None, when_busy: WhenBusy = "follow_up"
+    ) -> Submission:
+        """Submit user input. Idle: placed and a run starts, in one commit. Busy: queued
+        (``follow_up`` starts the next run after the answer, ``steer`` joins the current
+        run after its tool round) or refused (``reject`` raises :class:`ConversationBusy`,
+        writing nothing). A ``request_id`` seen before in this conversation returns the
+        original submission, before any write and across restarts."""
+        if not isinstance(content, str) or not content.strip():
+            raise ValueError("input content must be a non-empty string")
+        if when_busy not in ("follow_up", "steer", "reject"):
+            raise ValueError(f"when_busy must be follow_up, steer or reject, got {when_busy!r}")
+        _check_request_id(request_id)
+        h = self._h
+
+        async def admit(tx: Tx) -> SubmissionRecord:
+            if request_id is not None:
+                existing = await tx.submission_by_request(self.id, request_id)
+                if existing is not None:
+                    if existing.type != "input":
+                        raise RequestIdConflict(
+                            f"Request {request_id} already identifies a submission of type "
+                            f"{existing.type}"
+                        )
+                    return existing
+            live = await tx.doc(LIVE, self.id)
+            inbox = await tx.doc(INBOX, self.id)
+            running = isinstance(live.value, dict) and "run" in live.value
+            queued = bool(_items(inbox.value))
+            if running and when_busy == "reject":
+                raise ConversationBusy(f"conversation {self.id} is busy")
+            record = SubmissionRecord(
+                id=await tx.mint_id(),
+                conversation_id=self.id,
+                type="input",
+                status="queued",
+                request_id=request_id,
+                created_at=tx.now(),
+            )
+            if not running and not queued:
+                placed = await place_input(tx, record, content)
+                await start_run(tx, self.id, [placed])
+                return placed
+            if when_busy == "reject":
+                raise ConversationBusy(f"conversation {self.id} has queued input")
+            tx.put_submission(record)
+            queue_item(inbox, record, {"content": content, "when_busy": when_busy})
+            if not running:  # idle with leftovers of a failed run: place in order now
+                await final_boundary(tx, self.id, h.settings)
+            return record
+
+        record = await h.session.commit(admit)
+        h.resume()
+        return Submission(h, record.id, self.id)
+
+    async def write(
+        self,
+        kind: str = "custom",
+        *,
+        message: JsonValue = None,
+        data: JsonValue = None,
+        request_id: str | None = None,
+    ) -> Submission:
+        """Append an entry without asking for an answer: at once when idle, else at the
+        next boundary (writes are placed before user input)."""
+        if not isinstance(kind, str) or not kind or kind in ("user", "assistant", "tool_result"):
+            raise ValueError(f"a write entry needs an application kind, not {kind!r}")
+        _check_request_id(request_id)
+        draft: JsonObject = {"kind": kind}
+        if message is not None:
+            draft["message"] = json_copy(message, "write message")
+        if data is not None:
+            draft["data"] = json_copy(data, "write data")
+        h = self._h
+
+        async def admit(tx: Tx) -> SubmissionRecord:
+            if request_id is not None:
+                existing = await tx.submission_by_request(self.id, request_id)
+                if existing is not None:
+                    if existing.type != "write":
+                        raise RequestIdConflict(
+                            f"Request {request_id} already identifies a submission of type "
+                            f"{existing.type}"
+                        )
+                    return existing
+            live = await tx.doc(LIVE, self.id)
+            inbox = await tx.doc(INBOX, self.id)
+            record = SubmissionRecord(
+                id=await tx.mint_id(),
+                conversation_id=self.id,
+                type="write",
+                status="queued",
+                request_id=request_id,
+                created_at=tx.now(),
+            )
+            busy = (isinstance(live.value, dict) and "run" in live.value) or _items(inbox.value)
+            if not busy:
+                return await place_write(tx, record, draft)
+            tx.put_submission(record)
+            queue_item(inbox, record, {"entry": draft})
+            return record
+
+        record = await h.session.commit(admit)
+        return Submission(h, record.id, self.id)
+
+    async def agent(self) -> JsonObject:
+        """The stored agent document (names only)."""
+        return await self._h._agent_doc(self.id)
+
+    async def resolved_agent(self) -> ResolvedAgent:
+        return await self._h.agent(self.id)
+
+    async def configure(self, **change: Any) -> JsonObject:
+        """Change agent fields in one commit (``None`` clears a field)."""
+        h = self._h
+
+        async def apply(tx: Tx) -> JsonObject:
+            doc = await tx.doc(AGENT, self.id)
+            doc.value = h._configured(doc.value, change)
+            return dict(doc.value)
+
+        return await h.session.commit(apply)
+
+    async def context(self) -> ContextView:
+        return await self._h.context(self.id)
+
+    async def entries(
+        self, *, limit: int = 100, cursor: Cursor | None = None, order: Order | None = None
+    ) -> Page[Entry]:
+        """The conversation's history (fork-aware), newest first by default."""
+        return await self._h.session.storage.scan_entries(
+            self.id, limit=limit, cursor=cursor, order=order
+        )
+
+    async def live(self) -> JsonValue:
+        return await self._h.session.document_value(LIVE, self.id)
+
+    async def usage(self) -> Usage:
+        ledger = await self._h.session.document_value(USAGE, self.id)
+        total = ledger.get("total") if isinstance(ledger, dict) else None
+        return Usage.model_validate(total) if isinstance(total, dict) else Usage()
+
+    async def busy(self) -> bool:
+        live = await self._h.session.document_value(LIVE, self.id)
+        inbox = await self._h.session.document_value(INBOX, self.id)
+        return (isinstance(live, dict) and "run" in live) or bool(_items(inbox))
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A handle on one submission."""
+
+    harness: Harness
+    id: int
+    conversation_id: int
+
+    async def status(self) -> SubmissionRecord:
+        record = await self.harness.session.storage.submission(self.id)
+        if record is None:
+            raise UnknownRecord(f"Unknown submission {self.id}")
+        return record
+
+    async def wait(self, timeout: float | None = None) -> SubmissionRecord:
+        """Wait until the submission is ``done`` or ``unanswered`` (enables scheduling).
+
+        ``timeout`` is in seconds of the harness clock. Cancelling the wait (or timing
+        out) never cancels the work.
+        """
+        return await self.harness._wait_submission(self.id, timeout)
+
+    async def abort(self) -> Literal["aborted", "settled", "not_found"]:
+        """Withdraw a queued submission, or abort the run a placed input belongs to."""
+        h = self.harness
+
+        async def withdraw(tx: Tx) -> tuple[str, int | None]:
+            record = await tx.submission(self.id)
+            if record is None:
+                return "not_found", None
+            if record.status in ("done", "unanswered"):
+                return "settled", None
+            if record.status == "placed":
+                live = await tx.doc(LIVE, record.conversation_id)
+                run = live.value.get("run") if isinstance(live.value, dict) else None
+                generation = run.get("generation") if isinstance(run, dict) else None
+                return "aborted", generation if isinstance(generation, int) else None
+            inbox = await tx.doc(INBOX, record.conversation_id)
+            if isinstance(inbox.value, dict):
+                inbox.value["items"] = [
+                    i for i in _items(inbox.value) if isinstance(i, dict) and i.get("id") != self.id
+                ]
+            tx.put_submission(
+                SubmissionRecord(
+                    id=record.id,
+                    conversation_id=record.conversation_id,
+                    type=record.type,
+                    status="unanswered",
+                    request_id=record.request_id,
+                    reason="aborted",
+                    created_at=record.created_at,
+                )
+            )
+            return "aborted", None
+
+        result, generation = await h.session.commit(withdraw)
+        if generation is not None:
+            await h.abort_task(generation)
+        return result  # type: ignore[return-value]
+
+
+def _items(inbox: JsonValue) -> list[JsonValue]:
+    items = inbox.get("items") if isinstance(inbox, dict) else None
+    return items if isinstance(items, list) else []
+
+
+def _check_request_id(request_id: str | None) -> None:
+    if request_id is not None and (
+        not isinstance(request_id, str) or not 1 <= len(request_id) <= 256
+    ):
+        raise ValueError("a request id is a string of 1 to 256 characters")

@@ -1,0 +1,80 @@
+"""Adaptive throttling of progress commits (partial responses, tool output).
+
+The first change after a quiet period commits at once; after each commit the next one
+waits at least ``interval_ms`` and at least as long as writing its bytes takes at
+100 KiB/s; changes made in between coalesce into that next commit. A crash loses at
+most the changes of the current window. ``close()`` stops the timer and waits for the
+commit in flight, so no stale progress lands after the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from core.clock import Clock, TimerHandle
+
+__all__ = ["Throttle"]
+
+_BYTES_PER_MS = 100 * 1024 / 1000
+
+
+class Throttle:
+    def __init__(
+        self,
+        clock: Clock,
+        interval_ms: int,
+        commit: Callable[[], Awaitable[int]],
+        report: Callable[[BaseException], None],
+    ) -> None:
+        """``commit()`` writes the latest state and returns how many bytes it wrote."""
+        self._clock = clock
+        self._interval = interval_ms
+        self._commit = commit
+        self._report = report
+        self._next_at = 0
+        self._timer: TimerHandle | None = None
+        self._inflight: asyncio.Task[None] | None = None
+        self._dirty = False
+        self._closed = False
+
+    def changed(self) -> None:
+        if self._closed:
+            return
+        self._dirty = True
+        if self._inflight is not None or self._timer is not None:
+            return
+        now = self._clock.now()
+        if now >= self._next_at:
+            self._start()
+        else:
+            self._timer = self._clock.call_at(self._next_at, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._dirty and self._inflight is None and not self._closed:
+            self._start()
+
+    def _start(self) -> None:
+        self._dirty = False
+        self._inflight = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            written = await self._commit()
+            delay = max(self._interval, int(written / _BYTES_PER_MS))
+            self._next_at = self._clock.now() + delay
+        except Exception as e:  # progress is best effort; the outcome commit is not
+            self._report(e)
+        finally:
+            self._inflight = None
+        if self._dirty and not self._closed:
+            self.changed()
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._inflight is not None:
+            await asyncio.wait([self._inflight])

@@ -1,0 +1,247 @@
+"""Messages: what conversations hold and models exchange.
+
+Pydantic models (they cross the model and HTTP boundaries, where validation is the
+point), stored in entries as JSON (``model_dump(mode="json")``). Conversion to and from
+the OpenAI chat format (which litellm speaks) is lossless for everything that format can
+carry; perdure-only fields (usage, stop reason, error flags) travel in the same dicts
+under ``perdure_*`` keys that OpenAI-compatible servers ignore.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from core.jsonvalue import JsonObject, JsonValue
+
+__all__ = [
+    "AssistantMessage",
+    "Message",
+    "StopReason",
+    "SystemMessage",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolCall",
+    "ToolResultMessage",
+    "Usage",
+    "UserMessage",
+    "assistant_text",
+    "from_openai",
+    "message_from_json",
+    "message_to_json",
+    "to_openai",
+]
+
+StopReason: TypeAlias = Literal["stop", "tool_use", "length", "error", "aborted"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TextBlock(_Model):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ThinkingBlock(_Model):
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str | None = None
+
+
+class ToolCall(_Model):
+    type: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Usage(_Model):
+    """Tokens and cost (USD) of one model response; summed into the ``usage`` document."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    cost: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input=self.input + other.input,
+            output=self.output + other.output,
+            cache_read=self.cache_read + other.cache_read,
+            cache_write=self.cache_write + other.cache_write,
+            cost=self.cost + other.cost,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input + self.output + self.cache_read + self.cache_write
+
+
+class UserMessage(_Model):
+    role: Literal["user"] = "user"
+    content: str
+
+
+class SystemMessage(_Model):
+    role: Literal["system"] = "system"
+    content: str
+
+
+class AssistantMessage(_Model):
+    role: Literal["assistant"] = "assistant"
+    content: list[Annotated[TextBlock | ThinkingBlock | ToolCall, Field(discriminator="type")]] = (
+        Field(default_factory=list)
+    )
+    stop_reason: StopReason = "stop"
+    usage: Usage = Field(default_factory=Usage)
+    model: str | None = None
+    error: str | None = None
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [b for b in self.content if isinstance(b, ToolCall)]
+
+    @property
+    def text(self) -> str:
+        return assistant_text(self)
+
+
+class ToolResultMessage(_Model):
+    role: Literal["tool_result"] = "tool_result"
+    tool_call_id: str
+    tool_name: str
+    content: str
+    is_error: bool = False
+    details: Any = None  # JSON (the recursive JsonValue alias is opaque to pydantic)
+
+
+Message: TypeAlias = Annotated[
+    UserMessage | SystemMessage | AssistantMessage | ToolResultMessage,
+    Field(discriminator="role"),
+]
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+def message_to_json(message: Message) -> JsonObject:
+    out: JsonObject = message.model_dump(mode="json")
+    return out
+
+
+def message_from_json(value: JsonValue) -> Message:
+    return _MESSAGE.validate_python(value)
+
+
+def assistant_text(message: AssistantMessage) -> str:
+    return "".join(b.text for b in message.content if isinstance(b, TextBlock))
+
+
+# --------------------------------------------------------------------------- OpenAI format
+
+
+def to_openai(messages: list[Message]) -> list[dict[str, Any]]:
+    """The OpenAI chat format (``role`` system/user/assistant/tool)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, SystemMessage | UserMessage):
+            out.append({"role": m.role, "content": m.content})
+        elif isinstance(m, AssistantMessage):
+            text = assistant_text(m)
+            item: dict[str, Any] = {"role": "assistant", "content": text or None}
+            thinking = "".join(b.thinking for b in m.content if isinstance(b, ThinkingBlock))
+            if thinking:
+                item["reasoning_content"] = thinking
+            calls = m.tool_calls
+            if calls:
+                item["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                    }
+                    for c in calls
+                ]
+            item["perdure_stop_reason"] = m.stop_reason
+            item["perdure_usage"] = m.usage.model_dump()
+            if m.model is not None:
+                item["perdure_model"] = m.model
+            if m.error is not None:
+                item["perdure_error"] = m.error
+            out.append(item)
+        else:
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": m.tool_call_id,
+                    "name": m.tool_name,
+                    "content": m.content,
+                    "perdure_is_error": m.is_error,
+                    "perdure_details": m.details,
+                }
+            )
+    return out
+
+
+def strip_extensions(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop the ``perdure_*`` keys (for providers that reject unknown keys)."""
+    return [{k: v for k, v in m.items() if not k.startswith("perdure_")} for m in messages]
+
+
+def from_openai(messages: list[dict[str, Any]]) -> list[Message]:
+    """Parse the OpenAI chat format (as produced by :func:`to_openai` or a provider)."""
+    out: list[Message] = []
+    for m in messages:
+        role = m.get("role")
+        if role in ("system", "developer"):
+            out.append(SystemMessage(content=_text_of(m.get("content"))))
+        elif role == "user":
+            out.append(UserMessage(content=_text_of(m.get("content"))))
+        elif role == "assistant":
+            blocks: list[TextBlock | ThinkingBlock | ToolCall] = []
+            if m.get("reasoning_content"):
+                blocks.append(ThinkingBlock(thinking=str(m["reasoning_content"])))
+            text = _text_of(m.get("content"))
+            if text:
+                blocks.append(TextBlock(text=text))
+            for call in m.get("tool_calls") or []:
+                fn = call.get("function") or {}
+                raw = fn.get("arguments") or "{}"
+                args = json.loads(raw) if isinstance(raw, str) else raw
+                blocks.append(ToolCall(id=str(call["id"]), name=str(fn["name"]), arguments=args))
+            out.append(
+                AssistantMessage(
+                    content=blocks,
+                    stop_reason=m.get("perdure_stop_reason")
+                    or ("tool_use" if m.get("tool_calls") else "stop"),
+                    usage=Usage(**(m.get("perdure_usage") or {})),
+                    model=m.get("perdure_model"),
+                    error=m.get("perdure_error"),
+                )
+            )
+        elif role == "tool":
+            out.append(
+                ToolResultMessage(
+                    tool_call_id=str(m["tool_call_id"]),
+                    tool_name=str(m.get("name") or ""),
+                    content=_text_of(m.get("content")),
+                    is_error=bool(m.get("perdure_is_error", False)),
+                    details=m.get("perdure_details"),
+                )
+            )
+        else:
+            raise ValueError(f"unknown message role {role!r}")
+    return out
+
+
+def _text_of(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    raise ValueError(f"unsupported message content {content!r}")

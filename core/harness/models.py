@@ -1,0 +1,156 @@
+"""The Models port: how the harness asks a language model for a response.
+
+An adapter (the scripted :class:`core.testing.FauxModel`, the litellm adapter on CPython
+hosts, an OpenAI-compatible HTTP client on Workers) implements :class:`Models`:
+
+* ``info(model_id)`` describes a model (context window, output limit) or returns
+  ``None`` when the model is not available — the harness answers ``no_model``;
+* ``stream(request, signal)`` yields :data:`StreamEvent` s: a :class:`StreamStart`, any
+  number of deltas, then exactly one :class:`StreamDone` carrying the final message, or
+  a :class:`Deferred` when the provider answers later. Failures are raised as
+  :class:`ModelError` (``retryable`` and ``context_overflow`` drive the generation's
+  retry and compaction decisions). The stream must stop promptly once ``signal`` fires;
+* ``fetch(model_id, handle, signal)`` polls a deferred response: it yields the same
+  events, or another :class:`Deferred` while the response is not ready;
+  ``cancel_deferred`` gives up on one.
+
+Adapters never touch storage; the harness commits what the stream produced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, TypeAlias
+
+from core.harness.messages import AssistantMessage, Message
+from core.jsonvalue import JsonObject, JsonValue
+from core.tasks.signal import CancelSignal
+
+__all__ = [
+    "Deferred",
+    "ModelError",
+    "ModelInfo",
+    "ModelRequest",
+    "Models",
+    "StreamDone",
+    "StreamEvent",
+    "StreamStart",
+    "TextDelta",
+    "ThinkingDelta",
+    "ThinkingLevel",
+    "ToolCallDelta",
+    "ToolSpec",
+]
+
+ThinkingLevel: TypeAlias = Literal["off", "low", "medium", "high"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """``id`` is the name agents store, e.g. ``"openai/gpt-4o-mini"`` or ``"faux/faux-1"``."""
+
+    id: str
+    context_window: int
+    max_tokens: int
+    supports_tools: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as the model sees it: ``parameters`` is a JSON schema object."""
+
+    name: str
+    description: str
+    parameters: JsonObject
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    model: str
+    messages: list[Message]
+    tools: list[ToolSpec] = field(default_factory=list)
+    thinking: ThinkingLevel = "off"
+    max_tokens: int | None = None
+    options: JsonObject = field(default_factory=dict)
+    """Provider options pinned at preparation (temperature, timeout, ...)."""
+    allow_deferred: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStart:
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """Part of the ``index``-th tool call: its id and name arrive first, arguments in pieces."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDone:
+    message: AssistantMessage
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """The provider will answer later: poll ``fetch`` with ``handle`` after ``poll_after_ms``."""
+
+    handle: JsonValue
+    poll_after_ms: int = 5000
+
+
+StreamEvent: TypeAlias = (
+    StreamStart | TextDelta | ThinkingDelta | ToolCallDelta | StreamDone | Deferred
+)
+
+
+class ModelError(Exception):
+    """A failed model request.
+
+    ``retryable``: worth retrying after a backoff (rate limits, overload, timeouts, 5xx).
+    ``context_overflow``: the request did not fit the model's context window.
+    ``retry_after_ms``: the provider's own hint, when it gave one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        context_overflow: bool = False,
+        retry_after_ms: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.context_overflow = context_overflow
+        self.retry_after_ms = retry_after_ms
+
+
+class Models(Protocol):
+    """See the module docstring for the contract."""
+
+    def info(self, model_id: str) -> ModelInfo | None: ...
+
+    def stream(self, request: ModelRequest, signal: CancelSignal) -> AsyncIterator[StreamEvent]: ...
+
+    def fetch(
+        self, model_id: str, handle: JsonValue, signal: CancelSignal
+    ) -> AsyncIterator[StreamEvent]: ...
+
+    async def cancel_deferred(self, model_id: str, handle: JsonValue) -> None: ...

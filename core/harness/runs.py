@@ -1,0 +1,259 @@
+"""Runs, the inbox and boundaries: the bookkeeping of who asked what and who answered.
+
+A *run* answers one or more placed inputs: it is recorded in the ``live`` document as
+``{"inputs": [submission ids], "generation": task id}`` and ends when a generation
+answers (every input ``done`` with that answer) or fails (every input ``unanswered``).
+
+While a run is going, new submissions queue in the ``inbox`` document. They are placed
+at *boundaries*, writes first, then user items, each in id order:
+
+* **post-tools** (after a tool round): writes and ``steer`` items; steers join the
+  current run's inputs;
+* **final** (after the answer): writes, steers and ``follow_up`` items; the user items
+  start the next run.
+
+All functions here run inside one transaction and never read a table: the ``live`` and
+``inbox`` documents keep what is needed to rewrite a submission's record (id, request
+id, entry, creation time), so settling and placing stay legal after the transaction's
+first table write.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, cast
+
+from core.harness.docs import INBOX, LIVE, USAGE
+from core.harness.messages import Usage, UserMessage, message_to_json
+from core.jsonvalue import JsonObject, JsonValue
+from core.records import Submission, Task
+from core.session.documents import DocHandle
+from core.session.transaction import Tx
+
+if TYPE_CHECKING:
+    from core.harness.settings import HarnessSettings
+
+__all__ = [
+    "GENERATION",
+    "TOOL",
+    "add_usage",
+    "final_boundary",
+    "place_input",
+    "place_write",
+    "post_tools_boundary",
+    "queue_item",
+    "run_inputs",
+    "settle_run",
+    "start_run",
+]
+
+GENERATION = "perdure.generation"
+TOOL = "perdure.tool"
+WhenBusy = Literal["follow_up", "steer"]
+
+
+def _obj(handle: DocHandle) -> JsonObject:
+    value = handle.value
+    if not isinstance(value, dict):
+        value = {}
+        handle.value = value
+    return value
+
+
+def _record(sub: Submission) -> JsonObject:
+    """What the documents keep of a submission: enough to rewrite its record without a
+    table read (the read-before-write rule), committed together with the record."""
+    out: JsonObject = {"id": sub.id}
+    for name in ("request_id", "entry", "created_at"):
+        value = getattr(sub, name)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def _submission(
+    conversation_id: int, kind: Literal["input", "write"], rec: JsonObject, **fields: object
+) -> Submission:
+    return Submission(
+        id=cast(int, rec["id"]),
+        conversation_id=conversation_id,
+        type=kind,
+        request_id=cast("str | None", rec.get("request_id")),
+        entry=cast("int | None", fields.pop("entry", rec.get("entry"))),
+        created_at=cast("int | None", rec.get("created_at")),
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def run_inputs(live: DocHandle) -> list[JsonObject]:
+    run = _obj(live).get("run")
+    inputs = run.get("inputs") if isinstance(run, dict) else None
+    return [i for i in inputs if isinstance(i, dict)] if isinstance(inputs, list) else []
+
+
+def queue_item(inbox: DocHandle, sub: Submission, payload: JsonObject) -> None:
+    """Queue a submission in the inbox (``payload``: content and ``when_busy``, or entry)."""
+    items = _obj(inbox).setdefault("items", [])
+    assert isinstance(items, list)
+    items.append({**_record(sub), "type": sub.type, **payload})
+
+
+async def place_input(tx: Tx, sub: Submission, content: str) -> Submission:
+    """Append the user entry of an input and mark its submission placed."""
+    entry = await tx.append_entry(
+        sub.conversation_id,
+        "user",
+        message=message_to_json(UserMessage(content=content)),
+        data={"submission": sub.id},
+    )
+    placed = _submission(
+        sub.conversation_id, "input", _record(sub), status="placed", entry=entry.id
+    )
+    tx.put_submission(placed)
+    return placed
+
+
+async def place_write(tx: Tx, sub: Submission, draft: JsonObject) -> Submission:
+    """Append a write submission's entry and settle it done."""
+    entry = await tx.append_entry(
+        sub.conversation_id,
+        str(draft.get("kind") or "custom"),
+        message=draft.get("message"),
+        data=draft.get("data"),
+    )
+    done = _submission(sub.conversation_id, "write", _record(sub), status="done", entry=entry.id)
+    tx.put_submission(done)
+    return done
+
+
+async def start_run(tx: Tx, conversation_id: int, inputs: list[Submission]) -> Task:
+    """Start a run for placed inputs: a generation task and the ``live`` run record."""
+    task = await tx.create_task(GENERATION, {}, conversation_id=conversation_id)
+    live = await tx.doc(LIVE, conversation_id)
+    value = _obj(live)
+    value["run"] = {"inputs": [_record(s) for s in inputs], "generation": task.id}
+    value["generation"] = {"task": task.id}
+    value.pop("tools", None)
+    return task
+
+
+def settle_run(
+    tx: Tx,
+    conversation_id: int,
+    live: DocHandle,
+    *,
+    answer: int | None = None,
+    reason: str | None = None,
+    detail: JsonValue = None,
+) -> None:
+    """Settle every input of the current run — ``done`` with ``answer``, or ``unanswered``
+    with ``reason`` — and clear the run from ``live``."""
+    for rec in run_inputs(live):
+        if answer is not None:
+            sub = _submission(conversation_id, "input", rec, status="done", answer=answer)
+        else:
+            sub = _submission(
+                conversation_id,
+                "input",
+                rec,
+                status="unanswered",
+                reason=reason or "aborted",
+                detail=detail,
+            )
+        tx.put_submission(sub)
+    value = _obj(live)
+    for key in ("run", "generation", "tools"):
+        value.pop(key, None)
+
+
+def _take(
+    inbox: DocHandle, settings: HarnessSettings, modes: tuple[WhenBusy, ...]
+) -> list[JsonObject]:
+    """Remove and return the items a boundary places: every write, and user items of the
+    given modes (one, or all, per the settings), keeping the rest queued in order."""
+    items = _obj(inbox).get("items")
+    queued: list[JsonObject] = (
+        [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+    )
+    taken: list[JsonObject] = []
+    kept: list[JsonObject] = []
+    took_steer = took_follow_up = False
+    for item in queued:
+        if item.get("type") == "write":
+            taken.append(item)
+            continue
+        mode = item.get("when_busy")
+        if (
+            mode == "steer"
+            and "steer" in modes
+            and (settings.steering_mode == "all" or not took_steer)
+        ):
+            took_steer = True
+            taken.append(item)
+            continue
+        if (
+            mode == "follow_up"
+            and "follow_up" in modes
+            and (settings.follow_up_mode == "all" or not took_follow_up)
+        ):
+            took_follow_up = True
+            taken.append(item)
+            continue
+        kept.append(item)
+    _obj(inbox)["items"] = cast(JsonValue, kept)
+    # Writes first, then user items, each in id (= arrival) order.
+    return sorted(taken, key=lambda i: (i.get("type") != "write", cast(int, i["id"])))
+
+
+async def _place(tx: Tx, conversation_id: int, items: list[JsonObject]) -> list[Submission]:
+    placed: list[Submission] = []
+    for item in items:
+        if item.get("type") == "write":
+            sub = _submission(conversation_id, "write", item, status="queued")
+            draft = item.get("entry")
+            await place_write(tx, sub, draft if isinstance(draft, dict) else {})
+        else:
+            sub = _submission(conversation_id, "input", item, status="queued")
+            placed.append(await place_input(tx, sub, str(item.get("content") or "")))
+    return placed
+
+
+async def post_tools_boundary(tx: Tx, conversation_id: int, settings: HarnessSettings) -> None:
+    """Place queued writes and steers; the steers join the current run."""
+    inbox = await tx.doc(INBOX, conversation_id)
+    placed = await _place(tx, conversation_id, _take(inbox, settings, ("steer",)))
+    if placed:
+        live = await tx.doc(LIVE, conversation_id)
+        run = _obj(live).get("run")
+        if isinstance(run, dict):
+            run["inputs"] = [*run_inputs(live), *(_record(s) for s in placed)]
+
+
+async def final_boundary(tx: Tx, conversation_id: int, settings: HarnessSettings) -> Task | None:
+    """Place queued writes and user items after an answer; user items start the next run."""
+    inbox = await tx.doc(INBOX, conversation_id)
+    placed = await _place(tx, conversation_id, _take(inbox, settings, ("steer", "follow_up")))
+    if not placed:
+        return None
+    return await start_run(tx, conversation_id, placed)
+
+
+async def add_usage(
+    tx: Tx, conversation_id: int, usage: Usage, *, model: str | None, tool: str | None = None
+) -> None:
+    """Add one response's usage to the conversation's ledger (total, per model, per tool)."""
+    if usage.total_tokens == 0 and usage.cost == 0:
+        return
+    ledger = await tx.doc(USAGE, conversation_id)
+    value = _obj(ledger)
+
+    def bump(bucket: JsonObject, key: str) -> None:
+        current = bucket.get(key)
+        base = Usage.model_validate(current) if isinstance(current, dict) else Usage()
+        bucket[key] = (base + usage).model_dump()
+
+    bump(value, "total")
+    for kind, name in (("models", model), ("tools", tool)):
+        if name:
+            bucket = value.setdefault(kind, {})
+            if isinstance(bucket, dict):
+                bump(bucket, name)

@@ -1,0 +1,42 @@
+"""Harness settings: read live at every decision, never stored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["HarnessSettings", "ProgressSettings", "RetrySettings"]
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    """Retries of retryable model errors: ``max_retries`` after the first attempt, waiting
+    ``base_delay_ms * 2**(attempt - 1)`` capped at ``max_delay_ms`` (or the provider's
+    Retry-After hint, capped the same way)."""
+
+    enabled: bool = True
+    max_retries: int = 3
+    base_delay_ms: int = 2_000
+    max_delay_ms: int = 60_000
+
+    def delay_ms(self, attempt: int, hint_ms: int | None = None) -> int:
+        if hint_ms is not None:
+            return min(max(0, hint_ms), self.max_delay_ms)
+        return int(min(self.base_delay_ms * 2 ** max(0, attempt - 1), self.max_delay_ms))
+
+
+@dataclass(frozen=True)
+class ProgressSettings:
+    partial_interval_ms: int = 100
+    output_interval_ms: int = 100
+
+
+@dataclass(frozen=True)
+class HarnessSettings:
+    retry: RetrySettings = field(default_factory=RetrySettings)
+    progress: ProgressSettings = field(default_factory=ProgressSettings)
+    tool_execution: Literal["parallel", "sequential"] = "parallel"
+    steering_mode: Literal["one-at-a-time", "all"] = "one-at-a-time"
+    follow_up_mode: Literal["one-at-a-time", "all"] = "one-at-a-time"
+    max_output_bytes: int = 50 * 1024
+    max_output_lines: int = 2_000

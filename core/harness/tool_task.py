@@ -1,0 +1,418 @@
+"""The tool task: one tool call, with its intent committed before its effect.
+
+Phases:
+
+``call``     resolve the tool among the agent's current tools, validate the arguments
+             with its pydantic model, run the ``before_tool`` hooks (the first block
+             wins; a raising hook blocks), validate again, then commit the *intent*
+             (``execute{arguments, replay}``) — and only then run the tool, run the
+             ``after_tool`` hooks and commit the result entry with the outcome.
+``execute``  entered only after a crash interrupted a call between its intent and its
+             result. The call runs again only if both the recorded policy and the
+             current declaration are ``safe``; a ``recoverable`` call asks the execution
+             environment about its op id and, if the op finished or is still running,
+             issues it again under the same id (the environment answers with the recorded
+             result instead of running it twice); anything else is reported to the model
+             as ``interrupted``, with whatever output was committed.
+
+Results are bounded (50 KiB / 2,000 lines by default, the head kept) and carry
+diagnostics: tool_unavailable, invalid_arguments, blocked, interrupted, aborted,
+tool_error, truncated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
+
+from pydantic import BaseModel, ValidationError
+
+from core.env import OP_ID_PATTERN, ExecutionEnv, OpRef
+from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
+from core.harness.docs import LIVE
+from core.harness.live import Throttle
+from core.harness.messages import (
+    AssistantMessage,
+    ToolCall,
+    ToolResultMessage,
+    message_from_json,
+    message_to_json,
+)
+from core.harness.registry import Block, ResolvedAgent, ToolDefinition
+from core.harness.runs import TOOL
+from core.harness.tools import Diagnostic, ToolContext, ToolResult, bound_output
+from core.jsonvalue import JsonObject, json_copy
+from core.records import Aborted, Completed, ErrorInfo, Failed, Task
+from core.session.session import ensure_outside_commit
+from core.session.transaction import Tx
+from core.tasks.definition import TaskDefinition, define_task
+from core.tasks.runtime import TaskRuntime
+
+if TYPE_CHECKING:
+    from core.harness.harness import Harness
+
+__all__ = ["settle_tool", "tool_task"]
+
+INTERRUPTED = "Tool {name} was interrupted and may have partially run"
+
+
+def tool_task(harness: Callable[[], Harness]) -> TaskDefinition:
+    async def call(task: Task, rt: TaskRuntime) -> None:
+        await _call(harness(), task, rt)
+
+    async def execute(task: Task, rt: TaskRuntime) -> None:
+        await _recover(harness(), task, rt)
+
+    async def abort(task: Task, rt: TaskRuntime) -> None:
+        await _abort(harness(), task, rt)
+
+    return define_task(TOOL, phases={"call": call, "execute": execute}, abort=abort)
+
+
+# --------------------------------------------------------------------------- the call
+
+
+class _Call:
+    """One tool call as a phase sees it."""
+
+    def __init__(
+        self, h: Harness, task: Task, rt: TaskRuntime, call: ToolCall, agent: ResolvedAgent
+    ):
+        self.h = h
+        self.task = task
+        self.rt = rt
+        self.call = call
+        self.agent = agent
+        self.tool = agent.tools.get(call.name)
+        self.output = ""
+        self._throttle = Throttle(
+            h.clock, h.settings.progress.output_interval_ms, self._commit_output, h.report
+        )
+
+    @property
+    def op_id(self) -> str:
+        raw = f"{self.task.id}:{self.call.id}"
+        if OP_ID_PATTERN.fullmatch(raw):
+            return raw
+        # Provider call ids may use characters op ids cannot carry; keep them unique.
+        return f"{self.task.id}:{hashlib.sha256(self.call.id.encode()).hexdigest()[:32]}"
+
+    def context(self, attempt: int) -> ToolContext:
+        env: ExecutionEnv | None = self.h.env_for(self.rt.conversation_id, self.agent.cwd)
+        return ToolContext(
+            harness=self.h,
+            runtime=self.rt,
+            call_id=self.call.id,
+            tool_name=self.call.name,
+            op=OpRef(self.op_id, attempt),
+            env=env,
+            report_output=self._on_output,
+        )
+
+    def _on_output(self, text: str) -> None:
+        limit = self.h.settings.max_output_bytes * 2
+        self.output = (self.output + text)[-limit:]
+        self._throttle.changed()
+
+    async def _commit_output(self) -> int:
+        snapshot = self.output
+
+        async def write(tx: Tx, current: Task) -> None:
+            slot = await _slot(tx, current, self.call.id)
+            if slot is not None:
+                slot["output"] = snapshot
+
+        try:
+            await self.rt.commit(write)
+        except (TaskStateError, InvocationEnded, SessionClosed):
+            return 0
+        return len(snapshot)
+
+    async def stop_output(self) -> None:
+        await self._throttle.close()
+
+    async def finish(
+        self,
+        result: ToolResult,
+        diagnostics: list[Diagnostic],
+        *,
+        failed: bool = False,
+        aborted: bool = False,
+    ) -> None:
+        """Commit the result entry, the slot and the outcome in one commit."""
+        await self.stop_output()
+        limits = self.tool
+        content, cut = bound_output(
+            result.content,
+            limits.max_output_bytes if limits else None,
+            limits.max_output_lines if limits else None,
+        )
+        if limits is None:
+            content, cut = bound_output(
+                result.content, self.h.settings.max_output_bytes, self.h.settings.max_output_lines
+            )
+        if cut is not None:
+            diagnostics = [*diagnostics, cut]
+        try:
+            details = json_copy(result.details, f"details of tool {self.call.name}")
+        except InvalidJson as e:
+            details = None
+            content = (
+                f"{content}\n[error] Tool {self.call.name} returned details that are not JSON: {e}"
+            )
+            diagnostics = [*diagnostics, Diagnostic("tool_error", str(e))]
+            failed = True
+        message = ToolResultMessage(
+            tool_call_id=self.call.id,
+            tool_name=self.call.name,
+            content=content,
+            is_error=result.is_error or failed or aborted,
+            details=details,
+        )
+        conv = self.rt.conversation_id
+
+        async def record(tx: Tx, current: Task) -> Completed | Failed | Aborted:
+            entry = await tx.append_entry(
+                conv,
+                "tool_result",
+                message=message_to_json(message),
+                data={"call_id": self.call.id, "diagnostics": [d.to_json() for d in diagnostics]},
+                by_task_id=current.id,
+            )
+            slot = await _slot(tx, current, self.call.id)
+            if slot is not None:
+                slot["status"] = "done"
+                slot.pop("output", None)
+            if result.apply is not None and not aborted:
+                applied = result.apply(tx)
+                if inspect.isawaitable(applied):
+                    await applied
+            outcome: JsonObject = {"entry": entry.id}
+            if aborted:
+                return Aborted("aborted", outcome)
+            if failed:
+                return Failed(ErrorInfo(content[:500], {"entry": entry.id}), outcome)
+            return Completed(outcome)
+
+        await self.rt.commit(record)
+
+
+async def _load(h: Harness, task: Task, rt: TaskRuntime) -> _Call | None:
+    value = task.input if isinstance(task.input, dict) else {}
+    entry = await h.session.storage.entry(cast(int, value.get("assistant")))
+    message = message_from_json(entry.message) if entry is not None and entry.message else None
+    call_id = value.get("call_id")
+    call = None
+    if isinstance(message, AssistantMessage):
+        call = next((c for c in message.tool_calls if c.id == call_id), None)
+    if call is None:
+        raise LookupError(f"tool task {task.id} names no call of its assistant entry")
+    return _Call(h, task, rt, call, await h.agent(rt.conversation_id))
+
+
+async def _call(h: Harness, task: Task, rt: TaskRuntime) -> None:
+    c = await _load(h, task, rt)
+    assert c is not None
+    tool = c.tool
+    if tool is None:
+        text = f"Tool {c.call.name} is not available"
+        await c.finish(
+            ToolResult(f"[error] {text}", is_error=True), [Diagnostic("tool_unavailable", text)]
+        )
+        return
+    arguments: JsonObject = dict(c.call.arguments)
+    args = _validate(tool, arguments)
+    if isinstance(args, str):
+        await c.finish(
+            ToolResult(f"[error] {args}", is_error=True), [Diagnostic("invalid_arguments", args)]
+        )
+        return
+    ctx = c.context(1)
+    for hooks in c.agent.hooks:
+        if hooks.before_tool is None:
+            continue
+        try:
+            decision = await hooks.before_tool(
+                c.call.model_copy(update={"arguments": arguments}), ctx
+            )
+        except Exception as e:  # a hook that fails blocks the call: never run unchecked
+            h.report(e)
+            decision = Block(f"A before_tool hook failed: {type(e).__name__}: {e}")
+        if isinstance(decision, Block):
+            await c.finish(
+                ToolResult(f"[error] {decision.reason}", is_error=True),
+                [Diagnostic("blocked", decision.reason)],
+            )
+            return
+        if isinstance(decision, dict):
+            arguments = dict(decision)
+    args = _validate(tool, arguments)
+    if isinstance(args, str):
+        await c.finish(
+            ToolResult(f"[error] {args}", is_error=True), [Diagnostic("invalid_arguments", args)]
+        )
+        return
+    stored = json_copy(arguments, "tool arguments")
+
+    async def intent(tx: Tx, current: Task) -> JsonObject:
+        slot = await _slot(tx, current, c.call.id)
+        if slot is not None:
+            slot["status"] = "running"
+        return {"phase": "execute", "arguments": stored, "replay": tool.replay, "attempt": 1}
+
+    await rt.commit(intent)
+    await _run(c, tool, args, 1)
+
+
+def _validate(tool: ToolDefinition, arguments: JsonObject) -> BaseModel | str:
+    try:
+        return tool.parameters.model_validate(arguments)
+    except ValidationError as e:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+            for err in e.errors()
+        )
+        return f"Invalid arguments for tool {tool.name}: {problems}"
+
+
+async def _run(c: _Call, tool: ToolDefinition, args: BaseModel, attempt: int) -> None:
+    ctx = c.context(attempt)
+    diagnostics: list[Diagnostic] = []
+    failed = False
+    ensure_outside_commit(f"tool {tool.name}")
+    try:
+        produced = await tool.execute(args, ctx)
+        result = produced if isinstance(produced, ToolResult) else ToolResult(str(produced))
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:
+        message = f"{type(e).__name__}: {e}"
+        prefix = f"{c.output}\n" if c.output else ""
+        result = ToolResult(f"{prefix}[error] {message}", is_error=True)
+        diagnostics.append(Diagnostic("tool_error", message))
+        failed = True
+    for hooks in c.agent.hooks:
+        if hooks.after_tool is None:
+            continue
+        try:
+            replaced = await hooks.after_tool(c.call, result, ctx)
+        except Exception as e:
+            c.h.report(e)
+            continue
+        if replaced is not None:
+            result = replaced
+    await c.finish(result, diagnostics, failed=failed)
+
+
+# --------------------------------------------------------------------------- recovery
+
+
+async def _recover(h: Harness, task: Task, rt: TaskRuntime) -> None:
+    c = await _load(h, task, rt)
+    assert c is not None
+    cp = task.checkpoint or {}
+    recorded = cp.get("replay")
+    attempt = int(cast(int, cp.get("attempt", 1))) + 1
+    current = c.tool.replay if c.tool is not None else "unsafe"  # a missing tool is unsafe
+    args = _validate(c.tool, cast(JsonObject, cp.get("arguments"))) if c.tool else None
+    rerun = False
+    note = ""
+    if c.tool is not None and isinstance(args, BaseModel):
+        if recorded == current == "safe":
+            rerun = True
+        elif recorded == current == "recoverable":
+            env = c.context(attempt).env_or_none
+            state = (await env.op_status(c.op_id)).state if env is not None else "unknown"
+            rerun = state in ("done", "running")
+            if state == "lost":
+                note = " (the execution environment lost the operation when it restarted)"
+            elif state == "unknown":
+                note = " (the execution environment has no record of the operation)"
+    if rerun:
+        assert c.tool is not None and isinstance(args, BaseModel)
+
+        async def again(tx: Tx, current_task: Task) -> JsonObject:
+            slot = await _slot(tx, current_task, c.call.id)
+            if slot is not None:
+                slot.update({"status": "running", "output": ""})
+            return {**cp, "attempt": attempt}
+
+        await rt.commit(again)
+        await _run(c, c.tool, args, attempt)
+        return
+    committed_output = await _slot_output(h, rt.conversation_id, c.call.id)
+    text = INTERRUPTED.format(name=c.call.name) + note
+    prefix = f"{committed_output}\n" if committed_output else ""
+    await c.finish(
+        ToolResult(f"{prefix}[error] {text}", is_error=True),
+        [Diagnostic("interrupted", text)],
+        failed=True,
+    )
+
+
+# --------------------------------------------------------------------------- abort
+
+
+async def _abort(h: Harness, task: Task, rt: TaskRuntime) -> None:
+    try:
+        c = await _load(h, task, rt)
+    except LookupError:
+        await rt.abort("aborted")
+        return
+    assert c is not None
+    cp = task.checkpoint or {}
+    if cp.get("phase") == "execute" and cp.get("replay") == "recoverable":
+        env = c.context(1).env_or_none
+        if env is not None:
+            try:
+                await env.cancel(c.op_id)  # stop the sandbox command, not just our wait
+            except Exception as e:
+                h.report(e)
+    output = await _slot_output(h, rt.conversation_id, c.call.id)
+    text = f"Tool {c.call.name} was aborted"
+    result = ToolResult(f"{output}\n[error] {text}" if output else f"[error] {text}", is_error=True)
+    ctx = c.context(1)
+    for hooks in c.agent.hooks:
+        if hooks.on_abort is None:
+            continue
+        try:
+            replaced = await hooks.on_abort(c.call, result, ctx)
+        except Exception as e:
+            h.report(e)
+            continue
+        if replaced is not None:
+            result = replaced
+    await c.finish(result, [Diagnostic("aborted", text)], aborted=True)
+
+
+async def settle_tool(h: Harness, tx: Tx, task: Task) -> None:
+    """The scheduler settled a tool task (fault, orphan): close its slot. The next
+    request sees a synthesized "result unavailable" for the call."""
+    value = task.input if isinstance(task.input, dict) else {}
+    call_id = value.get("call_id")
+    if isinstance(call_id, str):
+        slot = await _slot(tx, task, call_id)
+        if slot is not None:
+            slot["status"] = "done"
+
+
+# --------------------------------------------------------------------------- live slots
+
+
+async def _slot(tx: Tx, task: Task, call_id: str) -> JsonObject | None:
+    live = await tx.doc(LIVE, task.conversation_id)
+    value = live.value
+    slots = value.get("tools") if isinstance(value, dict) else None
+    slot = slots.get(call_id) if isinstance(slots, dict) else None
+    return slot if isinstance(slot, dict) and slot.get("task") == task.id else None
+
+
+async def _slot_output(h: Harness, conversation_id: int, call_id: str) -> str:
+    live = await h.session.document_value(LIVE, conversation_id)
+    slots = live.get("tools") if isinstance(live, dict) else None
+    slot = slots.get(call_id) if isinstance(slots, dict) else None
+    output = slot.get("output") if isinstance(slot, dict) else None
+    return output if isinstance(output, str) else ""

@@ -1,0 +1,144 @@
+"""What a tool's ``execute`` receives and returns, and how results are bounded.
+
+``execute(args, ctx)`` gets its validated arguments (an instance of the tool's pydantic
+model) and a :class:`ToolContext`, and returns a string or a :class:`ToolResult`.
+Raising is allowed: the harness turns it into a ``tool_error`` result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from core.env import ExecutionEnv, OpRef
+from core.errors import PerdureError
+from core.jsonvalue import JsonObject, JsonValue
+from core.session.transaction import Tx
+from core.tasks.signal import CancelSignal
+from core.textlimits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
+
+if TYPE_CHECKING:
+    from core.harness.harness import Harness
+    from core.tasks.runtime import TaskRuntime
+
+__all__ = [
+    "Diagnostic",
+    "DiagnosticCode",
+    "NoEnvironment",
+    "ToolContext",
+    "ToolResult",
+    "bound_output",
+]
+
+DiagnosticCode = Literal[
+    "tool_unavailable",
+    "invalid_arguments",
+    "blocked",
+    "interrupted",
+    "aborted",
+    "tool_error",
+    "truncated",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    code: str
+    message: str
+    severity: Literal["error", "warning"] = "error"
+
+    def to_json(self) -> JsonObject:
+        return {"code": self.code, "message": self.message, "severity": self.severity}
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """``content`` is what the model reads; ``details`` is structured JSON for UIs.
+
+    ``apply(tx)`` (optional) runs inside the commit that records the result, so a tool
+    can change documents atomically with its result (a todo list, a plan).
+    """
+
+    content: str
+    is_error: bool = False
+    details: JsonValue = None
+    apply: Callable[[Tx], Awaitable[None] | None] | None = field(default=None, compare=False)
+
+
+class NoEnvironment(PerdureError):
+    """A tool asked for an execution environment the host did not configure."""
+
+
+class ToolContext:
+    """The call a tool is executing: identity, environment, signal and helpers."""
+
+    def __init__(
+        self,
+        *,
+        harness: Harness,
+        runtime: TaskRuntime,
+        call_id: str,
+        tool_name: str,
+        op: OpRef,
+        env: ExecutionEnv | None,
+        report_output: Callable[[str], None],
+    ) -> None:
+        self.harness = harness
+        self._runtime = runtime
+        self.task_id = runtime.task_id
+        self.conversation_id = runtime.conversation_id
+        self.call_id = call_id
+        self.tool_name = tool_name
+        self.op = op
+        self._env = env
+        self._report_output = report_output
+
+    @property
+    def env(self) -> ExecutionEnv:
+        """The conversation's execution environment (resolved for its current ``cwd``)."""
+        if self._env is None:
+            raise NoEnvironment(f"tool {self.tool_name!r} needs an execution environment")
+        return self._env
+
+    @property
+    def env_or_none(self) -> ExecutionEnv | None:
+        return self._env
+
+    @property
+    def signal(self) -> CancelSignal:
+        """Fires when the call is aborted or the harness closes."""
+        return self._runtime.signal
+
+    def now(self) -> int:
+        return self._runtime.now()
+
+    async def memo(self, name: str, *candidate: JsonValue) -> JsonValue:
+        """The task's memo ``name`` (first writer wins); see :meth:`TaskRuntime.memo`."""
+        return await self._runtime.memo(name, *candidate)
+
+    def output(self, text: str) -> None:
+        """Stream progress output (committed to the ``live`` document, throttled)."""
+        self._report_output(text)
+
+    @property
+    def runtime(self) -> Any:
+        return self._runtime
+
+
+def bound_output(
+    text: str, max_bytes: int | None, max_lines: int | None
+) -> tuple[str, Diagnostic | None]:
+    """Keep the head of ``text`` within the limits; say what was dropped."""
+    lines = max_lines or DEFAULT_MAX_LINES
+    size = max_bytes or DEFAULT_MAX_BYTES
+    cut = truncate_head(text, lines, size)
+    if not cut.truncated:
+        return text, None
+    dropped_lines = cut.total_lines - cut.kept_lines
+    dropped_bytes = len(text.encode("utf-8")) - cut.kept_bytes
+    message = (
+        f"Output truncated to its beginning: {dropped_lines} lines, "
+        f"{format_size(dropped_bytes)} dropped"
+    )
+    return f"{cut.text}\n\n[{message}]", Diagnostic("truncated", message, "warning")
