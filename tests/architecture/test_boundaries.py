@@ -74,9 +74,6 @@ FORBIDDEN_ATTRIBUTES = {
     "time_ns",
     "monotonic",
     "perf_counter",
-    "now",
-    "today",
-    "utcnow",
     "wait_for",
     "timeout",
     "timeout_at",
@@ -96,8 +93,8 @@ FORBIDDEN_ATTRIBUTES = {
     "environ",
     "getenv",
 }
-# Ports name some of these on purpose: Clock.now() is the injected clock.
-ALLOWED_ATTRIBUTE_OWNERS = {"now": {"clock", "self", "rt", "tx", "runtime", "_clock"}}
+# Wall-clock reads through datetime (Clock.now() on the injected port is fine).
+WALL_CLOCK = {"now", "today", "utcnow"}
 
 
 def _violations(path: Path) -> list[str]:
@@ -117,9 +114,13 @@ def _violations(path: Path) -> list[str]:
             if isinstance(func, ast.Name) and func.id in FORBIDDEN_CALLS:
                 found.append(f"{rel}:{node.lineno} calls {func.id}()")
             if isinstance(func, ast.Attribute) and func.attr in FORBIDDEN_ATTRIBUTES:
-                owner = _owner_name(func.value)
-                if owner not in ALLOWED_ATTRIBUTE_OWNERS.get(func.attr, set()):
-                    found.append(f"{rel}:{node.lineno} calls {owner}.{func.attr}()")
+                found.append(f"{rel}:{node.lineno} calls {_owner_name(func.value)}.{func.attr}()")
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr in WALL_CLOCK
+                and _owner_name(func.value) in ("datetime", "date")
+            ):
+                found.append(f"{rel}:{node.lineno} reads the wall clock")
             if (
                 isinstance(func, ast.Attribute)
                 and func.attr == "wait"
@@ -153,12 +154,12 @@ def test_the_checker_catches_what_it_claims_to(tmp_path: Path) -> None:
     bad.write_text(
         "import os\nfrom subprocess import run\nimport asyncio\nimport time\n"
         "async def f(loop):\n"
-        "    await asyncio.sleep(1)\n    open('x')\n    time.time()\n"
+        "    await asyncio.sleep(1)\n    open('x')\n    time.time()\n    datetime.now()\n"
         "    loop.call_later(1, print)\n    await asyncio.wait([], timeout=1)\n"
         "    from runtimes.local import cli\n"
     )
     found = _violations_at(bad)
-    assert len(found) == 8, found
+    assert len(found) == 9, found
 
 
 def _violations_at(path: Path) -> list[str]:
