@@ -309,6 +309,7 @@ async def _request(h: Harness, task: Task, rt: TaskRuntime) -> None:
     if h.models.info(model) is None:
         await _fail(h, rt, "no_model", f"Model {model} is not available")
         return
+    await _keep_interrupted_partial(h, rt)
     ctx = await h.context(conv, cutoff=cast("int | None", cp.get("cutoff")))
     agent = await h.agent(conv)
     messages = ctx.messages
@@ -332,6 +333,31 @@ async def _request(h: Harness, task: Task, rt: TaskRuntime) -> None:
     partial = _Partial(model)
     response = await _consume(h, rt, h.models.stream(request, rt.signal), partial)
     await _classify(h, rt, cp, response, partial, offered={t.name for t in agent.tools.values()})
+
+
+async def _keep_interrupted_partial(h: Harness, rt: TaskRuntime) -> None:
+    """A crash cut a request short after some of it was committed: keep that partial as an
+    aborted assistant entry (the transcript shows what was seen; context leaves it out)
+    before the request is sent again."""
+    live = await h.session.document_value(LIVE, rt.conversation_id)
+    gen = live.get("generation") if isinstance(live, dict) else None
+    if not isinstance(gen, dict) or gen.get("task") != rt.task_id or "partial" not in gen:
+        return
+
+    async def keep(tx: Tx, current: Task) -> None:
+        doc = await tx.doc(LIVE, rt.conversation_id)
+        section = _section(doc, "generation")
+        partial = section.pop("partial", None)
+        if isinstance(partial, dict):
+            message = message_from_json(partial)
+            await tx.append_entry(
+                rt.conversation_id,
+                "assistant",
+                message=message_to_json(message),
+                by_task_id=current.id,
+            )
+
+    await rt.commit(keep)
 
 
 async def _poll(h: Harness, task: Task, rt: TaskRuntime) -> None:

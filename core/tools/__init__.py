@@ -1,5 +1,5 @@
-"""Tool logic over core ports (no registry here: the harness registers tools)."""
+"""Coding tools over the ExecutionEnv port: logic (``coding``) and the harness extension."""
 
-from __future__ import annotations
+from core.tools.extension import coding_tools
 
-__all__: list[str] = []
+__all__ = ["coding_tools"]

@@ -19,8 +19,9 @@ json_values = st.recursive(
     | st.integers(-(2**53), 2**53)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=8),
-    lambda children: st.lists(children, max_size=6)
-    | st.dictionaries(st.text(max_size=5), children, max_size=6),
+    lambda children: (
+        st.lists(children, max_size=6) | st.dictionaries(st.text(max_size=5), children, max_size=6)
+    ),
     max_leaves=30,
 )
 

@@ -1,0 +1,114 @@
+"""A rig for harness tests: reopenable storage, a scripted model, a virtual clock."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from core.harness import (
+    Harness,
+    HarnessSettings,
+    Registry,
+    ToolContext,
+    define_extension,
+    define_tool,
+)
+from core.harness.harness import EnvFactory
+from core.records import Entry
+from core.storage import MemoryState, MemoryStorage, Storage
+from core.testing.clock import VirtualClock
+from core.testing.faux import FauxModel, FauxStep
+from core.testing.wrappers import CommitFault, FaultyStorage
+from runtimes.local.sqlite import open_sqlite_storage
+
+MODEL = "faux/faux-1"
+
+
+class Rig:
+    """One durable world for a harness; ``open()`` starts a 'process' on it."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        backend: Literal["memory", "sqlite"] = "memory",
+        *,
+        steps: Iterable[FauxStep] = (),
+        settings: HarnessSettings | None = None,
+        env: EnvFactory | None = None,
+    ) -> None:
+        self.backend = backend
+        self.path = tmp_path / "actor.sqlite"
+        self.state = MemoryState()
+        self.clock = VirtualClock()
+        self.faux = FauxModel(steps)
+        self.registry = Registry()
+        self.settings = settings or HarnessSettings()
+        self.env = env
+        self.reports: list[BaseException] = []
+        self.faulty: FaultyStorage | None = None
+
+    async def storage(self) -> Storage:
+        if self.backend == "memory":
+            return MemoryStorage(self.state)
+        return await open_sqlite_storage(self.path)
+
+    async def open(self, *, faults: list[CommitFault] | None = None) -> Harness:
+        self.faulty = FaultyStorage(await self.storage(), faults or [])
+        return await Harness.open(
+            self.faulty,
+            models=self.faux,
+            registry=self.registry,
+            env=self.env,
+            clock=self.clock,
+            settings=self.settings,
+            report=self.reports.append,
+        )
+
+    async def crash(self, harness: Harness) -> None:
+        """Stand in for a killed process: nothing more reaches storage."""
+        assert self.faulty is not None
+        self.faulty.crash()
+        with contextlib.suppress(Exception):
+            await harness.close()
+        await self.faulty.inner.close()
+
+    @property
+    def commits(self) -> int:
+        assert self.faulty is not None
+        return self.faulty.commits
+
+
+async def entries(harness: Harness, conversation_id: int = 1) -> list[Entry]:
+    page = await harness.session.storage.scan_entries(conversation_id, order="asc", limit=1000)
+    return page.items
+
+
+def kinds(items: list[Entry]) -> list[str]:
+    return [e.kind for e in items]
+
+
+class Args(BaseModel):
+    text: str = ""
+
+
+def tool(name: str, execute: Any, *, replay: Any = "unsafe", **kw: Any) -> Any:
+    return define_tool(
+        name,
+        description=f"the {name} tool",
+        parameters=kw.pop("parameters", Args),
+        execute=execute,
+        replay=replay,
+        **kw,
+    )
+
+
+def extension(name: str, *tools: Any, **kw: Any) -> Any:
+    return define_extension(name, tools=list(tools), **kw)
+
+
+async def echo(args: Args, ctx: ToolContext) -> str:
+    return f"echo: {args.text}"
