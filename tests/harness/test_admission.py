@@ -277,13 +277,13 @@ async def test_bad_submissions_are_refused_before_anything_is_written(tmp_path: 
     h = await rig.open()
     root = await h.root(agent={"model": MODEL})
     commits = rig.commits
-    for bad in (
-        lambda: root.submit(""),
-        lambda: root.submit("x", when_busy="later"),  # type: ignore[arg-type]
-        lambda: root.submit("x", request_id=""),
-        lambda: root.write("note", data=float("nan")),
+    for bad, message in (
+        (lambda: root.submit(""), "non-empty"),
+        (lambda: root.submit("x", when_busy="later"), "when_busy"),  # type: ignore[arg-type]
+        (lambda: root.submit("x", request_id=""), "request id"),
+        (lambda: root.write("note", data=float("nan")), "JSON"),
     ):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=message):
             await bad()
     assert rig.commits == commits
     with pytest.raises(UnknownRecord):
