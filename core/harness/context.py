@@ -27,6 +27,7 @@ from core.harness.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
+    ToolCall,
     ToolResultMessage,
     UserMessage,
     message_from_json,
@@ -42,24 +43,80 @@ MISSING_RESULT = "Tool result unavailable: the call did not finish."
 @dataclass
 class ActiveRange:
     """The entries of one conversation's active range, oldest first, with their parsed
-    messages. Kept per conversation by the harness and extended as entries commit."""
+    messages. Kept per conversation by the harness and extended as entries commit.
+
+    Views of the whole range are derived *incrementally*: the range is folded entry by
+    entry into the kept messages and tool results, and the prefix whose tool calls all
+    have their results is flattened once and reused, so a long conversation costs each
+    request only its newest entries. Edits or an entry committed out of id order switch
+    to full derivation (:func:`derive_context`), which is the reference semantics.
+    """
 
     head: int | None
     entries: list[Entry] = field(default_factory=list)
     messages: list[Message | None] = field(default_factory=list)
     ids: list[int] = field(default_factory=list)
+    _folded: int = 0
+    _order: list[Message] = field(default_factory=list)
+    _results: dict[str, ToolResultMessage] = field(default_factory=dict)
+    _sections: dict[str, str] = field(default_factory=dict)
+    _flat: list[Message] = field(default_factory=list)
+    _stable: int = 0
+    _full_only: bool = False
 
     def add(self, entry: Entry) -> None:
         position = bisect.bisect_right(self.ids, entry.id)
         self.ids.insert(position, entry.id)
         self.entries.insert(position, entry)
         self.messages.insert(position, _parse(entry.message))
+        if position < len(self.ids) - 1:
+            self._full_only = True  # an entry committed out of id order: no shortcuts
 
-    def upto(self, cutoff: int | None) -> tuple[list[Entry], list[Message | None]]:
-        if cutoff is None:
-            return self.entries, self.messages
-        end = bisect.bisect_right(self.ids, cutoff)
-        return self.entries[:end], self.messages[:end]
+    def view(self, cutoff: int | None) -> ContextView:
+        end = len(self.ids) if cutoff is None else bisect.bisect_right(self.ids, cutoff)
+        if end == len(self.ids) and not self._full_only:
+            self._fold()
+        if end < len(self.ids) or self._full_only:
+            return derive_context(self.head, self.entries[:end], self.messages[:end])
+        tail: list[Message] = []
+        for m in self._order[self._stable :]:
+            tail.append(m)
+            if isinstance(m, AssistantMessage):
+                tail.extend(self._result_for(c) for c in m.content if isinstance(c, ToolCall))
+        return ContextView(
+            self.head, self.entries, _system_first(self._flat + tail), dict(self._sections)
+        )
+
+    def _fold(self) -> None:
+        for entry, message in zip(
+            self.entries[self._folded :], self.messages[self._folded :], strict=True
+        ):
+            if entry.edits:
+                self._full_only = True
+                return
+            _fold_sections(self._sections, entry)
+            self._folded += 1
+            if message is None or _excluded(message):
+                continue
+            if isinstance(message, ToolResultMessage):
+                self._results.setdefault(message.tool_call_id, message)
+            else:
+                self._order.append(message)
+        while self._stable < len(self._order):
+            m = self._order[self._stable]
+            calls = (
+                [c for c in m.content if isinstance(c, ToolCall)]
+                if isinstance(m, AssistantMessage)
+                else []
+            )
+            if any(c.id not in self._results for c in calls):
+                break  # results still to come: this part stays in the recomputed tail
+            self._flat.append(m)
+            self._flat.extend(self._results[c.id] for c in calls)
+            self._stable += 1
+
+    def _result_for(self, call: ToolCall) -> ToolResultMessage:
+        return self._results.get(call.id) or _missing(call)
 
 
 @dataclass(frozen=True)
@@ -80,24 +137,17 @@ def derive_context(
     parsed = list(messages)
     edits: dict[int, JsonValue] = {}
     for entry in entries:
-        for edit in entry.edits or []:
+        if not entry.edits:
+            continue
+        for edit in entry.edits:
             target = edit.get("target") if isinstance(edit, dict) else None
             if isinstance(target, int):
                 edits[target] = edit  # later entries win
     sections: dict[str, str] = {}
     ordered: list[Message] = []
     for entry, message in zip(entries, parsed, strict=True):
-        if entry.kind == "system" and isinstance(entry.data, dict):
-            recorded = entry.data.get("sections")
-            if isinstance(recorded, dict):
-                if entry.data.get("baseline"):
-                    sections = {}
-                for key, text in recorded.items():
-                    if isinstance(text, str):
-                        sections[key] = text
-                    else:
-                        sections.pop(key, None)
-        edit = edits.get(entry.id)
+        _fold_sections(sections, entry)
+        edit = edits.get(entry.id) if edits else None
         if isinstance(edit, dict):
             if edit.get("action") == "omit":
                 continue
@@ -106,12 +156,10 @@ def derive_context(
                 for value in replacements if isinstance(replacements, list) else []:
                     ordered.append(message_from_json(value))
                 continue
-        if message is None:
-            continue
-        if isinstance(message, AssistantMessage) and message.stop_reason in ("aborted", "error"):
+        if message is None or _excluded(message):
             continue
         ordered.append(message)
-    return ContextView(head, entries, _pair_tool_results(_system_first(ordered)), sections)
+    return ContextView(head, entries, _system_first(_pair_tool_results(ordered)), sections)
 
 
 def _system_first(messages: list[Message]) -> list[Message]:
@@ -130,22 +178,49 @@ def _pair_tool_results(messages: list[Message]) -> list[Message]:
     for m in messages:
         if isinstance(m, ToolResultMessage):
             results.setdefault(m.tool_call_id, m)
+    if not results and not any(isinstance(m, AssistantMessage) for m in messages):
+        return messages
     out: list[Message] = []
+    append = out.append
     for m in messages:
         if isinstance(m, ToolResultMessage):
             continue  # placed after its call below, or dropped as an orphan
-        out.append(m)
-        if isinstance(m, AssistantMessage):
-            for call in m.tool_calls:
-                result = results.pop(call.id, None)
-                out.append(
-                    result
-                    or ToolResultMessage(
-                        tool_call_id=call.id,
-                        tool_name=call.name,
-                        content=MISSING_RESULT,
-                        is_error=True,
-                        details={"reason": "missing_result"},
-                    )
-                )
+        append(m)
+        if not isinstance(m, AssistantMessage):
+            continue
+        for block in m.content:
+            if not isinstance(block, ToolCall):
+                continue
+            append(results.get(block.id) or _missing(block))
     return out
+
+
+def _excluded(message: Message) -> bool:
+    """Aborted and failed answers stay in the transcript but not in the context."""
+    return isinstance(message, AssistantMessage) and message.stop_reason in ("aborted", "error")
+
+
+def _missing(call: ToolCall) -> ToolResultMessage:
+    return ToolResultMessage(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=MISSING_RESULT,
+        is_error=True,
+        details={"reason": "missing_result"},
+    )
+
+
+def _fold_sections(sections: dict[str, str], entry: Entry) -> None:
+    """Apply a system entry's recorded sections (a baseline replaces them all)."""
+    if entry.kind != "system" or not isinstance(entry.data, dict):
+        return
+    recorded = entry.data.get("sections")
+    if not isinstance(recorded, dict):
+        return
+    if entry.data.get("baseline"):
+        sections.clear()
+    for key, text in recorded.items():
+        if isinstance(text, str):
+            sections[key] = text
+        else:
+            sections.pop(key, None)

@@ -57,7 +57,7 @@ from core.harness.models import (
     ToolCallDelta,
     ToolSpec,
 )
-from core.harness.prompt import plan_prompt, render_sections
+from core.harness.prompt import PromptChange, plan_prompt, render_sections
 from core.harness.registry import ResolvedAgent, SectionContext
 from core.harness.runs import (
     GENERATION,
@@ -137,43 +137,72 @@ def generation_task(harness: Callable[[], Harness]) -> TaskDefinition:
 # --------------------------------------------------------------------------- prepare
 
 
-async def _prepare(h: Harness, task: Task, rt: TaskRuntime) -> None:
-    conv = rt.conversation_id
-    cp = _checkpoint(task)
+@dataclass(frozen=True)
+class _Plan:
+    """What preparing a request decides: the pinned model and options, and the system
+    prompt change to record (if any)."""
+
+    model: str
+    thinking: str
+    max_tokens: int
+    change: PromptChange | None
+
+
+async def _plan(h: Harness, conv: int) -> _Plan | str:
+    """Resolve the agent and plan the prompt; a string is the ``no_model`` detail."""
     agent = await h.agent(conv)
     if agent.model is None:
-        await _fail(h, rt, "no_model", "No model is configured for this conversation")
-        return
+        return "No model is configured for this conversation"
     info = h.models.info(agent.model)
     if info is None:
-        await _fail(h, rt, "no_model", f"Model {agent.model} is not available")
-        return
+        return f"Model {agent.model} is not available"
     ctx = await h.context(conv)
     wanted = await _render(h, agent, conv, ctx)
     prompted = any(e.kind == "system" for e in ctx.entries)
     change = plan_prompt(ctx.sections, wanted, baseline=not prompted)
+    return _Plan(agent.model, agent.thinking, info.max_tokens, change)
+
+
+async def _pin(
+    h: Harness, tx: Tx, conv: int, plan: _Plan, by_task: int, attempt: int
+) -> JsonObject:
+    """Inside a commit: record the prompt change and return the ``request`` checkpoint,
+    whose cutoff is the newest entry the request will see."""
+    latest = await h.context(conv)
+    seen = [e.id for e in latest.entries[-1:]] + [
+        e.id for e in tx.entries if e.conversation_id == conv
+    ]
+    cutoff = max(seen) if seen else None  # entries this commit places (steers) included
+    if plan.change is not None:
+        entry = await tx.append_entry(
+            conv,
+            "system",
+            message=message_to_json(SystemMessage(content=plan.change.text)),
+            data=plan.change.data,
+            by_task_id=by_task,
+        )
+        cutoff = entry.id
+    return {
+        "phase": "request",
+        "attempt": attempt,
+        "model": plan.model,
+        "thinking": plan.thinking,
+        "max_tokens": plan.max_tokens,
+        "options": {},
+        "cutoff": cutoff,
+    }
+
+
+async def _prepare(h: Harness, task: Task, rt: TaskRuntime) -> None:
+    conv = rt.conversation_id
+    attempt = int(cast(int, _checkpoint(task).get("attempt", 1)))
+    plan = await _plan(h, conv)
+    if isinstance(plan, str):
+        await _fail(h, rt, "no_model", plan)
+        return
 
     async def pin(tx: Tx, current: Task) -> JsonObject:
-        latest = await h.context(conv)
-        cutoff = latest.entries[-1].id if latest.entries else None
-        if change is not None:
-            entry = await tx.append_entry(
-                conv,
-                "system",
-                message=message_to_json(SystemMessage(content=change.text)),
-                data=change.data,
-                by_task_id=current.id,
-            )
-            cutoff = entry.id
-        return {
-            "phase": "request",
-            "attempt": int(cast(int, cp.get("attempt", 1))),
-            "model": agent.model,
-            "thinking": agent.thinking,
-            "max_tokens": info.max_tokens,
-            "options": {},
-            "cutoff": cutoff,
-        }
+        return await _pin(h, tx, conv, plan, current.id, attempt)
 
     await rt.commit(pin)
 
@@ -289,7 +318,10 @@ async def _consume(
                 response.deferred = event
                 break
             partial.add(event)
-            throttle.changed()
+            if not isinstance(event, ToolCallDelta):
+                # Text and thinking are what watchers read as it streams; tool calls are
+                # shown once the round commits, so their argument fragments commit nothing.
+                throttle.changed()
     except ModelError as e:
         response.error = e
     except Exception as e:  # an adapter bug is still a failed request, not a crashed run
@@ -551,11 +583,16 @@ async def _after_tools(h: Harness, task: Task, rt: TaskRuntime) -> None:
             except Exception as e:
                 h.report(e)
 
+    # The successor's preparation happens here, so it starts at ``request`` and the
+    # hand-over commit also pins its model and context: one commit less per round.
+    plan = await _plan(h, conv)
+
     async def hand_over(tx: Tx, current: Task) -> Completed:
         live = await tx.doc(LIVE, conv)
         if _is_current(live, current.id):
             await post_tools_boundary(tx, conv, h.settings)
-            successor = await tx.create_task(GENERATION, {}, conversation_id=conv)
+            start = None if isinstance(plan, str) else await _pin(h, tx, conv, plan, current.id, 1)
+            successor = await tx.create_task(GENERATION, {}, conversation_id=conv, checkpoint=start)
             run = _section(live, "run")
             run["generation"] = successor.id
             value = cast(JsonObject, live.value)

@@ -30,7 +30,7 @@ from core.errors import (
     UnknownRecord,
     UnknownTool,
 )
-from core.harness.context import ActiveRange, ContextView, derive_context
+from core.harness.context import ActiveRange, ContextView
 from core.harness.docs import AGENT, INBOX, LIVE, USAGE
 from core.harness.messages import Usage
 from core.harness.models import Models
@@ -315,8 +315,7 @@ class Harness:
         if active is None:
             active = await self._load_range(conversation_id)
             self._ranges[conversation_id] = active
-        entries, messages = active.upto(cutoff)
-        return derive_context(active.head, entries, messages)
+        return active.view(cutoff)
 
     async def _load_range(self, conversation_id: int) -> ActiveRange:
         storage = self.session.storage

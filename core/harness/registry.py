@@ -10,6 +10,7 @@ is published, so a bad extension never becomes visible.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from pydantic import BaseModel
 
 from core.errors import RegistryError
-from core.jsonvalue import JsonObject, JsonValue
+from core.jsonvalue import JsonObject, JsonValue, dumps, loads
 from core.tasks.definition import TaskDefinition
 
 if TYPE_CHECKING:
@@ -73,8 +74,19 @@ class ToolDefinition:
     max_output_lines: int | None = None
 
     def schema(self) -> JsonObject:
-        out: JsonObject = self.parameters.model_json_schema()
-        return out
+        """The JSON schema of the parameters (built once per model class: pydantic's
+        schema generation costs more than a whole commit)."""
+        return _schema(self.parameters)
+
+
+@functools.cache
+def _schema_cached(parameters: type[BaseModel]) -> str:
+    return dumps(parameters.model_json_schema())
+
+
+def _schema(parameters: type[BaseModel]) -> JsonObject:
+    value: JsonObject = loads(_schema_cached(parameters))
+    return value
 
 
 def define_tool(

@@ -121,6 +121,10 @@ class Session:
         self.definitions: Callable[[str], TaskDefinition | None] | None = None
         """Resolves task kinds for ``Tx.create_task``; set by the engine."""
         self.report: Callable[[BaseException], None] = _report
+        self.before_commit: list[Callable[[Tx], Awaitable[None]]] = []
+        """Run on the line after a commit callback that staged task writes, before the
+        batch is prepared; the scheduler uses it to reserve tasks the commit made runnable
+        in that same commit."""
         self._line = asyncio.Lock()
         self._sealed = False
         self._closed = False
@@ -205,6 +209,9 @@ class Session:
                 result = fn(tx)
                 if inspect.isawaitable(result):
                     result = await result
+                if tx.tasks:
+                    for hook in self.before_commit:
+                        await hook(tx)
                 batch = await self._prepare(tx) if not tx.empty else None
             finally:
                 _IN_COMMIT.reset(marker)
@@ -233,6 +240,11 @@ class Session:
                     f"storage commit failed with an uncertain outcome: {e!r}"
                 ) from e
             self._adopt(seq, tx, events, retire_tasks)
+            for callback in tx.after_commit:
+                try:
+                    callback()
+                except Exception as e:  # the commit is durable whatever a callback does
+                    self.report(e)
         finally:
             self._line.release()
 

@@ -14,6 +14,7 @@ The rules a transaction enforces, so every commit is well-formed before storage 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -78,6 +79,8 @@ class Tx:
         self.submissions: dict[int, Submission] = {}
         self.docs: dict[DocAddress, DocHandle] = {}
         self.extra_writes: list[Any] = []
+        self.after_commit: list[Callable[[], None]] = []
+        """Called (on the line) once this transaction's commit is durable and adopted."""
 
     # ------------------------------------------------------------------ state
 
@@ -313,8 +316,10 @@ class Tx:
         conversation_id: int | None = None,
         owner: int | None = None,
         background: bool = False,
+        checkpoint: JsonObject | None = None,
     ) -> Task:
-        """Create a task, ready to run (``waiting`` on nothing) at its initial checkpoint.
+        """Create a task, ready to run (``waiting`` on nothing) at its initial checkpoint
+        (or at ``checkpoint``, when the creator has already done the first phase's work).
 
         ``owner`` makes it a child of a live task (same conversation, never background);
         otherwise it is owned by its conversation (the root conversation by default,
@@ -338,7 +343,7 @@ class Tx:
             await self.ensure_root()
         elif not await self._conversation_exists(conversation_id):
             raise UnknownRecord(f"Unknown conversation {conversation_id}")
-        checkpoint = defn.checkpoint(defn.initial(value))
+        checkpoint = defn.checkpoint(defn.initial(value) if checkpoint is None else checkpoint)
         task = Task(
             id=await self.mint_id(),
             conversation_id=conversation_id,

@@ -84,6 +84,8 @@ class CommitPlan:
     revisions: list[Revision] = field(default_factory=list)
     versions: dict[int, int] = field(default_factory=dict)
     """Current version of every document that got a revision."""
+    version_changes: dict[int, int] = field(default_factory=dict)
+    """Existing documents whose version this batch changes (a base at a new version)."""
     retired: list[DocumentRecord] = field(default_factory=list)
     """Records as they are after retirement (``retired_at == seq``)."""
     rebased_latest: list[int] = field(default_factory=list)
@@ -198,6 +200,8 @@ def plan_commit(writes: Sequence[Write], view: BatchView, seq: int, next_id: int
                     )
                 _check_ops(w.ops, w.id)
                 content = _encode(w.ops, f"document {w.id}")
+            if w.ops is None and w.id not in created_here and w.version != version_of(w.id):
+                plan.version_changes[w.id] = w.version
             plan.revisions.append(Revision(w.id, seq, w.ops is None, w.version, content))
             plan.versions[w.id] = w.version
         elif isinstance(w, DocumentRetire):

@@ -136,6 +136,7 @@ class Scheduler:
         self._task_waiters: dict[int, list[asyncio.Future[Task]]] = {}
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._unsubscribe = [session.subscribe(self._on_commit), source.subscribe(self.kick)]
+        session.before_commit.append(self._reserve_eagerly)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -198,6 +199,8 @@ class Scheduler:
             await asyncio.wait([self._drain_job])
         for unsubscribe in self._unsubscribe:
             unsubscribe()
+        if self._reserve_eagerly in self.session.before_commit:
+            self.session.before_commit.remove(self._reserve_eagerly)
 
     async def _join_all(self) -> None:
         while self._invocations:
@@ -255,32 +258,78 @@ class Scheduler:
                 if mode == "abort":
                     await self._settle(tx, task, Orphaned(res.blocked or "missing_task"))
                 continue
-            checkpoint = task.checkpoint
-            assert checkpoint is not None
-            value = task.input
-            if res.migrated is not None:
-                value, checkpoint = res.migrated
-            reserved = task.evolve(
-                input=value,
-                version=res.definition.version,
-                state=Running(checkpoint),
-                started_at=task.started_at if task.started_at is not None else now,
-            )
-            await tx.put_task(reserved)
-            signal = CancelSignal()
-            out.append(
-                _Invocation(
-                    task_id=task.id,
-                    mode=mode,
-                    definition=res.definition,
-                    runtime=TaskRuntime(
-                        self, task.id, task.conversation_id, res.definition, mode, signal
-                    ),
-                    signal=signal,
-                    done=asyncio.get_running_loop().create_future(),
-                )
-            )
+            out.append(await self._reservation(tx, task, res, mode, now))
         return out
+
+    async def _reservation(
+        self, tx: Tx, task: Task, res: _Resolution, mode: Mode, now: int
+    ) -> _Invocation:
+        """Stage ``running`` (with a migrated input and checkpoint) and build the
+        invocation that starts once the commit is durable."""
+        assert res.definition is not None
+        checkpoint = task.checkpoint
+        assert checkpoint is not None
+        value = task.input
+        if res.migrated is not None:
+            value, checkpoint = res.migrated
+        reserved = task.evolve(
+            input=value,
+            version=res.definition.version,
+            state=Running(checkpoint),
+            started_at=task.started_at if task.started_at is not None else now,
+        )
+        await tx.put_task(reserved)
+        signal = CancelSignal()
+        return _Invocation(
+            task_id=task.id,
+            mode=mode,
+            definition=res.definition,
+            runtime=TaskRuntime(self, task.id, task.conversation_id, res.definition, mode, signal),
+            signal=signal,
+            done=asyncio.get_running_loop().create_future(),
+        )
+
+    async def _reserve_eagerly(self, tx: Tx) -> None:
+        """Reserve, in the commit that makes them runnable, the tasks it creates and the
+        waiters whose last awaited task it settles — one commit instead of two for every
+        child task and every resumed waiter. Anything unusual (abort marks, migrations,
+        blocked tasks, timers) is left to the next drain."""
+        if not self._enabled or self.closing:
+            return
+        view = self._view(tx)
+        settled = {t.id for t in tx.tasks.values() if isinstance(t.state, Terminal)}
+        candidates = [t for t in tx.tasks.values() if t.id in view]
+        if settled:
+            candidates += [
+                t
+                for t in view.values()
+                if isinstance(t.state, Waiting) and settled.intersection(t.state.on)
+            ]
+        now = tx.now()
+        started: list[_Invocation] = []
+        for task in candidates:
+            current = view.get(task.id)
+            if (
+                current is None
+                or current.id in self._invocations
+                or current.abort_requested
+                or not isinstance(current.state, Waiting | Pending)
+                or (isinstance(current.state, Waiting) and not self._ready(current, now, view))
+                or any(inv.task_id == current.id for inv in started)
+            ):
+                continue
+            res = self._resolve(current, run_migrations=False)
+            if res.definition is None or res.definition.version != current.version:
+                continue
+            started.append(await self._reservation(tx, current, res, "run", now))
+            view = self._view(tx)
+        if started:
+
+            def start_all() -> None:
+                for inv in started:
+                    self._start(inv)
+
+            tx.after_commit.append(start_all)
 
     async def _derive(self, tx: Tx) -> None:
         """Stage what ownership implies (see the module docstring, drain step 1)."""
@@ -328,6 +377,7 @@ class Scheduler:
         inv.job = asyncio.get_running_loop().create_task(self._invoke(inv))
 
     async def _invoke(self, inv: _Invocation) -> None:
+        healthy = True
         try:
             if inv.mode == "run":
                 await self._run(inv)
@@ -338,13 +388,18 @@ class Scheduler:
         except SessionClosed:
             pass
         except Exception as e:
+            # The step itself failed (its commit was rejected, say). The task stays
+            # running without an invocation and is reserved again at the next wake-up —
+            # not at once, which would spin on a failure that persists.
+            healthy = False
             self.report(e)
         finally:
             inv.runtime.ended = True
             self._invocations.pop(inv.task_id, None)
             if not inv.done.done():
                 inv.done.set_result(None)
-            self.kick()
+            if healthy:
+                self.kick()
 
     async def _run(self, inv: _Invocation) -> None:
         previous: tuple[JsonObject, str, BaseException | None] | None = None
@@ -367,7 +422,9 @@ class Scheduler:
                 if current is not None and current.cancelling():
                     raise
                 error = e  # a handler-internal cancellation is a fault, not ours
-            except Exception as e:
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as e:  # any escape from task code faults it
                 error = e
             previous = (checkpoint, phase, error)
 
@@ -418,7 +475,9 @@ class Scheduler:
                 await inv.runtime.abort()
         except asyncio.CancelledError:
             raise
-        except Exception as e:
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # any escape from task code faults it
             error = e
 
         async def step(tx: Tx) -> None:

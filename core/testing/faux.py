@@ -27,12 +27,12 @@ from typing import TypeAlias, cast
 
 from core.harness.messages import (
     AssistantMessage,
+    Message,
     StopReason,
     TextBlock,
     ThinkingBlock,
     ToolCall,
     Usage,
-    message_to_json,
 )
 from core.harness.models import (
     Deferred,
@@ -155,6 +155,7 @@ class FauxModel:
         self._sleep = sleep
         self.state = FauxState()
         self._deferred: dict[int, tuple[FauxReply, int]] = {}
+        self._estimator = _Estimator()
 
     def respond(self, *steps: FauxStep) -> None:
         """Append steps to the script."""
@@ -249,7 +250,7 @@ class FauxModel:
             raise reply.error or ModelError("faux stream failed")
         usage = message.usage
         if usage == Usage():
-            usage = _estimated_usage(request, message)
+            usage = self._estimator.usage(request, message)
         yield StreamDone(
             message.model_copy(
                 update={
@@ -278,10 +279,41 @@ async def _yield() -> None:
     await fut
 
 
-def _estimated_usage(request: ModelRequest | None, message: AssistantMessage) -> Usage:
-    """About four characters per token: enough for threshold decisions in tests."""
-    sent = 0
-    if request is not None:
-        sent = sum(len(json.dumps(message_to_json(m))) for m in request.messages)
-    received = len(json.dumps(message_to_json(message)))
-    return Usage(input=sent // 4, output=max(1, received // 4))
+class _Estimator:
+    """About four characters per token: enough for threshold decisions in tests.
+
+    Requests of one conversation repeat the previous request plus a few messages, so the
+    count of the shared prefix is reused (by identity) instead of recounted.
+    """
+
+    def __init__(self) -> None:
+        self._last: list[Message] = []
+        self._counts: list[int] = []
+
+    def usage(self, request: ModelRequest | None, message: AssistantMessage) -> Usage:
+        sent = 0
+        if request is not None:
+            messages = request.messages
+            shared = 0
+            for old, new in zip(self._last, messages, strict=False):
+                if old is not new:
+                    break
+                shared += 1
+            counts = self._counts[:shared] + [_chars(m) for m in messages[shared:]]
+            self._last, self._counts = list(messages), counts
+            sent = sum(counts)
+        return Usage(input=sent // 4, output=max(1, _chars(message) // 4))
+
+
+def _chars(message: Message) -> int:
+    if isinstance(message, AssistantMessage):
+        total = 0
+        for block in message.content:
+            if isinstance(block, TextBlock):
+                total += len(block.text)
+            elif isinstance(block, ThinkingBlock):
+                total += len(block.thinking)
+            else:
+                total += len(block.name) + len(json.dumps(block.arguments))
+        return total
+    return len(message.content)

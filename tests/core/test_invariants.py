@@ -13,6 +13,7 @@ import pytest
 from core.errors import InvocationEnded, SessionPoisoned, StorageRejected, TaskStateError
 from core.records import Aborted, Completed, Faulted, Pending, Task, Terminal
 from core.session import Tx, define_doc, ensure_outside_commit, in_commit
+from core.storage import DocumentCreate
 from core.tasks import TaskRuntime, define_task
 from core.testing.wrappers import CommitFault
 from tests.core.support import World, settle, until
@@ -102,10 +103,13 @@ async def test_invariant_02_only_committed_state_is_observable(tmp_path: Path) -
 
     definition = define_task("inv.observe", phases={"start": phase, "next": phase})
     world = World(tmp_path)
-    engine = await world.open(definition, faults=[CommitFault("before", nth=3)])
+    staging_the_note = CommitFault(
+        "before", match=lambda writes: any(isinstance(w, DocumentCreate) for w in writes)
+    )
+    engine = await world.open(definition, faults=[staging_the_note])
     events: list[object] = []
     engine.session.subscribe(events.append)
-    task = await engine.create_task(definition)  # commit 1; reservation is commit 2
+    task = await engine.create_task(definition)
     await engine.wait_for_task(task.id)
     assert seen_in_phase == {
         "doc": [],

@@ -257,6 +257,7 @@ async def test_a_tool_replaced_while_it_runs_finishes_on_the_old_code(tmp_path: 
 
 async def test_a_hook_decision_kept_in_a_memo_survives_a_restart(tmp_path: Path) -> None:
     asked: list[str] = []
+    stored = asyncio.Event()
     block_after_asking = asyncio.Event()
 
     async def approve(call: ToolCall, ctx: ToolContext) -> Any:
@@ -264,6 +265,7 @@ async def test_a_hook_decision_kept_in_a_memo_survives_a_restart(tmp_path: Path)
         if decision is None:
             asked.append(call.id)
             decision = await ctx.memo("approval:deploy", "yes")
+            stored.set()
             await block_after_asking.wait()  # the process dies here, before the intent
         return None if decision == "yes" else Block("denied")
 
@@ -274,7 +276,7 @@ async def test_a_hook_decision_kept_in_a_memo_survives_a_restart(tmp_path: Path)
     h = await rig.open()
     root = await h.root(agent={"model": MODEL})
     sub = await root.submit("ship it")
-    await until(lambda: asked == ["c1"])
+    await stored.wait()
     await rig.crash(h)
     block_after_asking.set()
     h = await rig.open()

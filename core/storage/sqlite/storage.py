@@ -65,6 +65,8 @@ class SqliteStorage:
         # Id ownership never changes once committed, so a bounded cache of it saves one
         # lookup per written record.
         self._owners: dict[int, str] = {}
+        self._versions: dict[int, int] = {}
+        """Current versions of current documents (only this storage changes them)."""
         self._commit_lock = asyncio.Lock()
 
     @classmethod
@@ -103,8 +105,10 @@ class SqliteStorage:
             self._check()
             seq, next_id, owners = self._next_seq, self._next_id, self._owners
 
+            versions = self._versions
+
             def run(ex: SqlExecutor) -> CommitPlan:
-                plan = plan_commit(batch, _View(ex, owners), seq, next_id)
+                plan = plan_commit(batch, _View(ex, owners, versions), seq, next_id)
                 _apply(ex, plan, self._chunked)
                 return plan
 
@@ -116,6 +120,11 @@ class SqliteStorage:
             if len(owners) > _ID_CACHE_LIMIT:
                 owners.clear()
             owners.update(plan.new_ids)
+            if len(versions) > _ID_CACHE_LIMIT:
+                versions.clear()
+            versions.update(plan.versions)
+            for retired in plan.retired:
+                versions.pop(retired.id, None)
             return plan.seq
 
     # ------------------------------------------------------------------ point reads
@@ -531,9 +540,10 @@ def _page(
 class _View:
     """The planner's view, answered by queries inside the commit transaction."""
 
-    def __init__(self, ex: SqlExecutor, owners: dict[int, str]) -> None:
+    def __init__(self, ex: SqlExecutor, owners: dict[int, str], versions: dict[int, int]) -> None:
         self.ex = ex
         self.owners = owners
+        self.versions = versions
 
     def id_owner(self, record_id: int) -> str | None:
         known = self.owners.get(record_id)
@@ -554,6 +564,9 @@ class _View:
         return _document_record(rows[0]) if rows else None
 
     def document_version(self, document_id: int) -> int | None:
+        known = self.versions.get(document_id)
+        if known is not None:
+            return known
         rows = self.ex.fetch("SELECT version FROM documents WHERE id = ?", (document_id,))
         return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
@@ -656,8 +669,8 @@ def _apply(ex: SqlExecutor, plan: CommitPlan, chunked: set[str]) -> None:
             )
     for doc in plan.created_documents:
         ex.execute(
-            "INSERT INTO documents (id, kind, scope, owner_id, key, history, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO documents (id, kind, scope, owner_id, key, history, created_at, version)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 doc.id,
                 dumps(doc.kind),
@@ -666,6 +679,7 @@ def _apply(ex: SqlExecutor, plan: CommitPlan, chunked: set[str]) -> None:
                 dumps(doc.key),
                 doc.history,
                 doc.created_at,
+                plan.versions[doc.id],
             ),
         )
     for rev in plan.revisions:
@@ -676,29 +690,30 @@ def _apply(ex: SqlExecutor, plan: CommitPlan, chunked: set[str]) -> None:
             " VALUES (?, ?, ?, ?, ?, ?)",
             (rev.document_id, rev.seq, int(rev.base), rev.version, record, parts),
         )
-    for doc_id, version in plan.versions.items():
+    for doc_id, version in plan.version_changes.items():
         ex.execute("UPDATE documents SET version = ? WHERE id = ?", (version, doc_id))
     for doc_id in plan.rebased_latest:
-        _drop_revisions(ex, doc_id, plan.seq)
+        _drop_revisions(ex, doc_id, plan.seq, "revisions" in chunked)
     for doc in plan.retired:
         ex.execute(
             "UPDATE documents SET retired_at = ?, version = NULL WHERE id = ?",
             (doc.retired_at, doc.id),
         )
         if doc.history == "latest":
-            _drop_revisions(ex, doc.id, None)
+            _drop_revisions(ex, doc.id, None, "revisions" in chunked)
     ex.execute(
         "UPDATE meta SET next_id = ?, next_seq = ? WHERE singleton = 1",
         (plan.next_id, plan.seq + 1),
     )
 
 
-def _drop_revisions(ex: SqlExecutor, document_id: int, before: int | None) -> None:
+def _drop_revisions(ex: SqlExecutor, document_id: int, before: int | None, chunked: bool) -> None:
     """Reclaim revisions a ``latest`` document no longer needs (all when ``before`` is None)."""
     bound = MAX_ID if before is None else before - 1
-    for (seq,) in ex.fetch(
-        "SELECT seq FROM revisions WHERE document_id = ? AND seq <= ? AND parts > 0",
-        (document_id, bound),
-    ):
-        _drop_parts(ex, "revisions", f"{document_id}:{seq}")
+    if chunked:
+        for (seq,) in ex.fetch(
+            "SELECT seq FROM revisions WHERE document_id = ? AND seq <= ? AND parts > 0",
+            (document_id, bound),
+        ):
+            _drop_parts(ex, "revisions", f"{document_id}:{seq}")
     ex.execute("DELETE FROM revisions WHERE document_id = ? AND seq <= ?", (document_id, bound))

@@ -1,0 +1,173 @@
+"""Context derivation: active ranges, edits, tool-result pairing, exclusions, prompt sections."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.harness.context import MISSING_RESULT, ActiveRange, derive_context
+from core.harness.messages import (
+    AssistantMessage,
+    SystemMessage,
+    TextBlock,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    message_to_json,
+)
+from core.records import Entry
+
+
+def entry(i: int, message: Any = None, kind: str = "custom", **kw: Any) -> Entry:
+    return Entry(
+        id=i,
+        conversation_id=1,
+        kind=kind,
+        message=None if message is None else message_to_json(message),
+        **kw,
+    )
+
+
+def user(text: str) -> UserMessage:
+    return UserMessage(content=text)
+
+
+def assistant(text: str = "", *calls: str, stop: str = "stop") -> AssistantMessage:
+    blocks: list[Any] = [TextBlock(text=text)] if text else []
+    blocks += [ToolCall(id=c, name="t", arguments={}) for c in calls]
+    return AssistantMessage(content=blocks, stop_reason=stop if not calls else "tool_use")  # type: ignore[arg-type]
+
+
+def result(call: str, text: str = "ok") -> ToolResultMessage:
+    return ToolResultMessage(tool_call_id=call, tool_name="t", content=text)
+
+
+def roles(messages: list[Any]) -> list[str]:
+    return [
+        f"{m.role}:{getattr(m, 'tool_call_id', '') or getattr(m, 'content', '') if m.role != 'assistant' else m.text}"
+        for m in messages
+    ]
+
+
+def derive(entries: list[Entry]) -> Any:
+    active = ActiveRange(head=None)
+    for e in entries:
+        active.add(e)
+    return derive_context(None, active.entries, active.messages)
+
+
+def test_tool_results_follow_their_call_in_call_order_and_missing_ones_are_synthesized() -> None:
+    view = derive(
+        [
+            entry(1, user("go")),
+            entry(2, assistant("", "a", "b", "c")),
+            entry(3, result("c")),
+            entry(4, user("steer")),
+            entry(5, result("a")),
+            entry(6, result("zzz")),  # a result without a call: dropped
+        ]
+    )
+    assert roles(view.messages) == [
+        "user:go", "assistant:", "tool_result:a", "tool_result:b", "tool_result:c", "user:steer",
+    ]
+    missing = view.messages[3]
+    assert missing.is_error and missing.content == MISSING_RESULT  # type: ignore[union-attr]
+    assert missing.details == {"reason": "missing_result"}  # type: ignore[union-attr]
+
+
+def test_aborted_and_failed_answers_stay_out_and_entries_without_messages_are_skipped() -> None:
+    view = derive(
+        [
+            entry(1, user("q")),
+            entry(2, assistant("half", stop="aborted")),
+            entry(3, assistant("broken", stop="error")),
+            entry(4, None, kind="note"),
+            entry(5, assistant("answer")),
+        ]
+    )
+    assert roles(view.messages) == ["user:q", "assistant:answer"]
+    assert len(view.entries) == 5  # the raw entries remain
+
+
+def test_the_newest_edit_per_target_wins_omit_or_replace() -> None:
+    view = derive(
+        [
+            entry(1, user("secret")),
+            entry(2, user("keep")),
+            entry(3, None, kind="edit", edits=[{"target": 1, "action": "omit"}]),
+            entry(
+                4,
+                None,
+                kind="edit",
+                edits=[
+                    {"target": 1, "action": "replace", "messages": [message_to_json(user("[redacted]"))]}
+                ],
+            ),
+            entry(5, None, kind="edit", edits=[{"target": 2, "action": "omit"}]),
+        ]
+    )
+    assert roles(view.messages) == ["user:[redacted]"]
+
+
+def test_a_system_entry_preceded_only_by_users_moves_to_the_front_and_sections_fold() -> None:
+    view = derive(
+        [
+            entry(1, user("hi")),
+            entry(2, SystemMessage(content="base"), kind="system",
+                  data={"sections": {"a": "A", "b": "B"}, "baseline": True}),
+            entry(3, assistant("hello")),
+            entry(4, SystemMessage(content="delta"), kind="system", data={"sections": {"a": None, "c": "C"}}),
+        ]
+    )
+    assert roles(view.messages) == ["system:base", "user:hi", "assistant:hello", "system:delta"]
+    assert view.sections == {"b": "B", "c": "C"}
+
+
+# --------------------------------------------------------------------------- incremental == full
+
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("user"), st.sampled_from("xyz")),
+        st.tuples(st.just("assistant"), st.lists(st.sampled_from("abcde"), max_size=3, unique=True)),
+        st.tuples(st.just("result"), st.sampled_from("abcdef")),
+        st.tuples(st.just("aborted"), st.just("")),
+        st.tuples(st.just("system"), st.sampled_from(["k1", "k2"])),
+        st.tuples(st.just("view"), st.just("")),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps)
+def test_incremental_views_equal_full_derivation(script: list[tuple[str, Any]]) -> None:
+    active = ActiveRange(head=None)
+    next_id = 1
+    for op, arg in script:
+        if op == "view":
+            fast = active.view(None)
+            full = derive_context(None, list(active.entries), list(active.messages))
+            assert fast.messages == full.messages and fast.sections == full.sections
+            continue
+        if op == "user":
+            e = entry(next_id, user(arg))
+        elif op == "assistant":
+            e = entry(next_id, assistant("t", *arg) if arg else assistant("t"))
+        elif op == "result":
+            e = entry(next_id, result(arg))
+        elif op == "aborted":
+            e = entry(next_id, assistant("cut", stop="aborted"))
+        else:
+            e = entry(next_id, SystemMessage(content=arg), kind="system", data={"sections": {arg: arg}})
+        active.add(e)
+        next_id += 1
+    fast = active.view(None)
+    full = derive_context(None, list(active.entries), list(active.messages))
+    assert fast.messages == full.messages and fast.sections == full.sections
+    cut = active.view(next_id // 2)
+    assert cut.messages == derive_context(
+        None, [e for e in active.entries if e.id <= next_id // 2],
+        [m for e, m in zip(active.entries, active.messages, strict=True) if e.id <= next_id // 2],
+    ).messages
