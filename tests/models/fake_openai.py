@@ -117,7 +117,8 @@ class Stream:
 
     ``cut_after``: after that many chunks, drop the connection without finishing the
     body. ``forever``: after the chunks, keep sending keep-alive chunks every ``delay``
-    (at least 20 ms) until the client goes away.
+    (at least 20 ms) until the client goes away. ``stall``: seconds to wait before even
+    sending the response headers (a client leaving meanwhile is recorded).
     """
 
     chunks: list[dict[str, Any]]
@@ -125,6 +126,7 @@ class Stream:
     cut_after: int | None = None
     forever: bool = False
     done: bool = True
+    stall: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -237,6 +239,12 @@ class FakeOpenAI:
             return JSONResponse({"error": {"message": "no scripted reply"}}, status_code=599)
         if isinstance(reply, Fail):
             return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers)
+        deadline = time.monotonic() + reply.stall
+        while time.monotonic() < deadline:
+            if await request.is_disconnected():
+                self._record_end(StreamEnd(completed=False, chunks_sent=0, at=time.monotonic()))
+                return Response(status_code=499)
+            await asyncio.sleep(0.02)
         return StreamingResponse(
             self._sse(reply, str(body.get("model", ""))), media_type="text/event-stream"
         )
@@ -260,9 +268,12 @@ class FakeOpenAI:
                 yield b"data: [DONE]\n\n"
             completed = True
         finally:
-            with self._stream_ended:
-                self.stream_ends.append(StreamEnd(completed, sent, time.monotonic()))
-                self._stream_ended.notify_all()
+            self._record_end(StreamEnd(completed, sent, time.monotonic()))
+
+    def _record_end(self, end: StreamEnd) -> None:
+        with self._stream_ended:
+            self.stream_ends.append(end)
+            self._stream_ended.notify_all()
 
 
 def _frame(chunk: dict[str, Any], model: str) -> bytes:

@@ -430,10 +430,17 @@ async def test_cancel_mid_stream_closes_the_connection(
     assert end.at - cancelled_at < 1.0
 
 
-async def test_cancel_while_waiting_for_the_first_chunk(
-    subject: Subject, server: FakeOpenAI
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(Stream([text("late"), finish("stop")], delay=30), id="before-first-chunk"),
+        pytest.param(Stream([text("late"), finish("stop")], stall=30), id="before-headers"),
+    ],
+)
+async def test_cancel_while_waiting_for_the_server(
+    subject: Subject, server: FakeOpenAI, reply: Stream
 ) -> None:
-    server.script(Stream([text("late"), finish("stop")], delay=30))
+    server.script(reply)
     signal = CancelSignal()
     async with subject.models() as models:
         stream = models.stream(request(), signal)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from functools import partial
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from core.errors import StorageClosed, StorageCorrupt, StorageRejected
@@ -64,9 +65,7 @@ class SqliteStorage:
         self._closed = False
         # Id ownership never changes once committed, so a bounded cache of it saves one
         # lookup per written record.
-        self._owners: dict[int, str] = {}
-        self._versions: dict[int, int] = {}
-        """Current versions of current documents (only this storage changes them)."""
+        self._known = _Known(next_id)
         self._commit_lock = asyncio.Lock()
 
     @classmethod
@@ -103,12 +102,10 @@ class SqliteStorage:
         batch = list(writes)
         async with self._commit_lock:
             self._check()
-            seq, next_id, owners = self._next_seq, self._next_id, self._owners
-
-            versions = self._versions
+            seq, next_id, known = self._next_seq, self._next_id, self._known
 
             def run(ex: SqlExecutor) -> CommitPlan:
-                plan = plan_commit(batch, _View(ex, owners, versions), seq, next_id)
+                plan = plan_commit(batch, _View(ex, known), seq, next_id)
                 _apply(ex, plan, self._chunked)
                 return plan
 
@@ -117,14 +114,7 @@ class SqliteStorage:
             # on a driver thread), under the lock that also orders seqs.
             self._next_seq = plan.seq + 1
             self._next_id = max(self._next_id, plan.next_id)
-            if len(owners) > _ID_CACHE_LIMIT:
-                owners.clear()
-            owners.update(plan.new_ids)
-            if len(versions) > _ID_CACHE_LIMIT:
-                versions.clear()
-            versions.update(plan.versions)
-            for retired in plan.retired:
-                versions.pop(retired.id, None)
+            known.adopt(plan)
             return plan.seq
 
     # ------------------------------------------------------------------ point reads
@@ -537,18 +527,46 @@ def _page(
 # --------------------------------------------------------------------------- commit plumbing
 
 
-class _View:
-    """The planner's view, answered by queries inside the commit transaction."""
+@dataclass
+class _Known:
+    """What this storage knows without asking its database. It is the only writer, so
+    what it committed stays true until its own next commit; the caches are bounded and
+    only ever hold committed facts."""
 
-    def __init__(self, ex: SqlExecutor, owners: dict[int, str], versions: dict[int, int]) -> None:
+    committed_next_id: int
+    """Every committed id is below this: larger ids belong to nobody yet."""
+    owners: dict[int, str] = field(default_factory=dict)
+    versions: dict[int, int] = field(default_factory=dict)
+    records: dict[int, DocumentRecord] = field(default_factory=dict)
+
+    def adopt(self, plan: CommitPlan) -> None:
+        self.committed_next_id = max(self.committed_next_id, plan.next_id)
+        for cache in (self.owners, self.versions, self.records):
+            if len(cache) > _ID_CACHE_LIMIT:
+                cache.clear()
+        self.owners.update(plan.new_ids)
+        self.versions.update(plan.versions)
+        for rec in plan.created_documents:
+            self.records[rec.id] = rec
+        for rec in plan.retired:
+            self.versions.pop(rec.id, None)
+            self.records[rec.id] = rec
+
+
+class _View:
+    """The planner's view, answered from :class:`_Known` or by queries inside the commit
+    transaction."""
+
+    def __init__(self, ex: SqlExecutor, known: _Known) -> None:
         self.ex = ex
-        self.owners = owners
-        self.versions = versions
+        self.known = known
 
     def id_owner(self, record_id: int) -> str | None:
-        known = self.owners.get(record_id)
-        if known is not None:
-            return known
+        if record_id >= self.known.committed_next_id:
+            return None
+        owner = self.known.owners.get(record_id)
+        if owner is not None:
+            return owner
         rows = self.ex.fetch("SELECT type FROM record_ids WHERE id = ?", (record_id,))
         return str(rows[0][0]) if rows else None
 
@@ -560,13 +578,16 @@ class _View:
         return int(rows[0][0]) if rows else None
 
     def document_record(self, document_id: int) -> DocumentRecord | None:
+        cached = self.known.records.get(document_id)
+        if cached is not None:
+            return cached
         rows = self.ex.fetch(f"SELECT {_DOC_COLUMNS} FROM documents WHERE id = ?", (document_id,))
         return _document_record(rows[0]) if rows else None
 
     def document_version(self, document_id: int) -> int | None:
-        known = self.versions.get(document_id)
-        if known is not None:
-            return known
+        version = self.known.versions.get(document_id)
+        if version is not None:
+            return version
         rows = self.ex.fetch("SELECT version FROM documents WHERE id = ?", (document_id,))
         return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
