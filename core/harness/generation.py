@@ -624,6 +624,8 @@ async def _fail(
         live = await tx.doc(LIVE, conv)
         if _is_current(live, current.id):
             settle_run(tx, conv, live, reason=reason, detail=detail)
+            # Queued input still gets its turn: a failed run must not strand it.
+            await final_boundary(tx, conv, h.settings)
         return Failed(ErrorInfo(detail, {"reason": reason}))
 
     await rt.commit(fail)
@@ -645,6 +647,7 @@ async def _end_run(
         )
     if _is_current(live, task.id):
         settle_run(tx, conv, live, reason=reason, detail=detail)
+        await final_boundary(tx, conv, h.settings)
 
 
 async def settle_generation(h: Harness, tx: Tx, task: Task) -> None:

@@ -31,6 +31,7 @@ __all__ = [
     "from_openai",
     "message_from_json",
     "message_to_json",
+    "strip_extensions",
     "to_openai",
 ]
 

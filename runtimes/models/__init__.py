@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from runtimes.models._wire import DEFAULT_OPTIONS
 from runtimes.models.openai_http import OpenAICompatibleModels, OpenAIModel
 from runtimes.models.pricing import Pricing
 from runtimes.models.router import ModelRouter
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from runtimes.models.litellm import LitellmModel, LitellmModels, close_litellm_clients
 
 __all__ = [
+    "DEFAULT_OPTIONS",
     "LitellmModel",
     "LitellmModels",
     "ModelRouter",

@@ -98,16 +98,12 @@ def main() -> None:
     commits = results[0][1]
     per_round = seconds / args.rounds * 1000
     per_commit = seconds / commits * 1000
-    print(f"raw SQLite floor (INSERT+UPDATE per txn):  {floor:.4f} ms/commit")
-    print(f"agent loop, {args.rounds} tool rounds:          {seconds:.3f} s total")
-    print(
-        f"  per tool round:                          {per_round:.3f} ms  ({per_round / floor:.0f}x floor)"
-    )
-    print(f"  commits per tool round:                  {commits / args.rounds:.2f}")
-    print(
-        f"  per commit:                              {per_commit:.4f} ms  ({per_commit / floor:.1f}x floor)"
-    )
-    print("peers, same machine class (peers.md):     LangGraph 1.6 ms/round, DBOS 2.3 ms/round")
+    print(f"raw SQLite floor (INSERT+UPDATE per txn): {floor:.4f} ms/commit")
+    print(f"agent loop, {args.rounds} tool rounds: {seconds:.3f} s total")
+    print(f"  per tool round:     {per_round:.3f} ms  ({per_round / floor:.0f}x floor)")
+    print(f"  commits per round:  {commits / args.rounds:.2f}")
+    print(f"  per commit:         {per_commit:.4f} ms  ({per_commit / floor:.1f}x floor)")
+    print("peers on the same machine class (peers.md): LangGraph 1.6, DBOS 2.3 ms/round")
 
 
 if __name__ == "__main__":

@@ -45,10 +45,12 @@ def result(call: str, text: str = "ok") -> ToolResultMessage:
 
 
 def roles(messages: list[Any]) -> list[str]:
-    return [
-        f"{m.role}:{getattr(m, 'tool_call_id', '') or getattr(m, 'content', '') if m.role != 'assistant' else m.text}"
-        for m in messages
-    ]
+    def label(m: Any) -> str:
+        if m.role == "assistant":
+            return str(m.text)
+        return str(getattr(m, "tool_call_id", "") or m.content)
+
+    return [f"{m.role}:{label(m)}" for m in messages]
 
 
 def derive(entries: list[Entry]) -> Any:
@@ -70,7 +72,12 @@ def test_tool_results_follow_their_call_in_call_order_and_missing_ones_are_synth
         ]
     )
     assert roles(view.messages) == [
-        "user:go", "assistant:", "tool_result:a", "tool_result:b", "tool_result:c", "user:steer",
+        "user:go",
+        "assistant:",
+        "tool_result:a",
+        "tool_result:b",
+        "tool_result:c",
+        "user:steer",
     ]
     missing = view.messages[3]
     assert missing.is_error and missing.content == MISSING_RESULT  # type: ignore[union-attr]
@@ -102,7 +109,11 @@ def test_the_newest_edit_per_target_wins_omit_or_replace() -> None:
                 None,
                 kind="edit",
                 edits=[
-                    {"target": 1, "action": "replace", "messages": [message_to_json(user("[redacted]"))]}
+                    {
+                        "target": 1,
+                        "action": "replace",
+                        "messages": [message_to_json(user("[redacted]"))],
+                    }
                 ],
             ),
             entry(5, None, kind="edit", edits=[{"target": 2, "action": "omit"}]),
@@ -115,10 +126,19 @@ def test_a_system_entry_preceded_only_by_users_moves_to_the_front_and_sections_f
     view = derive(
         [
             entry(1, user("hi")),
-            entry(2, SystemMessage(content="base"), kind="system",
-                  data={"sections": {"a": "A", "b": "B"}, "baseline": True}),
+            entry(
+                2,
+                SystemMessage(content="base"),
+                kind="system",
+                data={"sections": {"a": "A", "b": "B"}, "baseline": True},
+            ),
             entry(3, assistant("hello")),
-            entry(4, SystemMessage(content="delta"), kind="system", data={"sections": {"a": None, "c": "C"}}),
+            entry(
+                4,
+                SystemMessage(content="delta"),
+                kind="system",
+                data={"sections": {"a": None, "c": "C"}},
+            ),
         ]
     )
     assert roles(view.messages) == ["system:base", "user:hi", "assistant:hello", "system:delta"]
@@ -130,7 +150,9 @@ def test_a_system_entry_preceded_only_by_users_moves_to_the_front_and_sections_f
 steps = st.lists(
     st.one_of(
         st.tuples(st.just("user"), st.sampled_from("xyz")),
-        st.tuples(st.just("assistant"), st.lists(st.sampled_from("abcde"), max_size=3, unique=True)),
+        st.tuples(
+            st.just("assistant"), st.lists(st.sampled_from("abcde"), max_size=3, unique=True)
+        ),
         st.tuples(st.just("result"), st.sampled_from("abcdef")),
         st.tuples(st.just("aborted"), st.just("")),
         st.tuples(st.just("system"), st.sampled_from(["k1", "k2"])),
@@ -160,14 +182,24 @@ def test_incremental_views_equal_full_derivation(script: list[tuple[str, Any]]) 
         elif op == "aborted":
             e = entry(next_id, assistant("cut", stop="aborted"))
         else:
-            e = entry(next_id, SystemMessage(content=arg), kind="system", data={"sections": {arg: arg}})
+            e = entry(
+                next_id, SystemMessage(content=arg), kind="system", data={"sections": {arg: arg}}
+            )
         active.add(e)
         next_id += 1
     fast = active.view(None)
     full = derive_context(None, list(active.entries), list(active.messages))
     assert fast.messages == full.messages and fast.sections == full.sections
     cut = active.view(next_id // 2)
-    assert cut.messages == derive_context(
-        None, [e for e in active.entries if e.id <= next_id // 2],
-        [m for e, m in zip(active.entries, active.messages, strict=True) if e.id <= next_id // 2],
-    ).messages
+    assert (
+        cut.messages
+        == derive_context(
+            None,
+            [e for e in active.entries if e.id <= next_id // 2],
+            [
+                m
+                for e, m in zip(active.entries, active.messages, strict=True)
+                if e.id <= next_id // 2
+            ],
+        ).messages
+    )

@@ -19,7 +19,6 @@ from core.harness.models import (
     ToolSpec,
 )
 from core.jsonvalue import JsonObject
-from core.tasks.signal import CancelSignal
 from runtimes.models import OpenAICompatibleModels, OpenAIModel, Pricing
 from tests.models.fake_openai import FakeOpenAI
 
@@ -111,7 +110,3 @@ def done(events: list[StreamEvent]) -> StreamDone:
 
 def of_type(events: list[StreamEvent], kind: type[Any]) -> list[Any]:
     return [e for e in events if isinstance(e, kind)]
-
-
-def fresh_signal() -> CancelSignal:
-    return CancelSignal()

@@ -57,16 +57,6 @@ from tests.models.support import (
     request,
 )
 
-# litellm's stream handling reads deprecated pydantic attributes; litellm silences this
-# process-wide at import, which pytest's per-test warning filters undo. The same lines
-# belong in pyproject's filterwarnings (any suite that drives litellm needs them).
-pytestmark = [
-    pytest.mark.filterwarnings(
-        "ignore:Accessing the 'model_(computed_)?fields' attribute on the instance is deprecated"
-        ":pydantic.warnings.PydanticDeprecatedSince211:litellm\\."
-    ),
-]
-
 # --------------------------------------------------------------------------- answers
 
 

@@ -19,13 +19,6 @@ from tests.models.support import INFO, MODEL_ID, Subject, collect, collect_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = [
-    pytest.mark.filterwarnings(
-        "ignore:Accessing the 'model_(computed_)?fields' attribute on the instance is deprecated"
-        ":pydantic.warnings.PydanticDeprecatedSince211:litellm\\."
-    ),
-]
-
 
 async def test_cost_from_litellms_price_map(server: FakeOpenAI) -> None:
     import litellm

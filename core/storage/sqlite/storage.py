@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from functools import partial
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from core.errors import StorageClosed, StorageCorrupt, StorageRejected
