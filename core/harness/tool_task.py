@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, cast
 
 from pydantic import BaseModel, ValidationError
 
-from core.env import OP_ID_PATTERN, ExecutionEnv, OpRef
+from core.env import OP_ID_PATTERN, ExecutionEnv, OpLost, OpRef
 from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
 from core.harness.docs import LIVE
 from core.harness.live import Throttle
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = ["settle_tool", "tool_task"]
 
 INTERRUPTED = "Tool {name} was interrupted and may have partially run"
+_LOST = " (the execution environment lost the operation when it restarted)"
 
 
 def tool_task(harness: Callable[[], Harness]) -> TaskDefinition:
@@ -288,6 +289,13 @@ async def _run(c: _Call, tool: ToolDefinition, args: BaseModel, attempt: int) ->
         result = produced if isinstance(produced, ToolResult) else ToolResult(str(produced))
     except asyncio.CancelledError:
         raise
+    except OpLost:
+        # The environment restarted while the op ran: whether it took effect is unknown.
+        text = INTERRUPTED.format(name=tool.name) + _LOST
+        prefix = f"{c.output}\n" if c.output else ""
+        result = ToolResult(f"{prefix}[error] {text}", is_error=True)
+        diagnostics.append(Diagnostic("interrupted", text))
+        failed = True
     except Exception as e:
         message = f"{type(e).__name__}: {e}"
         prefix = f"{c.output}\n" if c.output else ""
@@ -328,7 +336,7 @@ async def _recover(h: Harness, task: Task, rt: TaskRuntime) -> None:
             state = (await env.op_status(c.op_id)).state if env is not None else "unknown"
             rerun = state in ("done", "running")
             if state == "lost":
-                note = " (the execution environment lost the operation when it restarted)"
+                note = _LOST
             elif state == "unknown":
                 note = " (the execution environment has no record of the operation)"
     if rerun:
