@@ -14,6 +14,17 @@ demo_app = typer.Typer(help="Runnable demonstrations.", no_args_is_help=True)
 app.add_typer(demo_app, name="demo")
 
 
+def _mount_sandbox_commands() -> None:
+    # The sandbox server's own CLI (``sandbox``, ``token``) under the perdure command.
+    from remote_env.cli import app as sandbox_cli
+
+    for command in sandbox_cli.registered_commands:
+        app.registered_commands.append(command)
+
+
+_mount_sandbox_commands()
+
+
 @demo_app.command("counter")
 def demo_counter(
     db: Path = typer.Option(Path("counter.sqlite"), help="SQLite file holding the count."),
