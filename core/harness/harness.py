@@ -391,15 +391,9 @@ class Conversation:
         h = self._h
 
         async def admit(tx: Tx) -> SubmissionRecord:
-            if request_id is not None:
-                existing = await tx.submission_by_request(self.id, request_id)
-                if existing is not None:
-                    if existing.type != "input":
-                        raise RequestIdConflict(
-                            f"Request {request_id} already identifies a submission of type "
-                            f"{existing.type}"
-                        )
-                    return existing
+            existing = await _seen(tx, self.id, request_id, "input")
+            if existing is not None:
+                return existing
             live = await tx.doc(LIVE, self.id)
             inbox = await tx.doc(INBOX, self.id)
             running = isinstance(live.value, dict) and "run" in live.value
@@ -451,15 +445,9 @@ class Conversation:
         h = self._h
 
         async def admit(tx: Tx) -> SubmissionRecord:
-            if request_id is not None:
-                existing = await tx.submission_by_request(self.id, request_id)
-                if existing is not None:
-                    if existing.type != "write":
-                        raise RequestIdConflict(
-                            f"Request {request_id} already identifies a submission of type "
-                            f"{existing.type}"
-                        )
-                    return existing
+            existing = await _seen(tx, self.id, request_id, "write")
+            if existing is not None:
+                return existing
             live = await tx.doc(LIVE, self.id)
             inbox = await tx.doc(INBOX, self.id)
             record = SubmissionRecord(
@@ -582,6 +570,21 @@ class Submission:
         if generation is not None:
             await h.abort_task(generation)
         return result  # type: ignore[return-value]
+
+
+async def _seen(
+    tx: Tx, conversation_id: int, request_id: str | None, kind: Literal["input", "write"]
+) -> SubmissionRecord | None:
+    """The submission a request id already names in this conversation (read first, before
+    any write: the dedupe must not depend on anything the admission changes)."""
+    if request_id is None:
+        return None
+    existing = await tx.submission_by_request(conversation_id, request_id)
+    if existing is not None and existing.type != kind:
+        raise RequestIdConflict(
+            f"Request {request_id} already identifies a submission of type {existing.type}"
+        )
+    return existing
 
 
 def _items(inbox: JsonValue) -> list[JsonValue]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -53,10 +53,8 @@ from core.harness.models import (
     StreamEvent,
     StreamStart,
 )
-from core.jsonvalue import JsonValue
-from core.tasks.signal import CancelSignal
-from runtimes.models._cancel import until_cancelled
 from runtimes.models._errors import error_from_status, transport_error
+from runtimes.models._streaming import StreamingModels
 from runtimes.models._wire import (
     DEFAULT_OPTIONS,
     Assembler,
@@ -129,7 +127,7 @@ class LitellmModel:
         return self.model or self.info.id
 
 
-class LitellmModels:
+class LitellmModels(StreamingModels["LitellmModel"]):
     """:class:`core.harness.models.Models` over ``litellm.acompletion``.
 
     ``models`` maps each served id to its :class:`LitellmModel` (a bare
@@ -165,24 +163,6 @@ class LitellmModels:
         self._routes = routes
         self._allowed = frozenset(allowed_options)
         self._timeout = float(timeout)
-
-    def info(self, model_id: str) -> ModelInfo | None:
-        route = self._routes.get(model_id)
-        return route.info if route is not None else None
-
-    def stream(self, request: ModelRequest, signal: CancelSignal) -> AsyncIterator[StreamEvent]:
-        return until_cancelled(self._events(request), signal)
-
-    async def fetch(
-        self, model_id: str, handle: JsonValue, signal: CancelSignal
-    ) -> AsyncIterator[StreamEvent]:
-        """litellm has no deferred responses: always raises :class:`ModelError`."""
-        for event in _NO_EVENTS:
-            yield event
-        raise ModelError("deferred responses are not supported")
-
-    async def cancel_deferred(self, model_id: str, handle: JsonValue) -> None:
-        """Nothing to cancel: litellm never answers :class:`Deferred`."""
 
     # ------------------------------------------------------------------ internals
 
@@ -270,7 +250,6 @@ if TYPE_CHECKING:  # mypy proves the adapter satisfies the port
         return models
 
 
-_NO_EVENTS: tuple[StreamEvent, ...] = ()
 # litellm leaves this one unannotated; give it its actual signature.
 _close_cached_clients: Callable[[], Awaitable[None]] = (
     async_client_cleanup.close_litellm_async_clients

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -30,15 +30,13 @@ from core.harness.models import (
     StreamEvent,
     StreamStart,
 )
-from core.jsonvalue import JsonValue
-from core.tasks.signal import CancelSignal
-from runtimes.models._cancel import until_cancelled
 from runtimes.models._errors import (
     error_from_status,
     is_context_overflow,
     parse_error_body,
     transport_error,
 )
+from runtimes.models._streaming import StreamingModels
 from runtimes.models._wire import (
     DEFAULT_OPTIONS,
     Assembler,
@@ -101,7 +99,7 @@ class OpenAIModel:
         return self.model or self.info.id
 
 
-class OpenAICompatibleModels:
+class OpenAICompatibleModels(StreamingModels["OpenAIModel"]):
     """:class:`core.harness.models.Models` over one ``httpx.AsyncClient``.
 
     ``transport``: the httpx transport to use (tests inject one; Workers use the
@@ -155,24 +153,6 @@ class OpenAICompatibleModels:
             await self._client.aclose()
         elif self._transport is not None:
             await self._transport.aclose()
-
-    def info(self, model_id: str) -> ModelInfo | None:
-        route = self._routes.get(model_id)
-        return route.info if route is not None else None
-
-    def stream(self, request: ModelRequest, signal: CancelSignal) -> AsyncIterator[StreamEvent]:
-        return until_cancelled(self._events(request), signal)
-
-    async def fetch(
-        self, model_id: str, handle: JsonValue, signal: CancelSignal
-    ) -> AsyncIterator[StreamEvent]:
-        """Chat completions have no deferred responses: always raises :class:`ModelError`."""
-        for event in _NO_EVENTS:
-            yield event
-        raise ModelError("deferred responses are not supported")
-
-    async def cancel_deferred(self, model_id: str, handle: JsonValue) -> None:
-        """Nothing to cancel: this adapter never answers :class:`Deferred`."""
 
     # ------------------------------------------------------------------ internals
 
@@ -237,9 +217,6 @@ if TYPE_CHECKING:  # mypy proves the adapter satisfies the port
 
     def _conforms(models: OpenAICompatibleModels) -> Models:
         return models
-
-
-_NO_EVENTS: tuple[StreamEvent, ...] = ()
 
 
 async def _status_error(response: httpx.Response) -> ModelError:
