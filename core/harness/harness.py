@@ -16,7 +16,7 @@ get them again with :meth:`Harness.conversation` and :meth:`Harness.submission`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -43,6 +43,15 @@ from core.harness.runs import (
     start_run,
 )
 from core.harness.settings import HarnessSettings
+from core.harness.watch import (
+    ConversationMount,
+    DocumentMount,
+    Mount,
+    TaskGraphMount,
+    Watch,
+    document_name,
+    task_node,
+)
 from core.jsonvalue import JsonObject, JsonValue, json_copy
 from core.records import (
     ROOT_CONVERSATION_ID,
@@ -55,6 +64,7 @@ from core.records import (
 from core.records import (
     Submission as SubmissionRecord,
 )
+from core.session.documents import DocDefinition
 from core.session.session import CommitEvent
 from core.session.transaction import Tx
 from core.storage.port import Cursor, Order, Page, Storage
@@ -103,6 +113,7 @@ class Harness:
         self.settings = settings
         self._ranges: dict[int, ActiveRange] = {}
         self._submission_waiters: dict[int, list[asyncio.Future[SubmissionRecord]]] = {}
+        self._mounts: dict[tuple[object, ...], Mount] = {}
         self._unsubscribe = self.session.subscribe(self._on_commit)
         engine.scheduler.settle_hooks.append(self._on_settled)
 
@@ -160,6 +171,9 @@ class Harness:
                 if not fut.done():
                     fut.set_exception(SessionClosed("the harness is closed"))
         self._submission_waiters.clear()
+        for mount in list(self._mounts.values()):
+            mount.end_all("closed")
+        self._mounts.clear()
         self._unsubscribe()
         await self.engine.close()
 
@@ -297,6 +311,99 @@ class Harness:
                 return out
             cursor = page.next
 
+    # ------------------------------------------------------------------ views and watches
+
+    async def view(self, conversation_id: int) -> JsonObject:
+        """The committed view of a conversation: active entries and current documents."""
+        return await self._conversation_view(conversation_id)
+
+    async def watch(self, conversation_id: int) -> Watch:
+        """The view, then one delta frame per commit (see :mod:`core.harness.watch`)."""
+
+        async def build() -> Mount:
+            value = await self._conversation_view(conversation_id)
+            return ConversationMount(conversation_id, value, self._unmount(key))
+
+        key: tuple[object, ...] = ("conversation", conversation_id)
+        return (await self._mount(key, build)).watch()
+
+    async def task_graph(self) -> JsonObject:
+        """Every live task with its state and owner edges, keyed by id."""
+        return {"tasks": {str(t.id): task_node(t) for t in self.session.tasks.values()}}
+
+    async def watch_task_graph(self) -> Watch:
+        key: tuple[object, ...] = ("graph",)
+
+        async def build() -> Mount:
+            return TaskGraphMount(await self.task_graph(), self._unmount(key))
+
+        return (await self._mount(key, build)).watch()
+
+    async def watch_document(
+        self, definition: DocDefinition[Any], owner_id: int | None = None, key: str | None = None
+    ) -> Watch:
+        """``{"value": ...}`` of one document, then its changes; ends ``retired`` with it."""
+        state = await self.session.current_document(definition, owner_id, key)
+        if state is None:
+            raise UnknownRecord(f"no current {definition.kind!r} document at that address")
+        doc_id = state.record.id
+        mount_key: tuple[object, ...] = ("document", doc_id)
+
+        async def build() -> Mount:
+            current = await self.session.storage.document(doc_id)
+            value = current.value if current is not None else None
+            return DocumentMount(doc_id, {"value": value}, self._unmount(mount_key))
+
+        return (await self._mount(mount_key, build)).watch()
+
+    async def _mount(self, key: tuple[object, ...], build: Callable[[], Awaitable[Mount]]) -> Mount:
+        existing = self._mounts.get(key)
+        if existing is not None:
+            return existing
+
+        async def attach(tx: Tx) -> Mount:
+            # Built on the mutation line, so no commit can land between the view and the
+            # mount that follows it.
+            found = self._mounts.get(key)
+            if found is None:
+                found = await build()
+                self._mounts[key] = found
+            return found
+
+        return await self.session.commit(attach)
+
+    def _unmount(self, key: tuple[object, ...]) -> Callable[[Mount], None]:
+        def drop(mount: Mount) -> None:
+            if self._mounts.get(key) is mount:
+                del self._mounts[key]
+
+        return drop
+
+    async def _conversation_view(self, conversation_id: int) -> JsonObject:
+        conv = await self.session.conversation(conversation_id)
+        if conv is None:
+            raise UnknownRecord(f"Unknown conversation {conversation_id}")
+        ctx = await self.context(conversation_id)
+        storage = self.session.storage
+        docs: JsonObject = {}
+        cursor: Cursor | None = None
+        while True:
+            page = await storage.scan_documents(
+                "conversation", owner_id=conversation_id, limit=500, cursor=cursor
+            )
+            for record in page.items:
+                state = await storage.document(record.id)
+                if state is not None:
+                    docs[document_name(record.kind, record.key)] = state.value
+            if page.next is None:
+                break
+            cursor = page.next
+        return {
+            "conversation": conv.to_json(),
+            "entries": [e.to_json() for e in ctx.entries],
+            "docs": docs,
+        }
+
     # ------------------------------------------------------------------ services for tasks
 
     async def agent(self, conversation_id: int) -> ResolvedAgent:
@@ -347,6 +454,8 @@ class Harness:
                 for fut in self._submission_waiters.pop(sub.id, []):
                     if not fut.done():
                         fut.set_result(sub)
+        for mount in list(self._mounts.values()):
+            mount.on_commit(event)
 
     async def _on_settled(self, tx: Tx, task: Task) -> None:
         """The scheduler settled a task itself (fault, orphan, default abort)."""
@@ -496,6 +605,14 @@ class Conversation:
         return await self._h.session.storage.scan_entries(
             self.id, limit=limit, cursor=cursor, order=order
         )
+
+    async def view(self) -> JsonObject:
+        """The committed view: active entries and current documents."""
+        return await self._h.view(self.id)
+
+    async def watch(self) -> Watch:
+        """The view, then one delta frame per commit; ``stop()`` when done."""
+        return await self._h.watch(self.id)
 
     async def live(self) -> JsonValue:
         return await self._h.session.document_value(LIVE, self.id)

@@ -1,0 +1,269 @@
+"""Views and watches: committed state for UIs, first whole, then one delta per commit.
+
+A *view* is plain JSON built from committed state only. A *watch* delivers the view as
+its first frame and then one frame per commit that changed the view, as JSON ops
+(:mod:`core.docops`): ``{"type": "view", "value": ...}`` first, then
+``{"type": "delta", "seq": n, "ops": [...]}``. Frames are queued per watcher; a watcher
+that falls 100 frames behind gets the pending frames folded into one
+``{"type": "replace", "seq": n, "value": <the newest view>}`` — watches converge, they are
+not audit logs. A late joiner gets the current view, never a replay. A watch ends
+(``reason``: ``stopped``, ``closed``, ``retired``) by finishing its iteration.
+
+One *mount* per watched object keeps the current value, updated on the session line
+from commit events (no storage reads), and fans frames out to its watchers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from typing import Literal, TypeAlias, cast
+
+from core.docops import apply_ops
+from core.jsonvalue import JsonObject, JsonValue, json_copy
+from core.records import Task, Terminal
+from core.session.session import CommitEvent, DocumentEvent
+
+__all__ = [
+    "MAX_PENDING_FRAMES",
+    "ConversationMount",
+    "DocumentMount",
+    "Frame",
+    "Mount",
+    "TaskGraphMount",
+    "Watch",
+    "document_name",
+    "task_node",
+]
+
+MAX_PENDING_FRAMES = 100
+Frame: TypeAlias = JsonObject
+EndReason = Literal["stopped", "closed", "retired"]
+
+
+class Watch:
+    """An async iterator of frames. ``stop()`` ends it; ``reason`` says why it ended."""
+
+    def __init__(self, mount: Mount, first: Frame) -> None:
+        self._mount = mount
+        self._frames: deque[Frame] = deque([first])
+        self._ready = asyncio.Event()
+        self._ready.set()
+        self.reason: EndReason | None = None
+
+    def __aiter__(self) -> Watch:
+        return self
+
+    async def __anext__(self) -> Frame:
+        while not self._frames:
+            if self.reason is not None:
+                raise StopAsyncIteration
+            self._ready.clear()
+            await self._ready.wait()
+        return self._frames.popleft()
+
+    def push(self, frame: Frame) -> None:
+        if self.reason is not None:
+            return
+        if len(self._frames) >= MAX_PENDING_FRAMES:
+            # Too far behind: everything pending becomes one replace with the newest view.
+            self._frames.clear()
+            frame = {"type": "replace", "seq": frame.get("seq"), "value": self._mount.snapshot()}
+        self._frames.append(frame)
+        self._ready.set()
+
+    def end(self, reason: EndReason) -> None:
+        if self.reason is None:
+            self.reason = reason
+            self._ready.set()
+
+    def stop(self) -> None:
+        """Stop watching (frames already queued are dropped)."""
+        self._frames.clear()
+        self.end("stopped")
+        self._mount.detach(self)
+
+    @property
+    def pending(self) -> int:
+        return len(self._frames)
+
+
+class Mount:
+    """A value kept current from commit events, and the watches on it."""
+
+    def __init__(self, value: JsonObject, on_empty: Callable[[Mount], None]) -> None:
+        self.value = value
+        self._watches: list[Watch] = []
+        self._on_empty = on_empty
+
+    def snapshot(self) -> JsonValue:
+        return json_copy(self.value)
+
+    def watch(self) -> Watch:
+        w = Watch(self, {"type": "view", "value": self.snapshot()})
+        self._watches.append(w)
+        return w
+
+    def detach(self, watch: Watch) -> None:
+        if watch in self._watches:
+            self._watches.remove(watch)
+        if not self._watches:
+            self._on_empty(self)
+
+    def emit(self, seq: int, ops: list[JsonValue]) -> None:
+        if not ops:
+            return
+        self.value = _as_object(apply_ops(self.value, cast(list[JsonValue], json_copy(ops))))
+        frame: Frame = {"type": "delta", "seq": seq, "ops": ops}
+        for w in list(self._watches):
+            w.push(frame)
+
+    def end_all(self, reason: EndReason) -> None:
+        for w in list(self._watches):
+            w.end(reason)
+        self._watches.clear()
+
+    def on_commit(self, event: CommitEvent) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+def _as_object(value: JsonValue) -> JsonObject:
+    assert isinstance(value, dict)
+    return value
+
+
+class ConversationMount(Mount):
+    """The view of one conversation: its active entries and its current documents.
+
+    ``{"conversation": {...}, "entries": [entry, ...], "docs": {name: value}}`` where a
+    document's name is its kind, or ``kind/key`` for a family member.
+    """
+
+    def __init__(
+        self, conversation_id: int, value: JsonObject, on_empty: Callable[[Mount], None]
+    ) -> None:
+        super().__init__(value, on_empty)
+        self.conversation_id = conversation_id
+
+    def on_commit(self, event: CommitEvent) -> None:
+        ops: list[JsonValue] = []
+        entries = self.value.get("entries")
+        count = len(entries) if isinstance(entries, list) else 0
+        for entry in event.entries:
+            if entry.conversation_id != self.conversation_id:
+                continue
+            item = entry.to_json()
+            if entry.head is not None:
+                # A new context range: the view keeps the marker and what it keeps.
+                kept = [
+                    e
+                    for e in (entries if isinstance(entries, list) else [])
+                    if isinstance(e, dict) and _entry_id(e) >= entry.head
+                ]
+                ops.append(["s", ["entries"], [*kept, item]])
+                entries, count = [*kept, item], len(kept) + 1
+            else:
+                ops.append(["p", ["entries"], count, 0, [item]])
+                count += 1
+        for doc in event.documents:
+            rec = doc.record
+            if rec.scope == "conversation" and rec.owner_id == self.conversation_id:
+                ops.extend(_document_ops(doc))
+        self.emit(event.seq, ops)
+
+
+def _entry_id(entry: JsonObject) -> int:
+    value = entry.get("id")
+    return value if isinstance(value, int) else -1
+
+
+def document_name(kind: str, key: str | None) -> str:
+    return kind if key is None else f"{kind}/{key}"
+
+
+def _document_ops(doc: DocumentEvent) -> list[JsonValue]:
+    name = document_name(doc.record.kind, doc.record.key)
+    base: list[JsonValue] = ["docs", name]
+    if doc.retired:
+        return [["d", base]]
+    if doc.ops is None:
+        return [["s", base, doc.value]]
+    return [_reroot(op, base) for op in doc.ops]
+
+
+def _reroot(op: JsonValue, base: list[JsonValue]) -> JsonValue:
+    assert isinstance(op, list)
+    verb = op[0]
+    if verb == "r":
+        return ["s", base, op[1]]
+    path = op[1]
+    assert isinstance(path, list)
+    return [verb, [*base, *path], *op[2:]]
+
+
+class TaskGraphMount(Mount):
+    """Live tasks (and the conversations they run in) with states and owner edges:
+    ``{"tasks": {"<id>": node}}``. A task leaves the graph when it becomes terminal."""
+
+    def on_commit(self, event: CommitEvent) -> None:
+        ops: list[JsonValue] = []
+        tasks = self.value.get("tasks")
+        current = tasks if isinstance(tasks, dict) else {}
+        for task in event.tasks:
+            key = str(task.id)
+            if isinstance(task.state, Terminal):
+                if key in current:
+                    ops.append(["d", ["tasks", key]])
+                continue
+            node = task_node(task)
+            if current.get(key) != node:
+                ops.append(["s", ["tasks", key], node])
+        self.emit(event.seq, ops)
+
+
+def task_node(task: Task) -> JsonObject:
+    state = task.state
+    node: JsonObject = {
+        "id": task.id,
+        "kind": task.kind,
+        "status": task.status,
+        "conversation_id": task.conversation_id,
+        "owner": task.owner,
+        "background": task.background,
+        "abort_requested": task.abort_requested,
+    }
+    checkpoint = task.checkpoint
+    if checkpoint is not None:
+        node["phase"] = checkpoint.get("phase")
+    on = getattr(state, "on", None)
+    if on:
+        node["waiting_on"] = list(on)
+    until = getattr(state, "until", None)
+    if until is not None:
+        node["until"] = until
+    outcome = task.outcome
+    if outcome is not None:
+        node["outcome"] = outcome.kind
+    return node
+
+
+class DocumentMount(Mount):
+    """One document: ``{"value": ...}``. Ends its watches ``retired`` with the document."""
+
+    def __init__(self, document_id: int, value: JsonObject, on_empty: Callable[[Mount], None]):
+        super().__init__(value, on_empty)
+        self.document_id = document_id
+
+    def on_commit(self, event: CommitEvent) -> None:
+        for doc in event.documents:
+            if doc.record.id != self.document_id:
+                continue
+            if doc.retired:
+                self.end_all("retired")
+                self._on_empty(self)
+                return
+            if doc.ops is None:
+                self.emit(event.seq, [["s", ["value"], doc.value]])
+            else:
+                self.emit(event.seq, [_reroot(op, ["value"]) for op in doc.ops])

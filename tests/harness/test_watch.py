@@ -1,0 +1,144 @@
+"""Views and watches: the committed view first, then one delta per commit; slow consumers
+converge through a replace frame; watches end with a reason."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+from typing import Any
+
+from core.docops import apply_ops
+from core.harness.watch import MAX_PENDING_FRAMES
+from core.session import Tx, define_doc
+from core.testing.faux import faux_message, faux_tool_call
+from tests.core.support import settle
+from tests.harness.support import MODEL, Rig, echo, extension, tool
+
+
+async def drain(watch: Any) -> list[dict[str, Any]]:
+    frames = []
+    while watch.pending:
+        frames.append(await watch.__anext__())
+    return frames
+
+
+def replay(frames: list[dict[str, Any]]) -> Any:
+    value: Any = None
+    for frame in frames:
+        if frame["type"] in ("view", "replace"):
+            value = copy.deepcopy(frame["value"])
+        else:
+            value = apply_ops(value, copy.deepcopy(frame["ops"]))
+    return value
+
+
+async def test_a_watch_starts_with_the_view_and_its_deltas_rebuild_every_later_view(
+    tmp_path: Path,
+) -> None:
+    rig = Rig(
+        tmp_path,
+        steps=[faux_message(faux_tool_call("echo", {"text": "a"}, id="c")), faux_message("done")],
+    )
+    rig.registry.install(extension("e", tool("echo", echo)))
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    watch = await root.watch()
+    first = await watch.__anext__()
+    assert first["type"] == "view"
+    assert first["value"]["entries"] == [] and set(first["value"]["docs"]) == {"agent"}
+    await (await root.submit("hi")).wait()
+    await settle()
+    frames = [first, *await drain(watch)]
+    assert all(f["type"] == "delta" for f in frames[1:]) and len(frames) > 3
+    seqs = [f["seq"] for f in frames[1:]]
+    assert seqs == sorted(seqs)
+    assert replay(frames) == await root.view()
+    view = await root.view()
+    assert [e["kind"] for e in view["entries"]] == ["user", "assistant", "tool_result", "assistant"]
+    assert set(view["docs"]) == {"agent", "live", "inbox", "usage"}
+    watch.stop()
+    assert watch.reason == "stopped"
+    await h.close()
+
+
+async def test_a_late_joiner_gets_the_current_view_not_a_replay(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, steps=[faux_message("one")])
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    await (await root.submit("hi")).wait()
+    late = await root.watch()
+    frames = await drain(late)
+    assert [f["type"] for f in frames] == ["view"]
+    assert frames[0]["value"] == await root.view()
+    await h.close()
+    assert late.reason == "closed"
+    assert [f async for f in late] == []
+
+
+async def test_a_consumer_more_than_100_frames_behind_gets_one_replace(tmp_path: Path) -> None:
+    notes = define_doc("test.notes", initial=lambda: [])
+    rig = Rig(tmp_path)
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    slow = await root.watch()
+    fast = await root.watch()
+    first = await fast.__anext__()
+    fast_frames = [first]
+
+    async def note(tx: Tx, i: int) -> None:
+        doc = await tx.doc(notes, 1)
+        doc.value.append(i)  # type: ignore[union-attr]
+
+    for i in range(MAX_PENDING_FRAMES + 5):
+        await h.session.commit(lambda tx, i=i: note(tx, i))
+        fast_frames += await drain(fast)
+    frames = await drain(slow)
+    # 100 frames were pending (the view and 99 deltas); the 101st folded them into one
+    # replace holding the view as of that commit, and the last 5 commits follow it.
+    assert [f["type"] for f in frames] == ["replace"] + ["delta"] * 5
+    assert frames[0]["value"]["docs"]["test.notes"] == list(range(MAX_PENDING_FRAMES))
+    assert replay(frames) == replay(fast_frames) == await root.view()
+    assert len(fast_frames) == MAX_PENDING_FRAMES + 6  # never behind: no replace
+    await h.close()
+
+
+async def test_the_task_graph_and_document_watches(tmp_path: Path) -> None:
+    gate = asyncio.Event()
+
+    async def wait(args: Any, ctx: Any) -> str:
+        await gate.wait()
+        return "done"
+
+    rig = Rig(
+        tmp_path, steps=[faux_message(faux_tool_call("wait", {}, id="c")), faux_message("ok")]
+    )
+    rig.registry.install(extension("e", tool("wait", wait)))
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    graph = await h.watch_task_graph()
+    assert (await graph.__anext__())["value"] == {"tasks": {}}
+    sub = await root.submit("go")
+    while not any(t["kind"] == "perdure.tool" for t in (await h.task_graph())["tasks"].values()):
+        await asyncio.sleep(0.001)
+    live = await h.task_graph()
+    kinds = sorted((t["kind"], t["status"]) for t in live["tasks"].values())
+    assert ("perdure.generation", "waiting") in kinds and ("perdure.tool", "running") in kinds
+    tool_node = next(t for t in live["tasks"].values() if t["kind"] == "perdure.tool")
+    assert tool_node["owner"] is not None
+    gate.set()
+    await sub.wait()
+    await settle()
+    assert replay([{"type": "view", "value": {"tasks": {}}}, *await drain(graph)]) == {"tasks": {}}
+
+    notes = define_doc("test.scratch", initial=lambda: {"n": 0})
+    await h.session.commit(lambda tx: tx.doc(notes, 1))
+    doc_watch = await h.watch_document(notes, 1)
+    assert (await doc_watch.__anext__())["value"] == {"value": {"n": 0}}
+
+    async def retire(tx: Tx) -> None:
+        (await tx.doc(notes, 1)).retire()
+
+    await h.session.commit(retire)
+    assert doc_watch.reason == "retired"
+    await h.close()
