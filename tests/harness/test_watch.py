@@ -119,8 +119,7 @@ async def test_the_task_graph_and_document_watches(tmp_path: Path) -> None:
     graph = await h.watch_task_graph()
     assert (await graph.__anext__())["value"] == {"tasks": {}}
     sub = await root.submit("go")
-    while not any(t["kind"] == "perdure.tool" for t in (await h.task_graph())["tasks"].values()):
-        await asyncio.sleep(0.001)
+    await in_tool.wait()
     live = await h.task_graph()
     kinds = sorted((t["kind"], t["status"]) for t in live["tasks"].values())
     assert ("perdure.generation", "waiting") in kinds and ("perdure.tool", "running") in kinds
