@@ -105,8 +105,10 @@ async def test_a_consumer_more_than_100_frames_behind_gets_one_replace(tmp_path:
 
 async def test_the_task_graph_and_document_watches(tmp_path: Path) -> None:
     gate = asyncio.Event()
+    in_tool = asyncio.Event()
 
     async def wait(args: Any, ctx: Any) -> str:
+        in_tool.set()
         await gate.wait()
         return "done"
 
