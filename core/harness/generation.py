@@ -66,6 +66,7 @@ from core.harness.runs import (
     final_boundary,
     post_tools_boundary,
     settle_run,
+    withdraw_inputs,
 )
 from core.jsonvalue import JsonObject, JsonValue, dumps
 from core.records import Aborted, Completed, ErrorInfo, Failed, Faulted, Orphaned, Task, Waiting
@@ -647,6 +648,9 @@ async def _end_run(
         )
     if _is_current(live, task.id):
         settle_run(tx, conv, live, reason=reason, detail=detail)
+        if h.cancelled(conv, tx):
+            # The conversation's owner is being aborted: queued input goes with it.
+            await withdraw_inputs(tx, conv)
         await final_boundary(tx, conv, h.settings)
 
 

@@ -41,6 +41,7 @@ from core.harness.runs import (
     place_write,
     queue_item,
     start_run,
+    withdraw_inputs,
 )
 from core.harness.settings import HarnessSettings
 from core.harness.watch import (
@@ -114,8 +115,10 @@ class Harness:
         self._ranges: dict[int, ActiveRange] = {}
         self._submission_waiters: dict[int, list[asyncio.Future[SubmissionRecord]]] = {}
         self._mounts: dict[tuple[object, ...], Mount] = {}
+        self._idle_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._unsubscribe = self.session.subscribe(self._on_commit)
         engine.scheduler.settle_hooks.append(self._on_settled)
+        engine.scheduler.host = self
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -171,6 +174,10 @@ class Harness:
                 if not fut.done():
                     fut.set_exception(SessionClosed("the harness is closed"))
         self._submission_waiters.clear()
+        for _, idle in self._idle_waiters:
+            if not idle.done():
+                idle.set_exception(SessionClosed("the harness is closed"))
+        self._idle_waiters.clear()
         for mount in list(self._mounts.values()):
             mount.end_all("closed")
         self._mounts.clear()
@@ -310,6 +317,86 @@ class Harness:
             if page.next is None:
                 return out
             cursor = page.next
+
+    # ------------------------------------------------------------------ abort and idle
+
+    def cancelled(self, conversation_id: int, tx: Tx | None = None) -> bool:
+        """Whether the task owning this conversation is gone, abort-marked, or holding a
+        failed outcome: its work must stop and its queued input must not start."""
+        conv = self.session.cached_conversation(conversation_id)
+        if conv is None or conv.owner is None:
+            return False
+        owner_id = conv.owner.task_id
+        owner = (tx.staged_task(owner_id) if tx else None) or self.session.tasks.get(owner_id)
+        if owner is None:
+            return True
+        outcome = owner.outcome
+        return owner.abort_requested or (outcome is not None and outcome.kind != "completed")
+
+    def reaches(self, task: Task, conversation_id: int) -> bool:
+        """Whether live foreground work ``task`` belongs to the conversation: it runs there,
+        or below a task that does, without crossing a background task."""
+        if task.background:
+            return False
+        node: Task | None = task
+        while node is not None:
+            if node.conversation_id == conversation_id:
+                return True
+            node = self.session.owner_of(node)
+            if node is not None and node.background:
+                return False
+        return False
+
+    def idle(self, conversation_id: int) -> bool:
+        return not any(self.reaches(t, conversation_id) for t in self.session.tasks.values())
+
+    async def wait_for_conversation(self, conversation_id: int) -> None:
+        """Wait until no live foreground work reaches the conversation (enables scheduling;
+        cancelling only cancels the wait)."""
+        if self.idle(conversation_id):
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._idle_waiters.append((conversation_id, fut))
+        self.resume()
+        try:
+            await fut
+        finally:
+            if (conversation_id, fut) in self._idle_waiters:
+                self._idle_waiters.remove((conversation_id, fut))
+
+    async def abort_conversation(self, conversation_id: int, *, background: bool = False) -> int:
+        """Abort the conversation's foreground work (all of it with ``background``) in one
+        commit: every reached task gets a durable abort mark, queued input is withdrawn.
+        Returns how many tasks were marked, once the conversation is idle again."""
+
+        async def mark(tx: Tx) -> list[int]:
+            if await tx.conversation(conversation_id) is None:
+                raise UnknownRecord(f"Unknown conversation {conversation_id}")
+            live = list(self.session.tasks.values())
+            roots = {
+                t.id
+                for t in live
+                if t.conversation_id == conversation_id
+                and t.owner is None
+                and (background or not t.background)
+            }
+            marked = [
+                t
+                for t in live
+                if not t.abort_requested
+                and (t.id in roots or any(o.id in roots for o in self.session.owners(t)))
+            ]
+            for t in marked:
+                await tx.put_task(t.evolve(abort_requested=True))
+            await withdraw_inputs(tx, conversation_id)
+            return [t.id for t in marked]
+
+        marked = await self.session.commit(mark)
+        self.resume()
+        for task_id in marked:
+            await self.engine.wait_for_task(task_id)
+        await self.wait_for_conversation(conversation_id)
+        return len(marked)
 
     # ------------------------------------------------------------------ views and watches
 
@@ -456,6 +543,10 @@ class Harness:
                         fut.set_result(sub)
         for mount in list(self._mounts.values()):
             mount.on_commit(event)
+        if event.tasks and self._idle_waiters:
+            for conversation_id, idle in list(self._idle_waiters):
+                if not idle.done() and self.idle(conversation_id):
+                    idle.set_result(None)
 
     async def _on_settled(self, tx: Tx, task: Task) -> None:
         """The scheduler settled a task itself (fault, orphan, default abort)."""
@@ -606,6 +697,16 @@ class Conversation:
             self.id, limit=limit, cursor=cursor, order=order
         )
 
+    async def abort(self, *, background: bool = False) -> int:
+        """Abort this conversation's foreground work (and background work too with
+        ``background=True``); queued input is withdrawn. Returns the number of tasks
+        marked, once the conversation is idle."""
+        return await self._h.abort_conversation(self.id, background=background)
+
+    async def wait_for_idle(self) -> None:
+        """Wait until no foreground work reaches this conversation."""
+        await self._h.wait_for_conversation(self.id)
+
     async def view(self) -> JsonObject:
         """The committed view: active entries and current documents."""
         return await self._h.view(self.id)
@@ -617,10 +718,24 @@ class Conversation:
     async def live(self) -> JsonValue:
         return await self._h.session.document_value(LIVE, self.id)
 
-    async def usage(self) -> Usage:
+    async def usage(self, *, include_owned: bool = False) -> Usage:
+        """This conversation's usage; with ``include_owned``, plus that of every
+        conversation its tasks own (sub-agents), recursively."""
         ledger = await self._h.session.document_value(USAGE, self.id)
         total = ledger.get("total") if isinstance(ledger, dict) else None
-        return Usage.model_validate(total) if isinstance(total, dict) else Usage()
+        usage = Usage.model_validate(total) if isinstance(total, dict) else Usage()
+        if include_owned:
+            cursor: Cursor | None = None
+            while True:
+                page = await self._h.session.storage.scan_conversations(
+                    owner_conversation_id=self.id, cursor=cursor, limit=500
+                )
+                for conv in page.items:
+                    usage = usage + await Conversation(self._h, conv.id).usage(include_owned=True)
+                if page.next is None:
+                    break
+                cursor = page.next
+        return usage
 
     async def busy(self) -> bool:
         live = await self._h.session.document_value(LIVE, self.id)

@@ -44,6 +44,7 @@ __all__ = [
     "run_inputs",
     "settle_run",
     "start_run",
+    "withdraw_inputs",
 ]
 
 GENERATION = "perdure.generation"
@@ -215,6 +216,21 @@ async def _place(tx: Tx, conversation_id: int, items: list[JsonObject]) -> list[
             sub = _submission(conversation_id, "input", item, status="queued")
             placed.append(await place_input(tx, sub, str(item.get("content") or "")))
     return placed
+
+
+async def withdraw_inputs(tx: Tx, conversation_id: int) -> list[int]:
+    """Settle every queued *input* of the conversation ``unanswered/aborted`` and remove it
+    from the inbox (queued writes stay, to be placed at the next boundary)."""
+    inbox = await tx.doc(INBOX, conversation_id)
+    items = _obj(inbox).get("items")
+    queued = [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+    withdrawn = [i for i in queued if i.get("type") == "input"]
+    for item in withdrawn:
+        tx.put_submission(
+            _submission(conversation_id, "input", item, status="unanswered", reason="aborted")
+        )
+    _obj(inbox)["items"] = cast(JsonValue, [i for i in queued if i.get("type") != "input"])
+    return [cast(int, i["id"]) for i in withdrawn]
 
 
 async def post_tools_boundary(tx: Tx, conversation_id: int, settings: HarnessSettings) -> None:

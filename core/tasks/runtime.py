@@ -72,6 +72,11 @@ class TaskRuntime:
     def session(self) -> Session:
         return self._scheduler.session
 
+    @property
+    def host(self) -> Any:
+        """The object hosting this scheduler (the agent harness), for extension tasks."""
+        return self._scheduler.host
+
     def now(self) -> int:
         """The Clock's epoch milliseconds."""
         return self._scheduler.clock.now()

@@ -32,7 +32,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 from core.clock import Clock, TimerHandle
 from core.errors import SessionClosed, StorageRejected, TaskNotFound
@@ -122,6 +122,8 @@ class Scheduler:
         self.clock = clock
         self.report = report or session.report
         self.settle_hooks: list[SettleHook] = []
+        self.host: Any = None
+        """What task code reaches through ``TaskRuntime.host`` (the harness sets itself)."""
         self.closing = False
         self._enabled = False
         self._dirty = False
