@@ -17,7 +17,7 @@ from typing import Any
 
 from core.session.documents import DocDefinition, define_doc
 
-__all__ = ["AGENT", "INBOX", "LIVE", "USAGE"]
+__all__ = ["AGENT", "BUILTIN_DOCUMENTS", "INBOX", "LIVE", "USAGE"]
 
 AGENT: DocDefinition[Any] = define_doc(
     "agent", scope="conversation", history="rewindable", fork="as_of", initial=lambda: {}
@@ -36,3 +36,5 @@ USAGE: DocDefinition[Any] = define_doc(
     # The ledger is small and every change touches it: store it whole each time.
     checkpoint_when=lambda value, ops, deltas: True,
 )
+
+BUILTIN_DOCUMENTS: dict[str, DocDefinition[Any]] = {d.kind: d for d in (AGENT, LIVE, INBOX, USAGE)}

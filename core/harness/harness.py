@@ -31,7 +31,7 @@ from core.errors import (
     UnknownTool,
 )
 from core.harness.context import ActiveRange, ContextView
-from core.harness.docs import AGENT, INBOX, LIVE, USAGE
+from core.harness.docs import AGENT, BUILTIN_DOCUMENTS, INBOX, LIVE, USAGE
 from core.harness.messages import Usage
 from core.harness.models import Models
 from core.harness.registry import Registry, ResolvedAgent
@@ -54,21 +54,13 @@ from core.harness.watch import (
     task_node,
 )
 from core.jsonvalue import JsonObject, JsonValue, json_copy
-from core.records import (
-    ROOT_CONVERSATION_ID,
-    Entry,
-    Task,
-)
-from core.records import (
-    Conversation as ConversationRecord,
-)
-from core.records import (
-    Submission as SubmissionRecord,
-)
+from core.records import ROOT_CONVERSATION_ID, ConversationParent, DocumentRecord, Entry, Task
+from core.records import Conversation as ConversationRecord
+from core.records import Submission as SubmissionRecord
 from core.session.documents import DocDefinition
 from core.session.session import CommitEvent
 from core.session.transaction import Tx
-from core.storage.port import Cursor, Order, Page, Storage
+from core.storage.port import Cursor, DocumentCopy, DocumentCreate, Order, Page, Storage
 from core.tasks.definition import TaskDefinition
 from core.tasks.scheduler import Inspection
 
@@ -398,6 +390,102 @@ class Harness:
         await self.wait_for_conversation(conversation_id)
         return len(marked)
 
+    # ------------------------------------------------------------------ forks
+
+    def document_definition(self, kind: str) -> DocDefinition[Any] | None:
+        """A built-in document kind, or one an installed extension registered."""
+        return BUILTIN_DOCUMENTS.get(kind) or self.registry.document(kind)
+
+    async def fork(
+        self,
+        conversation_id: int,
+        at_entry: int,
+        *,
+        owner_task_id: int | None = None,
+        agent: Mapping[str, Any] | None = None,
+    ) -> Conversation:
+        """A conversation that sees this one's history up to ``at_entry`` (not copied) and
+        gets its documents by their fork policy: ``as_of`` — the value when ``at_entry``
+        was committed; ``current`` — the value now; ``initial`` — nothing copied. Kinds
+        nobody registered are not copied. ``agent`` changes the child's agent."""
+        storage = self.session.storage
+        entry = await storage.visible_entry(conversation_id, at_entry)
+        if entry is None or entry.commit_seq is None:
+            raise UnknownRecord(
+                f"entry {at_entry} is not visible in conversation {conversation_id}"
+            )
+        change = dict(agent or {})
+        if change:
+            self._configured({}, change)  # refuse a bad change before anything is written
+
+        async def create(tx: Tx) -> int:
+            child = await tx.create_conversation(
+                parent=ConversationParent(conversation_id, at_entry), owner_task_id=owner_task_id
+            )
+            picks: list[tuple[DocumentRecord, int | None]] = [
+                (rec, entry.commit_seq)
+                for rec in await self._documents(entry.conversation_id, entry.commit_seq)
+                if self._fork_policy(rec.kind) == "as_of"
+            ] + [
+                (rec, None)
+                for rec in await self._documents(conversation_id, None)
+                if self._fork_policy(rec.kind) == "current"
+            ]
+            agent_copied = False
+            for rec, at in picks:
+                new_id = await tx.mint_id()
+                if rec.kind == AGENT.kind and rec.key is None and change:
+                    state = await storage.document(rec.id, at)
+                    base = state.value if state is not None else {}
+                    tx.stage_document_write(
+                        DocumentCreate(
+                            new_id,
+                            rec.kind,
+                            "conversation",
+                            child.id,
+                            None,
+                            rec.history,
+                            state.version if state is not None else AGENT.version,
+                            self._configured(base, change),
+                        )
+                    )
+                    agent_copied = True
+                else:
+                    tx.stage_document_write(
+                        DocumentCopy(
+                            new_id,
+                            rec.kind,
+                            "conversation",
+                            child.id,
+                            rec.key,
+                            rec.history,
+                            rec.id,
+                            at,
+                        )
+                    )
+            if change and not agent_copied:
+                doc = await tx.doc(AGENT, child.id)
+                doc.value = self._configured({}, change)
+            return child.id
+
+        return Conversation(self, await self.session.commit(create))
+
+    def _fork_policy(self, kind: str) -> str:
+        definition = self.document_definition(kind)
+        return definition.fork if definition is not None else "initial"
+
+    async def _documents(self, conversation_id: int, at: int | None) -> list[DocumentRecord]:
+        out: list[DocumentRecord] = []
+        cursor: Cursor | None = None
+        while True:
+            page = await self.session.storage.scan_documents(
+                "conversation", owner_id=conversation_id, at=at, limit=500, cursor=cursor
+            )
+            out += page.items
+            if page.next is None:
+                return out
+            cursor = page.next
+
     # ------------------------------------------------------------------ views and watches
 
     async def view(self, conversation_id: int) -> JsonObject:
@@ -696,6 +784,32 @@ class Conversation:
         return await self._h.session.storage.scan_entries(
             self.id, limit=limit, cursor=cursor, order=order
         )
+
+    async def fork(
+        self,
+        at_entry: int,
+        *,
+        owner_task_id: int | None = None,
+        agent: Mapping[str, Any] | None = None,
+    ) -> Conversation:
+        """A fork at ``at_entry`` (see :meth:`Harness.fork`); ownerless unless owned by a
+        live task."""
+        return await self._h.fork(self.id, at_entry, owner_task_id=owner_task_id, agent=agent)
+
+    async def document(
+        self, definition: DocDefinition[Any], *, key: str | None = None, at_entry: int | None = None
+    ) -> JsonValue:
+        """A conversation document's committed value, now or as of the commit of
+        ``at_entry`` (rewindable documents only)."""
+        at = None
+        if at_entry is not None:
+            entry = await self._h.session.storage.visible_entry(self.id, at_entry)
+            if entry is None:
+                raise UnknownRecord(f"entry {at_entry} is not visible in conversation {self.id}")
+            at = entry.commit_seq
+        if at is None:
+            return await self._h.session.document_value(definition, self.id, key)
+        return await self._h.session.document_at(definition, self.id, key, at)
 
     async def abort(self, *, background: bool = False) -> int:
         """Abort this conversation's foreground work (and background work too with

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from core.errors import RegistryError
 from core.jsonvalue import JsonObject, JsonValue, dumps, loads
+from core.session.documents import DocDefinition
 from core.tasks.definition import TaskDefinition
 
 if TYPE_CHECKING:
@@ -195,6 +196,9 @@ class Extension:
     hooks: Hooks | None = None
     wraps: Mapping[str, ToolWrapper] = field(default_factory=dict)
     tasks: tuple[TaskDefinition, ...] = ()
+    documents: tuple[DocDefinition[Any], ...] = ()
+    """Document kinds the extension's code uses: registering them tells forks how to
+    copy them (their ``fork`` policy)."""
 
 
 def define_extension(
@@ -205,8 +209,17 @@ def define_extension(
     hooks: Hooks | None = None,
     wraps: Mapping[str, ToolWrapper] | None = None,
     tasks: Sequence[TaskDefinition] = (),
+    documents: Sequence[DocDefinition[Any]] = (),
 ) -> Extension:
-    ext = Extension(name, tuple(tools), tuple(sections), hooks, dict(wraps or {}), tuple(tasks))
+    ext = Extension(
+        name,
+        tuple(tools),
+        tuple(sections),
+        hooks,
+        dict(wraps or {}),
+        tuple(tasks),
+        tuple(documents),
+    )
     _validate_extension(ext)
     return ext
 
@@ -294,6 +307,14 @@ class Registry:
             for task in ext.tasks:
                 if task.name == name:
                     return task
+        return None
+
+    def document(self, kind: str) -> DocDefinition[Any] | None:
+        """The document definition an installed extension registered for ``kind``."""
+        for ext in reversed(self._extensions):
+            for doc in ext.documents:
+                if doc.kind == kind:
+                    return doc
         return None
 
     def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:

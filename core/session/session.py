@@ -390,6 +390,27 @@ class Session:
             return json_copy(definition.initial())
         return definition.upgrade(json_copy(state.value), state.version)
 
+    async def document_at(
+        self,
+        definition: DocDefinition[Any],
+        owner_id: int | None = None,
+        key: str | None = None,
+        at: int | None = None,
+    ) -> JsonValue:
+        """A document's value as of commit ``at`` (``None``: now), migrated in memory;
+        ``None`` if no incarnation was alive then. Historical reads need a rewindable
+        document (storage refuses the others)."""
+        self.check_open()
+        record = await self.storage.find_document(
+            definition.kind, definition.scope, owner_id, key, at
+        )
+        if record is None:
+            return None
+        state = await self.storage.document(record.id, at)
+        if state is None:
+            return None
+        return definition.upgrade(json_copy(state.value), state.version)
+
     async def _task_documents(self, task_id: int) -> set[int]:
         known = self._task_docs.get(task_id)
         if known is not None:

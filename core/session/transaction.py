@@ -53,7 +53,7 @@ from core.records import (
     Waiting,
 )
 from core.session.documents import DocDefinition, DocHandle
-from core.storage.port import Cursor, DocumentCreate, Order, Page
+from core.storage.port import Cursor, DocumentCopy, DocumentCreate, Order, Page
 
 if TYPE_CHECKING:
     from core.session.session import Session
@@ -467,8 +467,8 @@ class Tx:
             if owner is None or isinstance(owner.state, Terminal):
                 raise DocumentError(f"task document {definition.kind!r} needs a live task")
 
-    def stage_document_create(self, write: DocumentCreate) -> None:
-        """Stage a raw document write (forks use this to copy documents)."""
+    def stage_document_write(self, write: DocumentCreate | DocumentCopy) -> None:
+        """Stage a raw document creation (forks use it to copy documents into a child)."""
         self._live()
         self.extra_writes.append(write)
 
