@@ -25,12 +25,18 @@ from core.harness.registry import (
     define_tool,
     section,
 )
-from core.harness.settings import HarnessSettings, ProgressSettings, RetrySettings
+from core.harness.settings import (
+    CompactionSettings,
+    HarnessSettings,
+    ProgressSettings,
+    RetrySettings,
+)
 from core.harness.tools import ToolContext, ToolResult
 
 __all__ = [
     "AssistantMessage",
     "Block",
+    "CompactionSettings",
     "Conversation",
     "EnvFactory",
     "Extension",

@@ -100,6 +100,12 @@ class ActiveRange:
                 continue
             if isinstance(message, ToolResultMessage):
                 self._results.setdefault(message.tool_call_id, message)
+            elif entry.id == self.head:
+                # The head marker (a summary, a reset) opens the context it starts.
+                if self._stable:
+                    self._full_only = True
+                    return
+                self._order.insert(0, message)
             else:
                 self._order.append(message)
         while self._stable < len(self._order):
@@ -145,6 +151,7 @@ def derive_context(
                 edits[target] = edit  # later entries win
     sections: dict[str, str] = {}
     ordered: list[Message] = []
+    marker: list[Message] = []
     for entry, message in zip(entries, parsed, strict=True):
         _fold_sections(sections, entry)
         edit = edits.get(entry.id) if edits else None
@@ -158,8 +165,11 @@ def derive_context(
                 continue
         if message is None or _excluded(message):
             continue
+        if entry.id == head and not isinstance(message, ToolResultMessage):
+            marker.append(message)  # the head marker opens the context it starts
+            continue
         ordered.append(message)
-    return ContextView(head, entries, _system_first(_pair_tool_results(ordered)), sections)
+    return ContextView(head, entries, _system_first(_pair_tool_results(marker + ordered)), sections)
 
 
 def _system_first(messages: list[Message]) -> list[Message]:

@@ -3,7 +3,10 @@
 Phases (checkpoint ``phase``):
 
 ``prepare``  resolve the agent, render the system prompt and record what changed as a
-             ``system`` entry, pin the model, thinking level and the context ``cutoff``.
+             ``system`` entry, pin the model, thinking level and the context ``cutoff``;
+             decide compaction: a context too big to send first waits for a compaction
+             the generation owns (``compacted`` marks that it did), a context in the
+             background band starts a conversation-owned compaction in the pin commit.
 ``request``  stream from the model, committing partial output to ``live`` (throttled);
              then one commit classifies the response:
              * an answer → assistant entry, the run's inputs ``done``, the final boundary
@@ -11,6 +14,8 @@ Phases (checkpoint ``phase``):
              * tool calls → assistant entry, one tool task per call (owned by this task),
                and ``waiting`` on them (``tools``);
              * a deferred response → ``waiting{until}`` then ``poll``;
+             * a context overflow → an owned compaction, then ``prepare`` again; a
+               second overflow (``overflowed``) is an ordinary error;
              * a retryable error → ``waiting{until}`` with exponential backoff, then
                ``retry``; otherwise the run's inputs end ``unanswered``.
 ``retry``    resend the request with the pinned model and options.
@@ -28,9 +33,10 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from core.errors import InvocationEnded, SessionClosed, TaskStateError
+from core.harness.compaction import compaction_need, context_tokens, start_compaction
 from core.harness.context import ContextView
 from core.harness.docs import LIVE
 from core.harness.live import Throttle
@@ -147,6 +153,7 @@ class _Plan:
     thinking: str
     max_tokens: int
     change: PromptChange | None
+    compaction: Literal["blocking", "background"] | None
 
 
 async def _plan(h: Harness, conv: int) -> _Plan | str:
@@ -161,14 +168,19 @@ async def _plan(h: Harness, conv: int) -> _Plan | str:
     wanted = await _render(h, agent, conv, ctx)
     prompted = any(e.kind == "system" for e in ctx.entries)
     change = plan_prompt(ctx.sections, wanted, baseline=not prompted)
-    return _Plan(agent.model, agent.thinking, info.max_tokens, change)
+    tokens = context_tokens(ctx.messages)
+    need = compaction_need(h.settings.compaction, tokens, info.context_window)
+    return _Plan(agent.model, agent.thinking, info.max_tokens, change, need)
 
 
 async def _pin(
-    h: Harness, tx: Tx, conv: int, plan: _Plan, by_task: int, attempt: int
+    h: Harness, tx: Tx, conv: int, plan: _Plan, by_task: int, attempt: int, *, overflowed: bool
 ) -> JsonObject:
-    """Inside a commit: record the prompt change and return the ``request`` checkpoint,
-    whose cutoff is the newest entry the request will see."""
+    """Inside a commit: record the prompt change, start a background compaction if the
+    context calls for one, and return the ``request`` checkpoint, whose cutoff is the
+    newest entry the request will see."""
+    if plan.compaction == "background":
+        await start_compaction(tx, conv, reason="threshold")
     latest = await h.context(conv)
     seen = [e.id for e in latest.entries[-1:]] + [
         e.id for e in tx.entries if e.conversation_id == conv
@@ -183,7 +195,7 @@ async def _pin(
             by_task_id=by_task,
         )
         cutoff = entry.id
-    return {
+    checkpoint: JsonObject = {
         "phase": "request",
         "attempt": attempt,
         "model": plan.model,
@@ -192,20 +204,46 @@ async def _pin(
         "options": {},
         "cutoff": cutoff,
     }
+    if overflowed:
+        checkpoint["overflowed"] = True
+    return checkpoint
 
 
 async def _prepare(h: Harness, task: Task, rt: TaskRuntime) -> None:
     conv = rt.conversation_id
-    attempt = int(cast(int, _checkpoint(task).get("attempt", 1)))
+    cp = _checkpoint(task)
+    attempt = int(cast(int, cp.get("attempt", 1)))
     plan = await _plan(h, conv)
     if isinstance(plan, str):
         await _fail(h, rt, "no_model", plan)
         return
+    if plan.compaction == "blocking" and not cp.get("compacted"):
+        # Too big to send: wait for a compaction of our own, then send whatever it did.
+        await _compact_first(rt, cp, reason="threshold")
+        return
 
     async def pin(tx: Tx, current: Task) -> JsonObject:
-        return await _pin(h, tx, conv, plan, current.id, attempt)
+        overflowed = bool(cp.get("overflowed"))
+        return await _pin(h, tx, conv, plan, current.id, attempt, overflowed=overflowed)
 
     await rt.commit(pin)
+
+
+async def _compact_first(rt: TaskRuntime, cp: JsonObject, *, reason: str) -> None:
+    """Wait for a compaction this generation owns, then prepare the request again."""
+
+    async def compact(tx: Tx, current: Task) -> Waiting:
+        child = await start_compaction(tx, rt.conversation_id, reason=reason, owner=current.id)
+        assert child is not None  # owned compactions always start
+        live = await tx.doc(LIVE, rt.conversation_id)
+        _section(live, "generation").pop("partial", None)
+        checkpoint: JsonObject = {"phase": "prepare", "attempt": cp.get("attempt", 1)}
+        checkpoint["compacted"] = True
+        if reason == "overflow":
+            checkpoint["overflowed"] = True
+        return Waiting(checkpoint, (child.id,))
+
+    await rt.commit(compact)
 
 
 async def _render(h: Harness, agent: ResolvedAgent, conv: int, ctx: ContextView) -> dict[str, str]:
@@ -438,6 +476,9 @@ async def _classify(
         await rt.commit(wait)
         return
     error = response.error
+    if error is not None and error.context_overflow and not cp.get("overflowed"):
+        await _compact_first(rt, cp, reason="overflow")  # compact, then retry once
+        return
     if error is not None:
         retry = h.settings.retry
         if error.retryable and retry.enabled and attempt <= retry.max_retries:
@@ -592,7 +633,9 @@ async def _after_tools(h: Harness, task: Task, rt: TaskRuntime) -> None:
         live = await tx.doc(LIVE, conv)
         if _is_current(live, current.id):
             await post_tools_boundary(tx, conv, h.settings)
-            start = None if isinstance(plan, str) else await _pin(h, tx, conv, plan, current.id, 1)
+            start = None
+            if not isinstance(plan, str) and plan.compaction != "blocking":
+                start = await _pin(h, tx, conv, plan, current.id, 1, overflowed=False)
             successor = await tx.create_task(GENERATION, {}, conversation_id=conv, checkpoint=start)
             run = _section(live, "run")
             run["generation"] = successor.id

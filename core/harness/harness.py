@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from core.clock import Clock
 from core.engine import Engine
 from core.env import ExecutionEnv
@@ -30,9 +32,10 @@ from core.errors import (
     UnknownRecord,
     UnknownTool,
 )
+from core.harness.compaction import COMPACTION, settle_compaction, start_compaction
 from core.harness.context import ActiveRange, ContextView
 from core.harness.docs import AGENT, BUILTIN_DOCUMENTS, INBOX, LIVE, USAGE
-from core.harness.messages import Usage
+from core.harness.messages import Usage, UserMessage, message_from_json, message_to_json
 from core.harness.models import Models
 from core.harness.registry import Registry, ResolvedAgent
 from core.harness.runs import (
@@ -127,6 +130,7 @@ class Harness:
         report: Callable[[BaseException], None] | None = None,
     ) -> Harness:
         """Open the harness on ``storage`` (closed again if opening fails). Runs nothing."""
+        from core.harness.compaction import compaction_task
         from core.harness.generation import generation_task
         from core.harness.tool_task import tool_task
 
@@ -135,7 +139,10 @@ class Harness:
         def current() -> Harness:
             return holder[0]
 
-        builtins = {t.name: t for t in (generation_task(current), tool_task(current))}
+        builtins = {
+            t.name: t
+            for t in (generation_task(current), tool_task(current), compaction_task(current))
+        }
         engine = await Engine.open(
             storage, tasks=_Tasks(builtins, registry), clock=clock, report=report
         )
@@ -542,6 +549,7 @@ class Harness:
             found = self._mounts.get(key)
             if found is None:
                 found = await build()
+                found.pace_wakes(self.clock, self.settings.progress.watch_wake_ms)
                 self._mounts[key] = found
             return found
 
@@ -645,6 +653,8 @@ class Harness:
             await settle_generation(self, tx, task)
         elif task.kind == "perdure.tool":
             await settle_tool(self, tx, task)
+        elif task.kind == COMPACTION:
+            await settle_compaction(tx, task)
 
 
 class Conversation:
@@ -721,15 +731,48 @@ class Conversation:
         request_id: str | None = None,
     ) -> Submission:
         """Append an entry without asking for an answer: at once when idle, else at the
-        next boundary (writes are placed before user input)."""
-        if not isinstance(kind, str) or not kind or kind in ("user", "assistant", "tool_result"):
+        next boundary (writes are placed before user input). ``message``, if given, must be
+        a valid message (it joins the model's context)."""
+        if not isinstance(kind, str) or not kind or kind in _HARNESS_KINDS:
             raise ValueError(f"a write entry needs an application kind, not {kind!r}")
-        _check_request_id(request_id)
         draft: JsonObject = {"kind": kind}
         if message is not None:
-            draft["message"] = json_copy(message, "write message")
+            draft["message"] = _valid_message(message)
         if data is not None:
             draft["data"] = json_copy(data, "write data")
+        return await self._write(draft, request_id)
+
+    async def compact(self, instructions: str | None = None) -> int:
+        """Compact the conversation now (summarizing all but the recent context, with
+        ``instructions`` as extra focus); returns the compaction task's id. The summary
+        lands at once when idle, else at the end of the current run."""
+        if instructions is not None and not isinstance(instructions, str):
+            raise ValueError("compaction instructions must be a string")
+        conv = self.id
+
+        async def start(tx: Tx) -> int:
+            task = await start_compaction(tx, conv, reason="manual", instructions=instructions)
+            assert task is not None  # manual compactions always start
+            return task.id
+
+        task_id = await self._h.session.commit(start)
+        self._h.resume()
+        return task_id
+
+    async def reset(
+        self, handoff: str | None = None, *, request_id: str | None = None
+    ) -> Submission:
+        """Start a new context range: the model sees only ``handoff`` (if given) and what
+        follows. Nothing is deleted. When busy, the reset lands after the current run."""
+        if handoff is not None and not isinstance(handoff, str):
+            raise ValueError("a reset handoff must be a string")
+        draft: JsonObject = {"kind": "reset", "head": "self"}
+        if handoff:
+            draft["message"] = message_to_json(UserMessage(content=handoff))
+        return await self._write(draft, request_id)
+
+    async def _write(self, draft: JsonObject, request_id: str | None) -> Submission:
+        _check_request_id(request_id)
         h = self._h
 
         async def admit(tx: Tx) -> SubmissionRecord:
@@ -936,6 +979,17 @@ async def _seen(
 def _items(inbox: JsonValue) -> list[JsonValue]:
     items = inbox.get("items") if isinstance(inbox, dict) else None
     return items if isinstance(items, list) else []
+
+
+_HARNESS_KINDS = ("user", "assistant", "tool_result", "system", "compaction", "reset")
+
+
+def _valid_message(message: JsonValue) -> JsonObject:
+    """A write's message, checked to be one the context can hold."""
+    try:
+        return message_to_json(message_from_json(json_copy(message, "write message")))
+    except ValidationError as e:
+        raise ValueError(f"a write message must be a valid message: {e}") from None
 
 
 def _check_request_id(request_id: str | None) -> None:

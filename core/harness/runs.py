@@ -41,6 +41,7 @@ __all__ = [
     "place_write",
     "post_tools_boundary",
     "queue_item",
+    "range_start",
     "run_inputs",
     "settle_run",
     "start_run",
@@ -114,16 +115,43 @@ async def place_input(tx: Tx, sub: Submission, content: str) -> Submission:
 
 
 async def place_write(tx: Tx, sub: Submission, draft: JsonObject) -> Submission:
-    """Append a write submission's entry and settle it done."""
+    """Append a write submission's entry and settle it done.
+
+    A write that starts a context range (``head``: an entry id, or ``"self"`` for a reset)
+    whose start lies before the current range's start is ``stale`` — a newer cut has
+    overtaken it — and is settled unanswered without an entry.
+    """
+    head = draft.get("head")
+    if isinstance(head, int):
+        start = await range_start(tx, sub.conversation_id)
+        if start is not None and head < start:
+            stale = _submission(
+                sub.conversation_id, "write", _record(sub), status="unanswered", reason="stale"
+            )
+            tx.put_submission(stale)
+            return stale
     entry = await tx.append_entry(
         sub.conversation_id,
         str(draft.get("kind") or "custom"),
         message=draft.get("message"),
         data=draft.get("data"),
+        head="self" if head == "self" else head if isinstance(head, int) else None,
     )
     done = _submission(sub.conversation_id, "write", _record(sub), status="done", entry=entry.id)
     tx.put_submission(done)
     return done
+
+
+async def range_start(tx: Tx, conversation_id: int) -> int | None:
+    """Where the conversation's active context range starts, counting head markers this
+    transaction has staged."""
+    starts = [
+        e.head for e in tx.entries if e.conversation_id == conversation_id and e.head is not None
+    ]
+    marker = await tx.session.storage.latest_head(conversation_id)
+    if marker is not None and marker.head is not None:
+        starts.append(marker.head)
+    return max(starts) if starts else None
 
 
 async def start_run(tx: Tx, conversation_id: int, inputs: list[Submission]) -> Task:
@@ -180,7 +208,12 @@ def _take(
     took_steer = took_follow_up = False
     for item in queued:
         if item.get("type") == "write":
-            taken.append(item)
+            entry = item.get("entry")
+            cuts = isinstance(entry, dict) and entry.get("head") is not None
+            if "follow_up" in modes or not cuts:  # a new context range waits for the answer
+                taken.append(item)
+                continue
+            kept.append(item)
             continue
         mode = item.get("when_busy")
         if (

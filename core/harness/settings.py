@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["HarnessSettings", "ProgressSettings", "RetrySettings"]
+__all__ = ["CompactionSettings", "HarnessSettings", "ProgressSettings", "RetrySettings"]
 
 
 @dataclass(frozen=True)
@@ -27,13 +27,29 @@ class RetrySettings:
 
 @dataclass(frozen=True)
 class ProgressSettings:
+    """How often streaming output is committed (model partials, tool output), and how
+    often waiting watchers are woken while frames keep coming (see
+    :mod:`core.harness.watch`)."""
+
     partial_interval_ms: int = 100
     output_interval_ms: int = 100
+    watch_wake_ms: int = 20
+
+
+@dataclass(frozen=True)
+class CompactionSettings:
+    """See :mod:`core.harness.compaction` for what each threshold does."""
+
+    enabled: bool = True
+    reserve_tokens: int = 16_384
+    keep_recent_tokens: int = 20_000
+    background_tokens: int = 32_768
 
 
 @dataclass(frozen=True)
 class HarnessSettings:
     retry: RetrySettings = field(default_factory=RetrySettings)
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
     progress: ProgressSettings = field(default_factory=ProgressSettings)
     tool_execution: Literal["parallel", "sequential"] = "parallel"
     steering_mode: Literal["one-at-a-time", "all"] = "one-at-a-time"

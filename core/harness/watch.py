@@ -11,6 +11,12 @@ not audit logs. A late joiner gets the current view, never a replay. A watch end
 
 One *mount* per watched object keeps the current value, updated on the session line
 from commit events (no storage reads), and fans frames out to its watchers.
+
+Frames are queued on the line, but waiting consumers are *woken* off it, at most once per
+``wake_interval_ms`` of the harness clock per mount (the first frame after a quiet spell
+wakes them at once): a busy conversation commits every few hundred microseconds, and
+waking a hundred consumers per commit would cost more than the commits. No frame is
+merged or dropped by this — a woken consumer takes every frame queued so far.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Literal, TypeAlias, cast
 
+from core.clock import Clock
 from core.docops import apply_ops
 from core.jsonvalue import JsonObject, JsonValue, json_copy
 from core.records import Task, Terminal
@@ -48,8 +55,7 @@ class Watch:
     def __init__(self, mount: Mount, first: Frame) -> None:
         self._mount = mount
         self._frames: deque[Frame] = deque([first])
-        self._ready = asyncio.Event()
-        self._ready.set()
+        self._waiter: asyncio.Future[None] | None = None
         self.reason: EndReason | None = None
 
     def __aiter__(self) -> Watch:
@@ -59,11 +65,15 @@ class Watch:
         while not self._frames:
             if self.reason is not None:
                 raise StopAsyncIteration
-            self._ready.clear()
-            await self._ready.wait()
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
         return self._frames.popleft()
 
     def push(self, frame: Frame) -> None:
+        """Queue a frame; the mount wakes the consumer (see the module docstring)."""
         if self.reason is not None:
             return
         if len(self._frames) >= MAX_PENDING_FRAMES:
@@ -71,12 +81,15 @@ class Watch:
             self._frames.clear()
             frame = {"type": "replace", "seq": frame.get("seq"), "value": self._mount.snapshot()}
         self._frames.append(frame)
-        self._ready.set()
+
+    def wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     def end(self, reason: EndReason) -> None:
         if self.reason is None:
             self.reason = reason
-            self._ready.set()
+            self.wake()
 
     def stop(self) -> None:
         """Stop watching (frames already queued are dropped)."""
@@ -96,6 +109,16 @@ class Mount:
         self.value = value
         self._watches: list[Watch] = []
         self._on_empty = on_empty
+        self._clock: Clock | None = None
+        self._wake_interval_ms = 0
+        self._wake_scheduled = False
+        self._last_wake: int | None = None
+
+    def pace_wakes(self, clock: Clock, interval_ms: int) -> None:
+        """Wake waiting consumers at most once per ``interval_ms`` (without a clock, after
+        every commit)."""
+        self._clock = clock
+        self._wake_interval_ms = interval_ms
 
     def snapshot(self) -> JsonValue:
         return json_copy(self.value)
@@ -116,8 +139,28 @@ class Mount:
             return
         self.value = _as_object(apply_ops(self.value, cast(list[JsonValue], json_copy(ops))))
         frame: Frame = {"type": "delta", "seq": seq, "ops": ops}
-        for w in list(self._watches):
+        for w in self._watches:
             w.push(frame)
+        self._schedule_wake()
+
+    def _schedule_wake(self) -> None:
+        if self._wake_scheduled or not self._watches:
+            return
+        self._wake_scheduled = True
+        clock, last = self._clock, self._last_wake
+        if clock is not None and last is not None:
+            due = last + self._wake_interval_ms
+            if clock.now() < due:
+                clock.call_at(due, self._wake)
+                return
+        asyncio.get_running_loop().call_soon(self._wake)
+
+    def _wake(self) -> None:
+        self._wake_scheduled = False
+        if self._clock is not None:
+            self._last_wake = self._clock.now()
+        for w in self._watches:
+            w.wake()
 
     def end_all(self, reason: EndReason) -> None:
         for w in list(self._watches):

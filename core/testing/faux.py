@@ -10,7 +10,9 @@ Each request consumes the next *step* of the script:
 * a function ``(request, state) -> step`` (sync or async) — decides per request, e.g.
   to look at the messages it was sent or to block on an event.
 
-The model records every request it receives (``state.requests``) and counts calls.
+The model records every request it receives (``state.requests``, unless
+``record_requests=False``, for long runs) and counts calls. Once the script runs out,
+``fallback`` (if given) answers every further request.
 Text streams in tokens of ``token_size`` characters; with ``tokens_per_second`` and a
 ``sleep`` function it streams at that rate (the core never sleeps on its own: tests
 pass ``asyncio.sleep``).
@@ -147,8 +149,12 @@ class FauxModel:
         token_size: int = 3,
         tokens_per_second: float | None = None,
         sleep: Callable[[float], Awaitable[None]] | None = None,
+        fallback: FauxStep | None = None,
+        record_requests: bool = True,
     ) -> None:
         self._steps: list[FauxStep] = list(steps)
+        self._fallback = fallback
+        self._record = record_requests
         self._models = {m.id: m for m in models}
         self.token_size = max(1, token_size)
         self.tokens_per_second = tokens_per_second
@@ -173,7 +179,8 @@ class FauxModel:
         self, request: ModelRequest, signal: CancelSignal
     ) -> AsyncIterator[StreamEvent]:
         self.state.call_count += 1
-        self.state.requests.append(request)
+        if self._record:
+            self.state.requests.append(request)
         step = await self._next_step(request)
         yield StreamStart(request.model)
         if isinstance(step, ModelError):
@@ -215,9 +222,12 @@ class FauxModel:
             self._deferred.pop(key, None)
 
     async def _next_step(self, request: ModelRequest) -> FauxStep:
-        if not self._steps:
+        if self._steps:
+            step = self._steps.pop(0)
+        elif self._fallback is not None:
+            step = self._fallback
+        else:
             raise ModelError("FauxModel has no scripted response left")
-        step = self._steps.pop(0)
         while callable(step) and not isinstance(step, AssistantMessage | FauxReply | ModelError):
             produced = step(request, self.state)
             step = await produced if inspect.isawaitable(produced) else produced

@@ -134,6 +134,7 @@ PINNED: dict[str, list[str]] = {
     "core.harness": [
         "AssistantMessage",
         "Block",
+        "CompactionSettings",
         "Conversation",
         "EnvFactory",
         "Extension",

@@ -32,8 +32,9 @@ from core.harness import (
     define_extension,
     define_tool,
 )
-from core.testing.clock import VirtualClock
+from core.harness.watch import Watch
 from core.testing.faux import FauxModel, FauxState, faux_message, faux_tool_call
+from runtimes.local.clock import SystemClock
 from runtimes.local.sqlite import open_sqlite_storage
 from tests.bench.bench_kernel import raw_floor
 
@@ -46,7 +47,10 @@ async def noop(args: NoArgs, ctx: ToolContext) -> str:
     return "ok"
 
 
-async def agent_loop(path: Path, rounds: int) -> tuple[float, int]:
+async def agent_loop(path: Path, rounds: int, watchers: int = 0) -> tuple[float, int]:
+    """Seconds for ``rounds`` tool rounds and the commits they took, with ``watchers``
+    watches of the conversation drained concurrently."""
+
     def step(request: ModelRequest, state: FauxState) -> AssistantMessage:
         if state.call_count <= rounds:
             return faux_message(faux_tool_call("noop", {}, id=f"call_{state.call_count}"))
@@ -64,7 +68,7 @@ async def agent_loop(path: Path, rounds: int) -> tuple[float, int]:
         ]
     )
     storage = await open_sqlite_storage(path)
-    harness = await Harness.open(storage, models=faux, registry=registry, clock=VirtualClock())
+    harness = await Harness.open(storage, models=faux, registry=registry, clock=SystemClock())
     commits = 0
 
     def count(_: object) -> None:
@@ -73,10 +77,23 @@ async def agent_loop(path: Path, rounds: int) -> tuple[float, int]:
 
     harness.session.subscribe(count)
     root = await harness.root(agent={"model": "faux/faux-1"})
+    frames = 0
+
+    async def drain(watch: Watch) -> None:
+        nonlocal frames
+        async for _ in watch:
+            frames += 1
+
+    watches = [await root.watch() for _ in range(watchers)]
+    drains = [asyncio.create_task(drain(w)) for w in watches]
     start = time.perf_counter()
     record = await (await root.submit("loop")).wait()
     elapsed = time.perf_counter() - start
     assert record.status == "done", record
+    for w in watches:
+        w.stop()
+    await asyncio.gather(*drains)
+    assert frames >= watchers * rounds  # every watcher saw every round
     await harness.close()
     return elapsed, commits
 

@@ -18,10 +18,11 @@ from core.harness import (
     define_tool,
 )
 from core.harness.harness import EnvFactory
+from core.harness.models import ModelInfo
 from core.records import Entry
 from core.storage import MemoryState, MemoryStorage, Storage
 from core.testing.clock import VirtualClock
-from core.testing.faux import FauxModel, FauxStep
+from core.testing.faux import FAUX_MODEL, FauxModel, FauxStep
 from core.testing.wrappers import CommitFault, FaultyStorage
 from runtimes.local.sqlite import open_sqlite_storage
 
@@ -39,12 +40,13 @@ class Rig:
         steps: Iterable[FauxStep] = (),
         settings: HarnessSettings | None = None,
         env: EnvFactory | None = None,
+        models: Iterable[ModelInfo] = (FAUX_MODEL,),
     ) -> None:
         self.backend = backend
         self.path = tmp_path / "actor.sqlite"
         self.state = MemoryState()
         self.clock = VirtualClock()
-        self.faux = FauxModel(steps)
+        self.faux = FauxModel(steps, models=models)
         self.registry = Registry()
         self.settings = settings or HarnessSettings()
         self.env = env

@@ -143,3 +143,37 @@ async def test_the_task_graph_and_document_watches(tmp_path: Path) -> None:
     await h.session.commit(retire)
     assert doc_watch.reason == "retired"
     await h.close()
+
+
+async def test_a_busy_conversation_wakes_waiting_consumers_in_batches_losing_nothing(
+    tmp_path: Path,
+) -> None:
+    rig = Rig(tmp_path)
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    watch = await root.watch()
+    frames = [await watch.__anext__()]
+    wakes = 0
+
+    async def consume() -> None:
+        nonlocal wakes
+        async for frame in watch:
+            frames.append(frame)
+            if not watch.pending:
+                wakes += 1  # the consumer is about to wait again
+
+    consumer = asyncio.create_task(consume())
+    await settle()
+    for i in range(50):  # fifty commits in quick succession, each yielding to the loop
+        await root.write("note", data={"n": i})
+        await asyncio.sleep(0)
+    await settle()
+    assert 2 <= len(frames) < 10  # woken at once for the first frame, then held back
+    rig.clock.advance(20)  # the wake interval (harness clock) passes: the rest arrive
+    await settle()
+    assert replay(frames) == await root.view()
+    assert [f["type"] for f in frames[1:]] == ["delta"] * 50
+    assert wakes == 2  # batched: two wake-ups for fifty commits
+    watch.stop()
+    await consumer
+    await h.close()

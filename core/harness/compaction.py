@@ -1,0 +1,389 @@
+"""Compaction: summarizing older context so a conversation fits its model's window.
+
+Nothing is deleted: a compaction appends a *summary entry* that is a head marker
+(``head`` = the first entry it keeps), so the active context becomes the summary plus
+the kept entries; the older entries stay in storage and in the transcript.
+
+Thresholds (``CompactionSettings``; tokens estimated from the usage of the newest answer
+plus about four characters per token for what came after it):
+
+* above ``window - reserve`` a generation first runs a **blocking** compaction it owns,
+  then sends its request whatever the outcome;
+* above ``window - reserve - background`` a **background** compaction starts; its
+  summary is placed at the next boundary (or ends ``stale`` if another cut overtook it);
+* a provider **context overflow** compacts once and retries the request;
+* ``Conversation.compact(instructions)`` runs one by hand.
+
+The compaction task: ``select`` (choose the cut: keep about ``keep_recent`` tokens,
+cutting at a user or assistant entry), ``summarize`` (one model request with no tools),
+``retry`` (backoff on retryable errors).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Literal, cast
+
+from core.harness.context import ContextView, derive_context
+from core.harness.docs import INBOX, LIVE
+from core.harness.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    message_from_json,
+    message_to_json,
+)
+from core.harness.models import ModelError, ModelRequest, StreamDone
+from core.harness.runs import add_usage, place_write, queue_item
+from core.harness.settings import CompactionSettings
+from core.jsonvalue import JsonObject
+from core.records import Completed, Entry, ErrorInfo, Failed, Submission, Task, Waiting
+from core.session.session import ensure_outside_commit
+from core.session.transaction import Tx
+from core.tasks.definition import TaskDefinition, define_task
+from core.tasks.runtime import TaskRuntime
+
+if TYPE_CHECKING:
+    from core.harness.harness import Harness
+
+__all__ = [
+    "COMPACTION",
+    "SUMMARY_PROMPT",
+    "compaction_need",
+    "compaction_task",
+    "context_tokens",
+    "estimate_tokens",
+    "select_cut",
+    "serialize",
+    "settle_compaction",
+    "start_compaction",
+    "summary_text",
+]
+
+COMPACTION = "perdure.compaction"
+SUMMARY_PROMPT = (
+    "You compact conversations. Write a faithful, dense summary of the conversation below "
+    "for the assistant that will continue it: the user's goals and constraints, decisions "
+    "made, facts learned, tool results that still matter, open questions and the next "
+    "steps. Do not address the user."
+)
+RESULT_LIMIT = 2000
+
+
+def estimate_tokens(message: Message) -> int:
+    """About four characters per token."""
+    if isinstance(message, AssistantMessage):
+        chars = 0
+        for block in message.content:
+            if isinstance(block, TextBlock):
+                chars += len(block.text)
+            elif isinstance(block, ThinkingBlock):
+                chars += len(block.thinking)
+            else:
+                chars += len(block.name) + len(json.dumps(block.arguments))
+        return chars // 4 + 1
+    return len(message.content) // 4 + 1
+
+
+def context_tokens(messages: Sequence[Message]) -> int:
+    """The newest answer's reported usage (the size of its request and response) plus
+    estimates of what came after it; estimates of everything if no answer reported one."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, AssistantMessage) and m.usage.total_tokens > 0:
+            return m.usage.total_tokens + sum(estimate_tokens(x) for x in messages[i + 1 :])
+    return sum(estimate_tokens(m) for m in messages)
+
+
+def compaction_need(
+    settings: CompactionSettings, tokens: int, window: int
+) -> Literal["blocking", "background"] | None:
+    """Which compaction, if any, a request of ``tokens`` into a ``window`` calls for."""
+    if not settings.enabled:
+        return None
+    if tokens > window - settings.reserve_tokens:
+        return "blocking"
+    if tokens > window - settings.reserve_tokens - settings.background_tokens:
+        return "background"
+    return None
+
+
+async def start_compaction(
+    tx: Tx,
+    conversation_id: int,
+    *,
+    reason: str,
+    owner: int | None = None,
+    instructions: str | None = None,
+) -> Task | None:
+    """Create a compaction task (owned by ``owner``, a generation that waits for it, or
+    else by the conversation) and note it in ``live``. An automatic background
+    compaction is not started while another one of the conversation is still live."""
+    live = await tx.doc(LIVE, conversation_id)
+    value = live.value if isinstance(live.value, dict) else {}
+    noted = value.get("compaction")
+    if owner is None and reason == "threshold" and isinstance(noted, dict):
+        running = await tx.task(int(cast(int, noted.get("task"))))
+        if running is not None and running.live:
+            return None
+    data: JsonObject = {"reason": reason}
+    if instructions:
+        data["instructions"] = instructions
+    task = await tx.create_task(
+        COMPACTION, data, owner=owner, conversation_id=None if owner else conversation_id
+    )
+    value["compaction"] = {"task": task.id, "reason": reason}
+    live.value = value
+    return task
+
+
+async def settle_compaction(tx: Tx, task: Task) -> None:
+    """A compaction ended (by itself or settled by the scheduler): clear its ``live`` note."""
+    live = await tx.doc(LIVE, task.conversation_id)
+    value = live.value
+    noted = value.get("compaction") if isinstance(value, dict) else None
+    if isinstance(value, dict) and isinstance(noted, dict) and noted.get("task") == task.id:
+        del value["compaction"]
+
+
+def select_cut(view: ContextView, keep_recent_tokens: int) -> int | None:
+    """The first entry to keep, or ``None`` when nothing is worth compacting.
+
+    Walking back from the newest entry, keep about ``keep_recent_tokens``; then cut at
+    the nearest user or assistant entry at or before that point (never at a tool result,
+    which must stay with its call), provided something older remains to summarize.
+    """
+    candidates: list[Entry] = []
+    total = 0
+    reached = False
+    for entry in reversed(view.entries):
+        if entry.id == view.head or entry.message is None:
+            continue
+        message = message_from_json(entry.message)
+        if isinstance(message, AssistantMessage) and message.stop_reason in ("aborted", "error"):
+            continue
+        if isinstance(message, SystemMessage):
+            continue
+        total += estimate_tokens(message)
+        if total >= keep_recent_tokens:
+            reached = True
+        if reached and isinstance(message, UserMessage | AssistantMessage):
+            candidates.append(entry)
+            break
+    if not candidates:
+        return None
+    cut = candidates[0].id
+    older = [
+        e
+        for e in view.entries
+        if e.id < cut and e.id != view.head and e.message is not None and e.kind != "system"
+    ]
+    return cut if older else None
+
+
+def serialize(messages: Sequence[Message]) -> str:
+    """The conversation as plain text for the summarizer (system prompts left out)."""
+    lines: list[str] = []
+    for m in messages:
+        if isinstance(m, UserMessage):
+            lines.append(f"[User]: {m.content}")
+        elif isinstance(m, AssistantMessage):
+            for block in m.content:
+                if isinstance(block, ThinkingBlock):
+                    lines.append(f"[Assistant thinking]: {block.thinking}")
+                elif isinstance(block, TextBlock):
+                    lines.append(f"[Assistant]: {block.text}")
+            calls = [b for b in m.content if isinstance(b, ToolCall)]
+            if calls:
+                rendered = ", ".join(
+                    f"{c.name}({', '.join(f'{k}={json.dumps(v)}' for k, v in c.arguments.items())})"
+                    for c in calls
+                )
+                lines.append(f"[Assistant tool calls]: {rendered}")
+        elif isinstance(m, ToolResultMessage):
+            text = m.content
+            if len(text) > RESULT_LIMIT:
+                more = len(text) - RESULT_LIMIT
+                text = f"{text[:RESULT_LIMIT]}\n[... {more} more characters truncated]"
+            lines.append(f"[Tool result]: {text}")
+    return "\n".join(lines)
+
+
+def summary_text(summary: str) -> str:
+    return (
+        "The conversation history before this point was compacted into the following "
+        f"summary:\n<summary>\n{summary}\n</summary>"
+    )
+
+
+def compaction_task(harness: Callable[[], Harness]) -> TaskDefinition:
+    async def select(task: Task, rt: TaskRuntime) -> None:
+        h = harness()
+        conv = rt.conversation_id
+        view = await h.context(conv)
+        cut = select_cut(view, h.settings.compaction.keep_recent_tokens)
+        agent = await h.agent(conv)
+        if cut is None or agent.model is None:
+            reason = "nothing to compact" if cut is None else "no_model"
+
+            async def skip(tx: Tx, current: Task) -> Completed:
+                await settle_compaction(tx, current)
+                return Completed({"skipped": reason})
+
+            await rt.commit(skip)
+            return
+        upto = view.entries[-1].id
+        await rt.checkpoint(
+            {
+                "phase": "summarize",
+                "first_kept": cut,
+                "upto": upto,
+                "attempt": 1,
+                "model": agent.model,
+            }
+        )
+
+    async def summarize(task: Task, rt: TaskRuntime) -> None:
+        await _summarize(harness(), task, rt)
+
+    async def retry(task: Task, rt: TaskRuntime) -> None:
+        cp = dict(task.checkpoint or {})
+        await rt.checkpoint({**cp, "phase": "summarize"})
+
+    return define_task(
+        COMPACTION,
+        phases={"select": select, "summarize": summarize, "retry": retry},
+        initial=lambda _input: {"phase": "select"},
+    )
+
+
+async def _summarize(h: Harness, task: Task, rt: TaskRuntime) -> None:
+    conv = rt.conversation_id
+    cp = dict(task.checkpoint or {})
+    first_kept = int(cast(int, cp["first_kept"]))
+    model = str(cp["model"])
+    info = h.models.info(model)
+    if info is None:
+        await _end(rt, Failed(ErrorInfo(f"Model {model} is not available", {"reason": "no_model"})))
+        return
+    view = await h.context(conv, cutoff=cast(int, cp["upto"]))
+    older = _messages_before(view, first_kept)
+    value = task.input if isinstance(task.input, dict) else {}
+    focus = value.get("instructions")
+    prompt = f"<conversation>\n{serialize(older)}\n</conversation>"
+    if isinstance(focus, str) and focus:
+        prompt += f"\n\nAdditional focus: {focus}"
+    settings = h.settings.compaction
+    request = ModelRequest(
+        model=model,
+        messages=[SystemMessage(content=SUMMARY_PROMPT), UserMessage(content=prompt)],
+        max_tokens=min(int(0.8 * settings.reserve_tokens), info.max_tokens),
+        allow_deferred=False,
+    )
+    ensure_outside_commit("a summary request")
+    final: AssistantMessage | None = None
+    error: ModelError | None = None
+    try:
+        async for event in h.models.stream(request, rt.signal):
+            if isinstance(event, StreamDone):
+                final = event.message
+                break
+    except ModelError as e:
+        error = e
+    attempt = int(cast(int, cp.get("attempt", 1)))
+    if error is not None:
+        retry = h.settings.retry
+        if error.retryable and retry.enabled and attempt <= retry.max_retries:
+            until = rt.now() + retry.delay_ms(attempt, error.retry_after_ms)
+            await rt.commit(
+                lambda tx, cur: Waiting(
+                    {**cp, "phase": "retry", "attempt": attempt + 1}, until=until
+                )
+            )
+            return
+        failed = Failed(ErrorInfo(f"Summarization failed: {error}", {"reason": "model_error"}))
+        await _end(rt, failed)
+        return
+    if final is None:
+        return  # cancelled
+    text = final.text.strip()
+    problem = None
+    if final.stop_reason == "length":
+        problem = "Summarization hit the token limit"
+    elif final.tool_calls:
+        problem = "Summarization attempted to call a tool"
+    elif not text:
+        problem = "Summarization produced no text"
+
+    async def place(tx: Tx, current: Task) -> Completed | Failed:
+        await add_usage(tx, conv, final.usage, model=final.model or model)
+        await settle_compaction(tx, current)
+        if problem is not None:
+            return Failed(ErrorInfo(problem, {"reason": "model_error"}))
+        return await _place_summary(h, tx, current, first_kept, text)
+
+    await rt.commit(place)
+
+
+async def _end(rt: TaskRuntime, outcome: Failed) -> None:
+    async def end(tx: Tx, current: Task) -> Failed:
+        await settle_compaction(tx, current)
+        return outcome
+
+    await rt.commit(end)
+
+
+def _messages_before(view: ContextView, first_kept: int) -> list[Message]:
+    """The context messages that come from entries older than the cut (the previous
+    summary, which opens the context, included)."""
+    kept_ids = {e.id for e in view.entries if e.id >= first_kept and e.id != view.head}
+    older_entries = [e for e in view.entries if e.id not in kept_ids]
+    return derive_context(
+        view.head,
+        older_entries,
+        [None if e.message is None else message_from_json(e.message) for e in older_entries],
+    ).messages
+
+
+async def _place_summary(
+    h: Harness, tx: Tx, task: Task, first_kept: int, summary: str
+) -> Completed:
+    """Blocking compactions (owned by a generation) land at once; others go through the
+    inbox as a write, so they are placed at a boundary — or now, if nothing runs."""
+    conv = task.conversation_id
+    draft: JsonObject = {
+        "kind": "compaction",
+        "message": message_to_json(UserMessage(content=summary_text(summary))),
+        "data": {"reason": _reason(task)},
+        "head": first_kept,
+    }
+    live = await tx.doc(LIVE, conv)
+    inbox = await tx.doc(INBOX, conv)
+    running = isinstance(live.value, dict) and "run" in live.value
+    queued = isinstance(inbox.value, dict) and bool(inbox.value.get("items"))
+    record = Submission(
+        id=await tx.mint_id(),
+        conversation_id=conv,
+        type="write",
+        status="queued",
+        request_id=f"compaction:{task.id}",
+        created_at=tx.now(),
+    )
+    if task.owner is not None or (not running and not queued):
+        placed = await place_write(tx, record, draft)
+        return Completed({"submission": placed.id, "entry": placed.entry})
+    tx.put_submission(record)
+    queue_item(inbox, record, {"entry": draft})
+    return Completed({"submission": record.id})
+
+
+def _reason(task: Task) -> str:
+    value = task.input if isinstance(task.input, dict) else {}
+    reason = value.get("reason")
+    return reason if isinstance(reason, str) else "manual"
