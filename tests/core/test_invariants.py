@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import InvocationEnded, SessionPoisoned, StorageRejected, TaskStateError
-from core.records import Aborted, Completed, Faulted, Pending, Task, Terminal
+from core.records import Aborted, Completed, Faulted, Pending, Task, Terminal, Waiting
 from core.session import Tx, define_doc, ensure_outside_commit, in_commit
 from core.storage import DocumentCreate
 from core.tasks import TaskRuntime, define_task
@@ -347,6 +347,61 @@ async def test_invariant_11_abort_runs_bottom_up_and_completing_holds_the_owner(
     release.set()
     held = await engine.wait_for_task(owner.id)
     assert held.state == Terminal(Completed("held"))
+    await engine.close()
+
+
+async def test_invariant_11_holds_across_a_crash_while_children_abort(tmp_path: Path) -> None:
+    """The process dies while one child's abort handler runs: after reopening that handler
+    runs again, the child that had finished aborting does not, and the owner's handler
+    still runs last."""
+    calls: list[str] = []
+    stuck = asyncio.Event()
+
+    async def child(task: Task, rt: TaskRuntime) -> None:
+        await asyncio.Event().wait()
+
+    async def child_abort(task: Task, rt: TaskRuntime) -> None:
+        calls.append(f"child {task.input}")
+        if task.input == "slow":
+            stuck.set()
+            await hold.wait()  # the crash comes while this handler runs
+        await rt.abort("child")
+
+    async def parent(task: Task, rt: TaskRuntime) -> None:
+        async def fn(tx: Tx, current: Task) -> Waiting:
+            a = await tx.create_task("crash.kid", "quick", owner=current.id)
+            b = await tx.create_task("crash.kid", "slow", owner=current.id)
+            return Waiting({"phase": "start"}, (a.id, b.id))
+
+        await rt.commit(fn)
+
+    async def parent_abort(task: Task, rt: TaskRuntime) -> None:
+        kids = (await rt.session.storage.scan_tasks(kind="crash.kid")).items
+        assert all(k.status == "terminal" for k in kids)
+        calls.append("parent")
+        await rt.abort("parent")
+
+    definitions = (
+        define_task("crash.kid", phases={"start": child}, abort=child_abort),
+        define_task("crash.parent", phases={"start": parent}, abort=parent_abort),
+    )
+    hold = asyncio.Event()
+    world = World(tmp_path, "sqlite")
+    engine = await world.open(*definitions)
+    task = await engine.create_task("crash.parent")
+    await until(lambda: len(engine.inspect().tasks) == 3)
+    await engine.abort_task(task.id)
+    await stuck.wait()
+    await until(lambda: len(engine.inspect().tasks) == 2)  # the quick child is terminal
+    await world.crash(engine)
+
+    hold.set()
+    engine = await world.open(*definitions)
+    done = await engine.wait_for_task(task.id)
+    assert done.state == Terminal(Aborted("parent"))
+    assert calls == ["child quick", "child slow", "child slow", "parent"]
+    kids = (await engine.session.storage.scan_tasks(kind="crash.kid")).items
+    assert {k.outcome for k in kids} == {Aborted("child")}
     await engine.close()
 
 

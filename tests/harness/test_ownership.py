@@ -6,7 +6,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from core.errors import TaskNotFound, UnknownRecord
 from core.harness import AssistantMessage, ModelRequest, ToolContext, UserMessage
+from core.harness.harness import Submission
 from core.harness.subagents import subagent_extension
 from core.records import Aborted, Terminal
 from core.session import Tx
@@ -233,4 +237,21 @@ async def test_open_applies_abort_marks_a_crash_left_unapplied(tmp_path: Path) -
     h = await rig.open()
     marks = {t.kind: t.abort_requested for t in h.session.tasks.values()}
     assert marks == {"t.parent": True, "t.child": True}  # derived at open, before resume
+    await h.close()
+
+
+async def test_aborting_unknown_ids_is_refused_with_nothing_written(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, steps=[faux_message("a")])
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    sub = await root.submit("hi")
+    await sub.wait()
+    commits = rig.commits
+    with pytest.raises(TaskNotFound, match="999"):
+        await h.abort_task(999)
+    with pytest.raises(UnknownRecord, match="999"):
+        await h.abort_conversation(999)
+    assert await Submission(h, 999, root.id).abort() == "not_found"
+    assert await sub.abort() == "settled"  # already answered: nothing to abort
+    assert rig.commits == commits
     await h.close()
