@@ -38,6 +38,7 @@ from core.harness.docs import AGENT, BUILTIN_DOCUMENTS, INBOX, LIVE, USAGE
 from core.harness.messages import Usage, UserMessage, message_from_json, message_to_json
 from core.harness.models import Models
 from core.harness.registry import Registry, ResolvedAgent
+from core.harness.reminders import RemindArgs, pending_timers, start_reminder
 from core.harness.runs import (
     final_boundary,
     place_input,
@@ -132,6 +133,7 @@ class Harness:
         """Open the harness on ``storage`` (closed again if opening fails). Runs nothing."""
         from core.harness.compaction import compaction_task
         from core.harness.generation import generation_task
+        from core.harness.reminders import reminder_task
         from core.harness.tool_task import tool_task
 
         holder: list[Harness] = []
@@ -141,7 +143,12 @@ class Harness:
 
         builtins = {
             t.name: t
-            for t in (generation_task(current), tool_task(current), compaction_task(current))
+            for t in (
+                generation_task(current),
+                tool_task(current),
+                compaction_task(current),
+                reminder_task(current),
+            )
         }
         engine = await Engine.open(
             storage, tasks=_Tasks(builtins, registry), clock=clock, report=report
@@ -294,6 +301,11 @@ class Harness:
 
     def inspect(self) -> Inspection:
         return self.engine.inspect()
+
+    def timers(self) -> list[JsonObject]:
+        """Pending reminders and other waits for a time, soonest first (see
+        :func:`core.harness.reminders.pending_timers`)."""
+        return pending_timers(list(self.session.tasks.values()))
 
     def next_wake(self) -> int | None:
         return self.engine.next_wake()
@@ -757,6 +769,25 @@ class Conversation:
 
         task_id = await self._h.session.commit(start)
         self._h.resume()
+        return task_id
+
+    async def remind(
+        self, message: str, *, at: int | None = None, after: float | None = None
+    ) -> int:
+        """Submit ``message`` to this conversation at ``at`` (epoch ms) or ``after``
+        seconds; returns the reminder's task id (abort the task to cancel it)."""
+        try:
+            args = RemindArgs(message=message, at=at, after=after)
+        except ValidationError as e:
+            raise ValueError(f"invalid reminder: {e}") from None
+        h = self._h
+
+        async def create(tx: Tx) -> int:
+            task = await start_reminder(tx, self.id, args.message, args.due(tx.now()))
+            return task.id
+
+        task_id = await h.session.commit(create)
+        h.resume()
         return task_id
 
     async def reset(

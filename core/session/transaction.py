@@ -317,9 +317,11 @@ class Tx:
         owner: int | None = None,
         background: bool = False,
         checkpoint: JsonObject | None = None,
+        until: int | None = None,
     ) -> Task:
         """Create a task, ready to run (``waiting`` on nothing) at its initial checkpoint
-        (or at ``checkpoint``, when the creator has already done the first phase's work).
+        (or at ``checkpoint``, when the creator has already done the first phase's work);
+        with ``until`` (epoch ms) it waits for that time first.
 
         ``owner`` makes it a child of a live task (same conversation, never background);
         otherwise it is owned by its conversation (the root conversation by default,
@@ -330,6 +332,8 @@ class Tx:
         if defn is None:
             raise UnknownTaskKind(f"no task definition is registered as {definition!r}")
         value = json_copy(input, f"input of {defn.name}")
+        if until is not None and type(until) is not int:
+            raise TaskStateError(f"{defn.name}: until must be epoch milliseconds (int)")
         if owner is not None:
             parent = self._live_owner(owner)
             if background:
@@ -350,7 +354,7 @@ class Tx:
             kind=defn.name,
             version=defn.version,
             input=value,
-            state=Waiting(checkpoint),
+            state=Waiting(checkpoint, until=until),
             owner=owner,
             background=bool(background),
         )

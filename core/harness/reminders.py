@@ -1,0 +1,149 @@
+"""Reminders: a message submitted to a conversation later, by a durable timer task.
+
+A reminder is a *background* task of its conversation (a conversation's abort and idle
+leave it alone) created ``waiting{until: at}``: no invocation is held while it waits, and
+``next_wake()`` brings an evicted actor back in time. When due, its one phase submits the
+message with ``request_id = "reminder:<task id>"``, so a wake delivered twice, or a crash
+between the submission and the task's completion, still submits exactly once. Aborting the
+task cancels the reminder.
+
+The agent sets reminders with the ``remind`` tool of :func:`reminders_extension` (hosts
+install it beside the coding tools; the timer task itself is always built in, so pending
+reminders fire whatever is installed); applications use :meth:`Conversation.remind`.
+:func:`pending_timers` lists what is waiting for a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field, model_validator
+
+from core.harness.registry import Extension, define_extension, define_tool
+from core.harness.tools import ToolContext, ToolResult
+from core.jsonvalue import JsonObject
+from core.records import Task, Waiting
+from core.session.transaction import Tx
+from core.tasks.definition import TaskDefinition, define_task
+from core.tasks.runtime import TaskRuntime
+
+if TYPE_CHECKING:
+    from core.harness.harness import Harness
+
+__all__ = [
+    "MAX_REMINDER_CHARS",
+    "REMINDER",
+    "RemindArgs",
+    "pending_timers",
+    "reminder_task",
+    "reminders_extension",
+    "start_reminder",
+]
+
+REMINDER = "perdure.reminder"
+MAX_REMINDER_CHARS = 10_000
+MAX_DELAY_S = 366 * 24 * 3600
+
+
+class RemindArgs(BaseModel):
+    """Exactly one of ``at`` (epoch milliseconds) and ``after`` (seconds from now)."""
+
+    message: str = Field(
+        min_length=1,
+        max_length=MAX_REMINDER_CHARS,
+        description="What to tell the conversation when the reminder fires.",
+    )
+    at: int | None = Field(default=None, ge=0, description="When, in epoch milliseconds.")
+    after: float | None = Field(
+        default=None, gt=0, le=MAX_DELAY_S, description="When, in seconds from now."
+    )
+
+    @model_validator(mode="after")
+    def _one_time(self) -> RemindArgs:
+        if (self.at is None) == (self.after is None):
+            raise ValueError("give exactly one of 'at' and 'after'")
+        if not self.message.strip():
+            raise ValueError("a reminder needs a message")
+        return self
+
+    def due(self, now: int) -> int:
+        return self.at if self.at is not None else now + round((self.after or 0) * 1000)
+
+
+async def start_reminder(tx: Tx, conversation_id: int, message: str, at: int) -> Task:
+    """Create the reminder's timer task (inside a commit)."""
+    return await tx.create_task(
+        REMINDER,
+        {"message": message, "at": at},
+        conversation_id=conversation_id,
+        background=True,
+        checkpoint={"phase": "fire"},
+        until=at,
+    )
+
+
+def reminder_task(harness: Callable[[], Harness]) -> TaskDefinition:
+    async def fire(task: Task, rt: TaskRuntime) -> None:
+        value = task.input if isinstance(task.input, dict) else {}
+        conversation = await harness().conversation(rt.conversation_id)
+        submission = await conversation.submit(
+            str(value.get("message")), request_id=f"reminder:{task.id}"
+        )
+        await rt.complete({"submission": submission.id})
+
+    return define_task(REMINDER, phases={"fire": fire}, initial=lambda _input: {"phase": "fire"})
+
+
+async def _remind(args: RemindArgs, ctx: ToolContext) -> ToolResult:
+    at = args.due(ctx.now())
+
+    async def create(tx: Tx) -> None:
+        await start_reminder(tx, ctx.conversation_id, args.message, at)
+
+    # The timer task commits with the tool result: a rerun after a crash sets it once.
+    return ToolResult(
+        f"Reminder set for {at} (epoch ms): {args.message}",
+        details={"at": at},
+        apply=create,
+    )
+
+
+def reminders_extension() -> Extension:
+    return define_extension(
+        "perdure.reminders",
+        tools=[
+            define_tool(
+                "remind",
+                description=(
+                    "Set a reminder: the message is sent to this conversation when it is "
+                    "due, even if the agent was stopped in between. Give 'after' (seconds "
+                    "from now) or 'at' (epoch milliseconds)."
+                ),
+                parameters=RemindArgs,
+                execute=_remind,
+                replay="safe",
+            )
+        ],
+    )
+
+
+def pending_timers(tasks: list[Task]) -> list[JsonObject]:
+    """Live tasks waiting for a time, soonest first: reminders (with their message) and
+    the harness's own waits (retry backoff, deferred polls)."""
+    timers: list[JsonObject] = []
+    for task in tasks:
+        state = task.state
+        if not isinstance(state, Waiting) or state.until is None:
+            continue
+        timer: JsonObject = {
+            "task": task.id,
+            "kind": task.kind,
+            "conversation_id": task.conversation_id,
+            "at": state.until,
+        }
+        if task.kind == REMINDER and isinstance(task.input, dict):
+            timer["message"] = task.input.get("message")
+        timers.append(timer)
+    timers.sort(key=lambda t: (t["at"], t["task"]))
+    return timers
