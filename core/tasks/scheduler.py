@@ -377,6 +377,17 @@ class Scheduler:
     def _start(self, inv: _Invocation) -> None:
         self._invocations[inv.task_id] = inv
         inv.job = asyncio.get_running_loop().create_task(self._invoke(inv))
+        # A job cancelled before its first step never runs ``_invoke``'s ``finally``:
+        # without this callback close() would wait for its ``done`` forever.
+        inv.job.add_done_callback(lambda _job: self._ended(inv))
+
+    def _ended(self, inv: _Invocation) -> None:
+        """The invocation is over (idempotent)."""
+        inv.runtime.ended = True
+        if self._invocations.get(inv.task_id) is inv:
+            del self._invocations[inv.task_id]
+        if not inv.done.done():
+            inv.done.set_result(None)
 
     async def _invoke(self, inv: _Invocation) -> None:
         healthy = True
@@ -396,10 +407,7 @@ class Scheduler:
             healthy = False
             self.report(e)
         finally:
-            inv.runtime.ended = True
-            self._invocations.pop(inv.task_id, None)
-            if not inv.done.done():
-                inv.done.set_result(None)
+            self._ended(inv)
             if healthy:
                 self.kick()
 

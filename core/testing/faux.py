@@ -285,8 +285,13 @@ async def _yield() -> None:
     """Let other coroutines run (a zero-time checkpoint that reads no clock)."""
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[None] = loop.create_future()
-    loop.call_soon(fut.set_result, None)
+    loop.call_soon(_resolve, fut)
     await fut
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():  # cancelled meanwhile (the stream was aborted mid-token)
+        fut.set_result(None)
 
 
 class _Estimator:

@@ -333,3 +333,25 @@ async def test_system_prompt_sections_are_recorded_as_a_baseline_then_deltas(
     ]
     assert "Section mood:\nBe cheerful." in sent[-1].content  # type: ignore[union-attr]
     await h.close()
+
+
+async def test_close_returns_when_it_cancels_a_job_that_never_ran_its_first_step(
+    tmp_path: Path,
+) -> None:
+    rig = Rig(tmp_path, steps=[faux_message("hi")])
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    scheduler = h.engine.scheduler
+    start = scheduler._start
+    closing: list[asyncio.Future[None]] = []
+
+    def start_after_close_was_queued(inv: Any) -> None:
+        if not closing:  # close() is queued on the loop before the new job's first step
+            closing.append(asyncio.ensure_future(h.close()))
+        start(inv)
+
+    scheduler._start = start_after_close_was_queued  # type: ignore[method-assign]
+    await root.submit("hello")
+    await until(lambda: bool(closing))
+    done, _ = await asyncio.wait(closing, timeout=5)
+    assert done, "Harness.close() hung on an invocation cancelled before its first step"
