@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -36,6 +38,102 @@ def demo_counter(
 
     result = asyncio.run(run_counter(db, to=to, interval_ms=interval_ms))
     typer.echo(f"done: {result}")
+
+
+@app.command()
+def dev(
+    data: Annotated[Path, typer.Option(help="directory of the actors' SQLite files")] = Path(
+        "perdure-data"
+    ),
+    port: Annotated[int, typer.Option(min=0, max=65535, help="port on 127.0.0.1 (0: any)")] = 8787,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PERDURE_MODEL",
+            help="litellm model string, e.g. openai/gpt-4o-mini (default: the demo model)",
+        ),
+    ] = None,
+    api_base: Annotated[
+        str | None, typer.Option(help="the model server's base URL (local or proxy servers)")
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(envvar="PERDURE_TOKEN", help="API token (default: a fresh random one)"),
+    ] = None,
+    idle_evict: Annotated[
+        float, typer.Option(min=0, help="seconds before an idle actor is evicted")
+    ] = 300.0,
+    sandbox: Annotated[
+        str | None, typer.Option(help="sandbox server URL: enables the coding tools")
+    ] = None,
+    sandbox_secret: Annotated[
+        Path | None, typer.Option(help="the sandbox server's token secret file")
+    ] = None,
+) -> None:
+    """Run the actor HTTP API on 127.0.0.1 for development (Ctrl-C stops it cleanly)."""
+    from runtimes.local.dev import DevOptions, run_dev
+
+    if (sandbox is None) != (sandbox_secret is None):
+        raise typer.BadParameter("--sandbox and --sandbox-secret go together")
+    secret = None
+    if sandbox_secret is not None:
+        from remote_env.auth import load_secret
+
+        secret = load_secret(sandbox_secret)
+    options = DevOptions(
+        data_dir=data,
+        port=port,
+        model=model,
+        api_base=api_base,
+        token=token,
+        idle_evict_s=idle_evict,
+        sandbox_url=sandbox,
+        sandbox_secret=secret,
+    )
+    try:
+        run_dev(options, say=typer.echo)
+    except KeyboardInterrupt:  # uvicorn re-raises SIGINT after its graceful shutdown
+        typer.echo("stopped")
+
+
+@app.command("inspect")
+def inspect_actor(
+    actor: Annotated[str, typer.Argument(help="the actor (conversation-tree) id")],
+    data: Annotated[
+        Path | None,
+        typer.Option(help="read the actor's storage here (not while a host serves it)"),
+    ] = None,
+    url: Annotated[str | None, typer.Option(help="ask the host serving the actor")] = None,
+    token: Annotated[
+        str | None, typer.Option(envvar="PERDURE_TOKEN", help="API token for --url")
+    ] = None,
+) -> None:
+    """Print an actor's live task tree, from its storage (--data) or its host (--url)."""
+    from rich.console import Console
+
+    from runtimes.local.host import HostError
+    from runtimes.local.taskview import (
+        TaskGraphUnavailable,
+        fetch_task_graph,
+        read_task_graph,
+        render_task_graph,
+    )
+
+    if (data is None) == (url is None):
+        raise typer.BadParameter("give exactly one of --data DIR or --url URL")
+    try:
+        if url is not None:
+            if not token:
+                raise typer.BadParameter("--url needs --token (or PERDURE_TOKEN)")
+            graph = fetch_task_graph(url, actor, token)
+        else:
+            assert data is not None
+            graph = asyncio.run(read_task_graph(data, actor))
+    except (HostError, TaskGraphUnavailable) as error:
+        hint = " (a host is serving it: use --url)" if "another process" in str(error) else ""
+        typer.echo(f"error: {error}{hint}", err=True)
+        raise typer.Exit(1) from None
+    Console(width=int(os.environ.get("COLUMNS", "100"))).print(render_task_graph(actor, graph))
 
 
 def main() -> None:

@@ -173,6 +173,28 @@ PINNED: dict[str, list[str]] = {
         "SystemClock",
         "open_sqlite_storage",
     ],
+    "runtimes.local.host": [
+        "ACTOR_ID_PATTERN",
+        "ActorEnvProvider",
+        "ActorHost",
+        "ActorLock",
+        "ActorLocked",
+        "HostClosed",
+        "HostConfig",
+        "HostError",
+        "InvalidActorId",
+        "Reporter",
+        "UnknownActor",
+        "WakeHeap",
+        "check_actor_id",
+    ],
+    "runtimes.local.api": [
+        "ApiConfig",
+        "HostServer",
+        "bind",
+        "create_app",
+        "make_server",
+    ],
 }
 
 

@@ -1,0 +1,72 @@
+"""The ASGI application of the actor HTTP API, around one :class:`ActorHost`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from fastapi import FastAPI
+
+from runtimes.local.api.errors import install_error_handlers
+from runtimes.local.api.middleware import BearerAuth, BodyLimit
+from runtimes.local.api.routes import ApiSettings, router
+from runtimes.local.host import ActorHost
+
+__all__ = ["ApiConfig", "create_app"]
+
+
+@dataclass(frozen=True)
+class ApiConfig:
+    """``token``: the bearer token every ``/v1/`` request must carry. ``max_body_bytes``:
+    larger bodies get ``413``. ``max_wait_s``: the cap on a long poll's ``wait``."""
+
+    token: str
+    max_body_bytes: int = 1024 * 1024
+    max_wait_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.token, str) or len(self.token) < 16:
+            raise ValueError("the API token must be a string of at least 16 characters")
+        if self.max_wait_s < 0:
+            raise ValueError("max_wait_s must be >= 0")
+
+
+def create_app(
+    host: ActorHost,
+    config: ApiConfig,
+    *,
+    on_shutdown: Sequence[Callable[[], Awaitable[None]]] = (),
+) -> FastAPI:
+    """The app. Its lifespan starts ``host`` and, on shutdown, closes it and then runs
+    ``on_shutdown`` (e.g. closing model clients on the loop that used them); serve it
+    with lifespan events on. ``/openapi.json`` describes it."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await host.start()
+        try:
+            yield
+        finally:
+            try:
+                await host.close()
+            finally:
+                for hook in on_shutdown:
+                    await hook()
+
+    app = FastAPI(
+        title="perdure actors",
+        summary="Submit work to durable agent actors and read their answers.",
+        version="0.1.0",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.host = host
+    app.state.api_settings = ApiSettings(max_wait_s=config.max_wait_s)
+    app.include_router(router)
+    install_error_handlers(app)
+    # Added last = outermost: authentication first, then the body limit.
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(BearerAuth, token=config.token)
+    return app

@@ -1,0 +1,170 @@
+"""``perdure dev`` and ``perdure inspect`` end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from core.harness import HarnessSettings, RetrySettings
+from runtimes.local.cli import app
+from runtimes.local.dev import choose_model
+from runtimes.local.host import ActorHost
+from tests.local.support import AGENT, ROOT, host_config
+from tests.models.fake_openai import FakeOpenAI, Stream, finish, text
+
+
+def start_dev(
+    data: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str, str, list[str]]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-u",
+            "-m",
+            "runtimes.local.cli",
+            "dev",
+            "--port",
+            "0",
+            "--data",
+            str(data),
+            *args,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **(env or {})},
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    url = token = ""
+    while not token:
+        line = proc.stdout.readline()
+        if not line:
+            raise AssertionError(f"perdure dev ended early: {lines}")
+        lines.append(line.rstrip("\n"))
+        if line.startswith("url:"):
+            url = line.split()[1]
+        if line.startswith("token:"):
+            token = line.split()[1]
+    return proc, url, token, lines
+
+
+def ask(url: str, token: str, actor: str, content: str) -> dict[str, object]:
+    with httpx.Client(base_url=url, headers={"authorization": f"Bearer {token}"}, timeout=30) as c:
+        r = c.post(f"/v1/actors/{actor}/submissions", json={"type": "input", "content": content})
+        assert r.status_code == 202, r.text
+        r = c.get(f"/v1/actors/{actor}/submissions/{r.json()['id']}", params={"wait": 20})
+        answer: dict[str, object] = r.json()
+        return answer
+
+
+def test_dev_serves_the_demo_model_and_stops_cleanly_on_sigint(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = {"PERDURE_MODEL": "", "PERDURE_TOKEN": ""}
+    proc, url, token, lines = start_dev(data, env=env)
+    try:
+        assert "scripted demo model" in lines[0]
+        assert url.startswith("http://127.0.0.1:") and len(token) >= 16
+        state = ask(url, token, "demo", "hello there")
+        assert state["status"] == "done"
+        assert "hello there" in str(state["answer"]) and "demo model" in str(state["answer"])
+        shown = CliRunner().invoke(app, ["inspect", "demo", "--url", url, "--token", token])
+        assert shown.exit_code == 0, shown.output
+        assert "actor demo" in shown.output and "no live tasks" in shown.output
+        # While the host runs, the actor's storage is locked.
+        locked = CliRunner().invoke(app, ["inspect", "demo", "--data", str(data)])
+        assert locked.exit_code == 1 and "use --url" in locked.output
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=20)
+        assert proc.returncode == 0 and "stopped" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    shown = CliRunner().invoke(app, ["inspect", "demo", "--data", str(data)])
+    assert shown.exit_code == 0 and "no live tasks" in shown.output
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    server = FakeOpenAI()
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_dev_talks_to_a_litellm_model(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(Stream([text("Hi from "), text("the model"), finish("stop")]))
+    proc, url, token, lines = start_dev(
+        tmp_path / "data",
+        "--model",
+        "openai/fake-model",
+        "--api-base",
+        fake_openai.base_url,
+        env={"OPENAI_API_KEY": "sk-test"},
+    )
+    try:
+        assert lines[0] == "perdure dev: model openai/fake-model via litellm"
+        state = ask(url, token, "a", "hello")
+        assert state["status"] == "done", state
+        assert state["answer"]["text"] == "Hi from the model"  # type: ignore[index]
+        assert fake_openai.last_body()["model"] == "fake-model"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=20)
+
+
+def test_without_credentials_dev_falls_back_to_the_demo_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert choose_model(None).demo
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    choice = choose_model("openai/gpt-4o-mini")
+    assert choice.demo and "OPENAI_API_KEY" in choice.note
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    choice = choose_model("openai/gpt-4o-mini")
+    assert not choice.demo and choice.model_id == "openai/gpt-4o-mini"
+    info = choice.models.info("openai/gpt-4o-mini")
+    assert info is not None and info.context_window > 0
+
+
+async def _store_a_waiting_actor(data: Path) -> None:
+    # The generation fails retryably and waits ten minutes for its retry: a live task
+    # with a durable deadline stays in storage.
+    settings = HarnessSettings(retry=RetrySettings(base_delay_ms=600_000))
+    host = ActorHost(host_config(data, settings=settings))
+    await host.start()
+    try:
+        async with host.use("a", create=True) as harness:
+            root = await harness.root(agent=AGENT)
+            await root.submit("fail-once:inspect")
+        async with host.use("a") as harness:
+            while not any(v.state == "waiting" for v in harness.inspect().tasks):  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+    finally:
+        await host.close()
+
+
+def test_inspect_prints_the_task_tree_of_a_stored_actor(tmp_path: Path) -> None:
+    asyncio.run(_store_a_waiting_actor(tmp_path))
+    shown = CliRunner().invoke(
+        app, ["inspect", "a", "--data", str(tmp_path)], env={"COLUMNS": "200"}
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "conversation 1" in shown.output
+    assert "perdure.generation" in shown.output and "waiting" in shown.output
+    assert "until" in shown.output
+    missing = CliRunner().invoke(app, ["inspect", "nobody", "--data", str(tmp_path)])
+    assert missing.exit_code == 1 and "no actor" in missing.output
+    neither = CliRunner().invoke(app, ["inspect", "a"])
+    assert neither.exit_code != 0
