@@ -36,6 +36,7 @@ from core.harness.messages import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    message_chars,
     message_from_json,
     message_to_json,
 )
@@ -78,17 +79,7 @@ RESULT_LIMIT = 2000
 
 def estimate_tokens(message: Message) -> int:
     """About four characters per token."""
-    if isinstance(message, AssistantMessage):
-        chars = 0
-        for block in message.content:
-            if isinstance(block, TextBlock):
-                chars += len(block.text)
-            elif isinstance(block, ThinkingBlock):
-                chars += len(block.thinking)
-            else:
-                chars += len(block.name) + len(json.dumps(block.arguments))
-        return chars // 4 + 1
-    return len(message.content) // 4 + 1
+    return message_chars(message) // 4 + 1
 
 
 def context_tokens(messages: Sequence[Message]) -> int:

@@ -29,6 +29,7 @@ __all__ = [
     "UserMessage",
     "assistant_text",
     "from_openai",
+    "message_chars",
     "message_from_json",
     "message_to_json",
     "strip_extensions",
@@ -135,6 +136,22 @@ def message_to_json(message: Message) -> JsonObject:
 
 def message_from_json(value: JsonValue) -> Message:
     return _MESSAGE.validate_python(value)
+
+
+def message_chars(message: Message) -> int:
+    """The characters a message puts into a request: text, thinking, tool names and
+    arguments (the basis of token estimates)."""
+    if not isinstance(message, AssistantMessage):
+        return len(message.content)
+    total = 0
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            total += len(block.text)
+        elif isinstance(block, ThinkingBlock):
+            total += len(block.thinking)
+        else:
+            total += len(block.name) + len(json.dumps(block.arguments))
+    return total
 
 
 def assistant_text(message: AssistantMessage) -> str:

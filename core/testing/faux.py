@@ -35,6 +35,7 @@ from core.harness.messages import (
     ThinkingBlock,
     ToolCall,
     Usage,
+    message_chars,
 )
 from core.harness.models import (
     Deferred,
@@ -314,21 +315,7 @@ class _Estimator:
                 if old is not new:
                     break
                 shared += 1
-            counts = self._counts[:shared] + [_chars(m) for m in messages[shared:]]
+            counts = self._counts[:shared] + [message_chars(m) for m in messages[shared:]]
             self._last, self._counts = list(messages), counts
             sent = sum(counts)
-        return Usage(input=sent // 4, output=max(1, _chars(message) // 4))
-
-
-def _chars(message: Message) -> int:
-    if isinstance(message, AssistantMessage):
-        total = 0
-        for block in message.content:
-            if isinstance(block, TextBlock):
-                total += len(block.text)
-            elif isinstance(block, ThinkingBlock):
-                total += len(block.thinking)
-            else:
-                total += len(block.name) + len(json.dumps(block.arguments))
-        return total
-    return len(message.content)
+        return Usage(input=sent // 4, output=max(1, message_chars(message) // 4))
