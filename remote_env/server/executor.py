@@ -7,6 +7,13 @@ twice, both bounded by ``max_output_bytes``: the head in an append-only log file
 clients by byte offset) and the tail in memory (returned in the result). Totals are counted in
 full.
 
+A command starts *gated*: the shell first reads a line from its stdin (a pipe the server
+holds) and only then runs the command (``exec <shell> -c <command>``, same process, stdin
+``/dev/null``). The server opens the gate (:meth:`CommandRun.release`) once the op log
+records the process group; if the server dies before that, the gate reads end-of-file and
+the shell exits without running anything. So a command never runs unrecorded: a restarted
+server finds every started command's group in the op log and kills it.
+
 The command is over when its leader has exited and the pipe has drained; descendants that keep
 the pipe open get a short grace period, then the server stops reading (they are left alone
 unless the command timed out or was cancelled, which kills the whole group).
@@ -25,6 +32,9 @@ from pathlib import Path
 
 from remote_env.protocol import BashOutput
 from remote_env.server.errors import ToolFailure
+
+# Wait at the gate (see the module docstring), then become ``<shell> -c <command>``.
+_GATED = 'IFS= read -r _ || exit 125; exec "$0" -c "$1" </dev/null'
 
 __all__ = [
     "CommandOutcome",
@@ -165,6 +175,7 @@ class CommandRun:
         self._cancel_requested = False
         self._kill_mode = False
         self._log_fd = -1
+        self._gate = -1
 
     @property
     def log_size(self) -> int:
@@ -208,12 +219,15 @@ class CommandRun:
         # Our own pipe rather than asyncio's: descendants may keep its write end open after
         # the command exits, and we must be able to close our read end regardless.
         read_fd, write_fd = os.pipe()
+        gate_read, self._gate = os.pipe()
         try:
             self._process = await asyncio.create_subprocess_exec(
                 shell,
                 "-c",
+                _GATED,
+                shell,
                 command,
-                stdin=asyncio.subprocess.DEVNULL,
+                stdin=gate_read,
                 stdout=write_fd,
                 stderr=write_fd,
                 cwd=cwd,
@@ -226,9 +240,11 @@ class CommandRun:
         except (OSError, ValueError, KeyError) as exc:
             os.close(read_fd)
             os.close(self._log_fd)
+            self._close_gate()
             raise ToolFailure("spawn_error", f"cannot start the command: {exc}") from None
         finally:
             os.close(write_fd)
+            os.close(gate_read)
         self._output = asyncio.StreamReader(limit=_CHUNK)
         reader = self._output
         self._output_transport, _ = await asyncio.get_running_loop().connect_read_pipe(
@@ -238,6 +254,18 @@ class CommandRun:
         return ProcessIdentity(
             pid=pid, pgid=pid, start_ticks=process_start_ticks(pid), boot_id=boot_id()
         )
+
+    def release(self) -> None:
+        """Let the started command run (call once its process group is recorded)."""
+        if self._gate >= 0:
+            with contextlib.suppress(OSError):  # the shell is gone already (killed)
+                os.write(self._gate, b"go\n")
+            self._close_gate()
+
+    def _close_gate(self) -> None:
+        if self._gate >= 0:
+            os.close(self._gate)
+            self._gate = -1
 
     def _record(self, chunk: bytes) -> None:
         self._total_bytes += len(chunk)
@@ -263,6 +291,7 @@ class CommandRun:
             self._cancel_requested = True
         else:
             self._kill_mode = True
+        self._close_gate()  # a command killed before it was released never runs
         if self._process is not None and self._process.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._process.pid, signal.SIGKILL)

@@ -436,14 +436,19 @@ class OpManager:
         live.command = run
         if live.cancel_mode is not None:
             run.kill(record_as_cancelled=live.cancel_mode == "abort")
-        await self._log.set_process(
-            live.workspace,
-            live.op_id,
-            pid=identity.pid,
-            pgid=identity.pgid,
-            ticks=identity.start_ticks,
-            boot=identity.boot_id,
-        )
+        try:
+            await self._log.set_process(
+                live.workspace,
+                live.op_id,
+                pid=identity.pid,
+                pgid=identity.pgid,
+                ticks=identity.start_ticks,
+                boot=identity.boot_id,
+            )
+        except BaseException:
+            run.kill(record_as_cancelled=False)  # unrecorded: it must never run
+            raise
+        run.release()  # recorded: a crash from now on finds the group in the op log
         outcome = await run.wait(timeout_s)
         live.log_size = run.log_size
         result = outcome.output.model_dump()
