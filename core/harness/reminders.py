@@ -68,7 +68,12 @@ class RemindArgs(BaseModel):
         return self
 
     def due(self, now: int) -> int:
-        return self.at if self.at is not None else now + round((self.after or 0) * 1000)
+        """The due time; a reminder more than :data:`MAX_DELAY_S` ahead is refused (no
+        host's timer reaches further: an alarm or a schedule wants a real date)."""
+        at = self.at if self.at is not None else now + round((self.after or 0) * 1000)
+        if at > now + MAX_DELAY_S * 1000:
+            raise ValueError("a reminder can be set at most 366 days ahead")
+        return at
 
 
 async def start_reminder(tx: Tx, conversation_id: int, message: str, at: int) -> Task:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from core.harness import AssistantMessage, EnvFactory, Extension, ModelInfo, ModelRequest, Models
 from core.harness.messages import UserMessage
+from core.harness.reminders import reminders_extension
 from core.jsonvalue import JsonObject
 from core.testing.faux import FAUX_MODEL, FauxModel, FauxState, faux_message
 from core.tools import coding_tools
@@ -115,12 +116,15 @@ def run_dev(options: DevOptions, say: Callable[[str], None] = print) -> None:
     """Serve until SIGINT/SIGTERM, then close every actor. Prints the URL and token."""
     choice = choose_model(options.model, api_base=options.api_base)
     agent: JsonObject = {"model": choice.model_id}
-    extensions: list[Extension] = []
+    # The agent can always set reminders (they need no sandbox); with a sandbox, the
+    # coding tools too. Without a tools list the agent is offered every installed tool.
+    reminders = reminders_extension()
+    extensions: list[Extension] = [reminders]
     env = None
     if options.sandbox_url is not None and options.sandbox_secret is not None:
         tools = coding_tools()
         extensions.append(tools)
-        agent["tools"] = [t.name for t in tools.tools]
+        agent["tools"] = [t.name for t in (*tools.tools, *reminders.tools)]
         env = sandbox_env(options.sandbox_url, options.sandbox_secret)
     token = options.token or secrets.token_urlsafe(24)
     host = ActorHost(
@@ -138,7 +142,7 @@ def run_dev(options: DevOptions, say: Callable[[str], None] = print) -> None:
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     say(f"perdure dev: {choice.note}")
     if env is None:
-        say("tools: none (pass --sandbox URL --sandbox-secret FILE for the coding tools)")
+        say("tools: remind (pass --sandbox URL --sandbox-secret FILE for the coding tools)")
     say(f"data:  {options.data_dir.resolve()}")
     say(f"url:   {url}   (OpenAPI: {url}/openapi.json)")
     say(f"token: {token}")
@@ -146,4 +150,5 @@ def run_dev(options: DevOptions, say: Callable[[str], None] = print) -> None:
         f"try:   curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' "
         f'-d \'{{"type": "input", "content": "hello"}}\' {url}/v1/actors/demo/submissions'
     )
+    say(f"chat:  perdure chat demo --url {url} --token {token}")
     server.run(sockets=[sock])

@@ -154,6 +154,7 @@ async def test_aborting_a_reminder_cancels_it_and_a_conversation_abort_does_not(
         ({"message": "   ", "after": 1}, "needs a message"),
         ({"message": "", "after": 1}, "at least 1 character"),
         ({"message": "x", "after": 10**9}, "less than or equal"),
+        ({"message": "x", "at": 10**30}, "366 days ahead"),
     ],
 )
 async def test_bad_reminders_are_refused_with_nothing_written(

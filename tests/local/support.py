@@ -23,12 +23,14 @@ from pydantic import BaseModel
 from core.harness import (
     HarnessSettings,
     ModelRequest,
+    SystemMessage,
     ToolContext,
     ToolResultMessage,
     UserMessage,
     define_extension,
     define_tool,
 )
+from core.harness.compaction import SUMMARY_PROMPT
 from core.testing.faux import FauxModel, FauxState, faux_error, faux_message, faux_tool_call
 from runtimes.local.api import ApiConfig, HostServer, bind, make_server
 from runtimes.local.host import ActorHost, HostConfig
@@ -61,10 +63,21 @@ def scripted_model() -> FauxModel:
     * ``fail-once:<tag>`` — a retryable error the first time, then answers ``recovered``;
     * ``tools:<n>`` — ``n`` rounds of one ``echo`` tool call each, then ``tools done``;
     * anything else — answers ``echo: <text>``.
+
+    A compaction's summary request is answered ``summary of <n> lines`` (plus ``focus:
+    <instructions>`` when it has some).
     """
     failed: set[str] = set()
 
     async def step(request: ModelRequest, state: FauxState) -> Any:
+        first = request.messages[0] if request.messages else None
+        if isinstance(first, SystemMessage) and first.content == SUMMARY_PROMPT:
+            prompt = request.messages[-1]
+            assert isinstance(prompt, UserMessage)
+            body, _, focus = prompt.content.partition("Additional focus: ")
+            lines = body.strip().count("\n") - 1  # inside <conversation>...</conversation>
+            summary = f"summary of {lines} lines" + (f"; focus: {focus}" if focus else "")
+            return faux_message(summary)
         users = [m for m in request.messages if isinstance(m, UserMessage)]
         text = users[-1].content if users else ""
         rounds = 0
@@ -134,13 +147,18 @@ class Running:
 
 @contextmanager
 def serve_in_thread(
-    config: HostConfig, *, max_body_bytes: int = 64 * 1024, max_wait_s: float = 60.0
+    config: HostConfig,
+    *,
+    max_body_bytes: int = 64 * 1024,
+    max_wait_s: float = 60.0,
+    heartbeat_s: float = 15.0,
 ) -> Iterator[Running]:
     """A real uvicorn server on a free loopback port, in a background thread."""
     host = ActorHost(config)
-    server = make_server(
-        host, ApiConfig(TOKEN, max_body_bytes=max_body_bytes, max_wait_s=max_wait_s)
+    api = ApiConfig(
+        TOKEN, max_body_bytes=max_body_bytes, max_wait_s=max_wait_s, heartbeat_s=heartbeat_s
     )
+    server = make_server(host, api)
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -13,6 +13,10 @@ from tests.local.support import host_config, serve_in_thread, snapshot
 
 A = "/v1/actors/alice"
 NEW = "/v1/actors/nobody"
+C = f"{A}/conversations/1"
+# Filled in once the actor exists: a visible entry, and a task that is not a reminder.
+ENTRY = "{entry}"
+TASK = "{task}"
 
 # (method, path, body, expected status, expected code or None). A ``str`` body is sent
 # raw as JSON; ``None`` sends no body.
@@ -143,6 +147,93 @@ CASES: list[tuple[str, str, Any, int, str | None]] = [
     # GET tasks
     ("GET", f"{NEW}/tasks", None, 404, "unknown_actor"),
     ("GET", "/v1/actors/a.b/tasks", None, 400, "invalid_actor"),
+    # GET view and watch
+    ("GET", f"{A}/conversations/999/view", None, 404, "not_found"),
+    ("GET", f"{A}/conversations/0/view", None, 422, "invalid"),
+    ("GET", f"{A}/conversations/x/view", None, 422, "invalid"),
+    ("GET", f"{NEW}/conversations/1/view", None, 404, "unknown_actor"),
+    ("GET", "/v1/actors/a.b/conversations/1/view", None, 400, "invalid_actor"),
+    ("GET", f"{A}/conversations/999/watch", None, 404, "not_found"),
+    ("GET", f"{A}/conversations/abc/watch", None, 422, "invalid"),
+    ("GET", f"{A}/conversations/{2**63}/watch", None, 422, "invalid"),
+    ("GET", f"{NEW}/conversations/1/watch", None, 404, "unknown_actor"),
+    ("GET", "/v1/actors/a.b/conversations/1/watch", None, 400, "invalid_actor"),
+    ("POST", f"{C}/watch", None, 405, "method_not_allowed"),
+    # POST abort
+    ("POST", f"{C}/abort", "{oops", 400, "malformed_json"),
+    ("POST", f"{C}/abort", "[]", 422, "invalid"),
+    ("POST", f"{C}/abort", {"background": "yes"}, 422, "invalid"),
+    ("POST", f"{C}/abort", {"background": 1}, 422, "invalid"),
+    ("POST", f"{C}/abort", {"everything": True}, 422, "invalid"),
+    ("POST", f"{A}/conversations/999/abort", {}, 404, "not_found"),
+    ("POST", f"{NEW}/conversations/1/abort", {}, 404, "unknown_actor"),
+    # POST fork
+    ("POST", f"{C}/fork", "{", 400, "malformed_json"),
+    ("POST", f"{C}/fork", None, 422, "invalid"),
+    ("POST", f"{C}/fork", {}, 422, "invalid"),
+    ("POST", f"{C}/fork", {"at_entry": "2"}, 422, "invalid"),
+    ("POST", f"{C}/fork", {"at_entry": 2.0}, 422, "invalid"),
+    ("POST", f"{C}/fork", {"at_entry": 0}, 422, "invalid"),
+    ("POST", f"{C}/fork", {"at_entry": 2**63}, 422, "invalid"),
+    ("POST", f"{C}/fork", {"at_entry": 9999}, 422, "invalid_entry"),
+    ("POST", f"{C}/fork", {"at_entry": 1}, 422, "invalid_entry"),  # a conversation id
+    ("POST", f"{C}/fork", {"at_entry": ENTRY, "extra": 1}, 422, "invalid"),
+    ("POST", f"{C}/fork", {"at_entry": ENTRY, "agent": "be brief"}, 422, "invalid"),
+    ("POST", f"{C}/fork", {"at_entry": ENTRY, "agent": {"colour": "blue"}}, 422, "invalid"),
+    ("POST", f"{C}/fork", {"at_entry": ENTRY, "agent": {"thinking": "max"}}, 422, "invalid"),
+    ("POST", f"{C}/fork", {"at_entry": ENTRY, "agent": {"tools": ["x"]}}, 422, "unknown_tool"),
+    ("POST", f"{A}/conversations/999/fork", {"at_entry": ENTRY}, 404, "not_found"),
+    ("POST", f"{NEW}/conversations/1/fork", {"at_entry": 2}, 404, "unknown_actor"),
+    # POST compact
+    ("POST", f"{C}/compact", "{oops", 400, "malformed_json"),
+    ("POST", f"{C}/compact", {"instructions": 5}, 422, "invalid"),
+    ("POST", f"{C}/compact", {"instructions": ""}, 422, "invalid"),
+    ("POST", f"{C}/compact", {"focus": "x"}, 422, "invalid"),
+    ("POST", f"{A}/conversations/999/compact", {}, 404, "not_found"),
+    ("POST", f"{NEW}/conversations/1/compact", {}, 404, "unknown_actor"),
+    # POST reset
+    ("POST", f"{C}/reset", "{oops", 400, "malformed_json"),
+    ("POST", f"{C}/reset", {"handoff": 3}, 422, "invalid"),
+    ("POST", f"{C}/reset", {"handoff": ""}, 422, "invalid"),
+    ("POST", f"{C}/reset", {"request_id": ""}, 422, "invalid"),
+    ("POST", f"{C}/reset", {"reason": "x"}, 422, "invalid"),
+    ("POST", f"{A}/conversations/999/reset", {}, 404, "not_found"),
+    ("POST", f"{NEW}/conversations/1/reset", {}, 404, "unknown_actor"),
+    # POST reminders: bad times, bad messages
+    ("POST", f"{C}/reminders", "{oops", 400, "malformed_json"),
+    ("POST", f"{C}/reminders", None, 422, "invalid"),
+    ("POST", f"{C}/reminders", {"message": "x"}, 422, "invalid"),
+    ("POST", f"{C}/reminders", {"message": "x", "at": 1, "after": 1}, 422, "invalid"),
+    ("POST", f"{C}/reminders", {"message": "x", "after": 0}, 422, "invalid"),
+    ("POST", f"{C}/reminders", {"message": "x", "after": -5}, 422, "invalid"),
+    ("POST", f"{C}/reminders", {"message": "x", "after": 10**9}, 422, "invalid"),
+    ("POST", f"{C}/reminders", {"message": "x", "after": "5"}, 422, "invalid"),
+    ("POST", f"{C}/reminders", {"message": "x", "after": True}, 422, "invalid"),
+    ("POST", f"{C}/reminders", '{"message": "x", "after": NaN}', 422, "invalid"),
+    ("POST", f"{C}/reminders", '{"message": "x", "after": Infinity}', 422, "invalid"),
+    ("POST", f"{C}/reminders", {"message": "x", "at": -1}, 422, "invalid"),
+    ("POST", f"{C}/reminders", {"message": "x", "at": 1.5}, 422, "invalid"),
+    ("POST", f"{C}/reminders", {"message": "x", "at": "tomorrow"}, 422, "invalid"),
+    ("POST", f"{C}/reminders", {"message": "x", "at": 10**15}, 422, "invalid"),
+    ("POST", f"{C}/reminders", {"message": "x", "at": 2**70}, 422, "invalid"),
+    ("POST", f"{C}/reminders", {"message": "", "after": 1}, 422, "invalid"),
+    ("POST", f"{C}/reminders", {"message": " \n", "after": 1}, 422, "invalid"),
+    ("POST", f"{C}/reminders", {"message": "x" * 10_001, "after": 1}, 422, "invalid"),
+    ("POST", f"{C}/reminders", {"message": ["x"], "after": 1}, 422, "invalid"),
+    ("POST", f"{C}/reminders", {"after": 1}, 422, "invalid"),
+    ("POST", f"{C}/reminders", {"message": "x", "after": 1, "repeat": True}, 422, "invalid"),
+    ("POST", f"{A}/conversations/999/reminders", {"message": "x", "after": 1}, 404, "not_found"),
+    ("POST", f"{NEW}/conversations/1/reminders", {"message": "x", "after": 1}, 404, None),
+    # GET and DELETE timers
+    ("GET", f"{NEW}/timers", None, 404, "unknown_actor"),
+    ("GET", "/v1/actors/a.b/timers", None, 400, "invalid_actor"),
+    ("DELETE", f"{A}/timers/999", None, 404, "not_found"),
+    ("DELETE", f"{A}/timers/1", None, 404, "not_found"),  # a conversation id
+    ("DELETE", f"{A}/timers/{TASK}", None, 404, "not_found"),  # a (finished) generation
+    ("DELETE", f"{A}/timers/abc", None, 422, "invalid"),
+    ("DELETE", f"{A}/timers/0", None, 422, "invalid"),
+    ("DELETE", f"{NEW}/timers/5", None, 404, "unknown_actor"),
+    ("POST", f"{A}/timers", None, 405, "method_not_allowed"),
     # methods and routes that do not exist
     ("DELETE", f"{A}/tasks", None, 405, "method_not_allowed"),
     ("GET", f"{A}/nothing-here", None, 404, "no_route"),
@@ -158,9 +249,16 @@ def test_every_refused_request_gets_a_4xx_with_a_message_and_writes_nothing(
         assert r.status_code == 202
         sid = r.json()["id"]
         assert client.get(f"{A}/submissions/{sid}", params={"wait": 10}).json()["status"] == "done"
+        view = client.get(f"{C}/view").json()
+        user, answer = view["entries"]
+        fill = {ENTRY: user["id"], TASK: answer["by_task_id"]}
         before = snapshot(data / "alice.sqlite")
         failures = []
-        for method, path, body, status, code in CASES:
+        for method, template, raw, status, code in CASES:
+            path = template.format(entry=fill[ENTRY], task=fill[TASK])
+            body = raw
+            if isinstance(raw, dict):
+                body = {k: fill[v] if v in (ENTRY, TASK) else v for k, v in raw.items()}
             kwargs: dict[str, Any] = {}
             if isinstance(body, str):
                 kwargs = {"content": body, "headers": {"content-type": "application/json"}}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -9,6 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
+from core.docops import apply_ops
+from core.harness import CompactionSettings, HarnessSettings
 from tests.local.support import (
     TOKEN,
     Running,
@@ -189,6 +193,8 @@ def test_missing_or_wrong_tokens_get_401_and_write_nothing(
     running: Running, client: httpx.Client, authorization: str | None
 ) -> None:
     poll(client, submit(client, "exists")["id"])
+    reminders = f"/v1/actors/{ACTOR}/conversations/1/reminders"
+    reminder = client.post(reminders, json={"message": "x", "after": 600}).json()["task"]
     before = snapshot(db_of(running))
     headers = {"authorization": authorization} if authorization is not None else {}
     with httpx.Client(base_url=running.url, headers=headers) as anonymous:
@@ -200,6 +206,16 @@ def test_missing_or_wrong_tokens_get_401_and_write_nothing(
             ("PATCH", f"/v1/actors/{ACTOR}/conversations/1/agent", {"instructions": "x"}),
             ("GET", f"/v1/actors/{ACTOR}/tasks", None),
             ("GET", "/v1/actors/bad%20id/tasks", None),
+            ("GET", f"/v1/actors/{ACTOR}/conversations/1/view", None),
+            ("GET", f"/v1/actors/{ACTOR}/conversations/1/watch", None),
+            ("POST", f"/v1/actors/{ACTOR}/conversations/1/abort", {"background": True}),
+            ("POST", f"/v1/actors/{ACTOR}/conversations/1/fork", {"at_entry": 2}),
+            ("POST", f"/v1/actors/{ACTOR}/conversations/1/compact", {}),
+            ("POST", f"/v1/actors/{ACTOR}/conversations/1/reset", {"handoff": "x"}),
+            ("POST", "/v1/actors/newcomer/conversations/1/reset", None),
+            ("POST", f"/v1/actors/{ACTOR}/conversations/1/reminders", {"message": "x", "after": 1}),
+            ("GET", f"/v1/actors/{ACTOR}/timers", None),
+            ("DELETE", f"/v1/actors/{ACTOR}/timers/{reminder}", None),
         ]
         for method, path, body in requests:
             kwargs: dict[str, Any] = {}
@@ -221,11 +237,24 @@ def test_openapi_describes_the_routes_and_the_bearer_scheme(running: Running) ->
         "/v1/actors/{actor}/submissions",
         "/v1/actors/{actor}/submissions/{submission_id}",
         "/v1/actors/{actor}/conversations/{conversation_id}/agent",
+        "/v1/actors/{actor}/conversations/{conversation_id}/view",
+        "/v1/actors/{actor}/conversations/{conversation_id}/watch",
+        "/v1/actors/{actor}/conversations/{conversation_id}/abort",
+        "/v1/actors/{actor}/conversations/{conversation_id}/fork",
+        "/v1/actors/{actor}/conversations/{conversation_id}/compact",
+        "/v1/actors/{actor}/conversations/{conversation_id}/reset",
+        "/v1/actors/{actor}/conversations/{conversation_id}/reminders",
         "/v1/actors/{actor}/tasks",
+        "/v1/actors/{actor}/timers",
+        "/v1/actors/{actor}/timers/{task_id}",
     } <= set(spec["paths"])
     assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     post = spec["paths"]["/v1/actors/{actor}/submissions"]["post"]
     assert "202" in post["responses"] and "409" in post["responses"]
+    watch = spec["paths"]["/v1/actors/{actor}/conversations/{conversation_id}/watch"]["get"]
+    assert "text/event-stream" in watch["responses"]["200"]["content"]
+    fork = spec["paths"]["/v1/actors/{actor}/conversations/{conversation_id}/fork"]["post"]
+    assert "201" in fork["responses"]
 
 
 def test_oversized_bodies_get_413_and_write_nothing(running: Running, client: httpx.Client) -> None:
@@ -262,3 +291,315 @@ def test_an_idle_actor_is_evicted_and_the_next_request_reopens_it(tmp_path: Path
         wait_until(lambda: not running.host.active)
         assert poll(client, accepted["id"], wait=0)["answer"]["text"] == "echo: hello"
         assert running.host.active == {ACTOR}
+
+
+# --------------------------------------------------------------------------- conversations
+
+
+def entries_of(client: httpx.Client, cid: int = 1, actor: str = ACTOR) -> list[dict[str, Any]]:
+    r = client.get(f"/v1/actors/{actor}/conversations/{cid}/view")
+    assert r.status_code == 200, r.text
+    entries: list[dict[str, Any]] = r.json()["entries"]
+    return entries
+
+
+def texts(entries: list[dict[str, Any]]) -> list[str]:
+    """``kind: text`` per entry with a message."""
+    out = []
+    for entry in entries:
+        message = entry.get("message") or {}
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+        out.append(f"{entry['kind']}: {content}")
+    return out
+
+
+def test_view_is_the_committed_view_of_active_entries_and_documents(
+    running: Running, client: httpx.Client
+) -> None:
+    poll(client, submit(client, "hello")["id"])
+    view = client.get(f"/v1/actors/{ACTOR}/conversations/1/view").json()
+    assert view["conversation"] == {"id": 1}
+    assert texts(view["entries"]) == ["user: hello", "assistant: echo: hello"]
+    assert view["docs"]["agent"] == {"model": "faux/faux-1", "tools": ["echo"]}
+    assert view["docs"]["live"] == {} and view["docs"]["inbox"] == {"items": []}
+    assert view["docs"]["usage"]["total"]["output"] > 0
+
+
+class Sse:
+    """Reads a ``text/event-stream`` response event by event (comments as ``ping``)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._lines = response.iter_lines()
+
+    def next(self) -> tuple[str, dict[str, Any] | None, str | None]:
+        event, data, ident = "message", None, None
+        for line in self._lines:
+            if line.startswith(":"):
+                return "ping", None, None
+            if line == "":
+                if data is not None:
+                    return event, data, ident
+                continue
+            field, _, value = line.partition(": ")
+            if field == "event":
+                event = value
+            elif field == "data":
+                data = json.loads(value)
+            elif field == "id":
+                ident = value
+        raise EOFError("the stream ended")
+
+    def until(self, predicate: Any) -> list[tuple[str, dict[str, Any] | None, str | None]]:
+        seen = []
+        while True:
+            seen.append(self.next())
+            if predicate(*seen[-1]):
+                return seen
+
+
+def test_watch_streams_the_view_then_deltas_and_unmounts_on_disconnect(
+    running: Running, client: httpx.Client
+) -> None:
+    poll(client, submit(client, "first")["id"])
+    harness = running.host._actors[ACTOR].harness
+    with client.stream("GET", f"/v1/actors/{ACTOR}/conversations/1/watch") as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        stream = Sse(response)
+        event, frame, ident = stream.next()
+        assert event == "view" and ident is None and frame is not None
+        view = frame["value"]
+        assert texts(view["entries"]) == ["user: first", "assistant: echo: first"]
+        assert harness._mounts  # the watch is mounted while the client listens
+        poll(client, submit(client, "tools:1")["id"])
+        # Applying the deltas to the view reproduces the committed view.
+        seqs: list[int] = []
+
+        def answered(event: str, frame: dict[str, Any] | None, ident: str | None) -> bool:
+            nonlocal view
+            assert event == "delta" and frame is not None and ident == str(frame["seq"])
+            seqs.append(frame["seq"])
+            view = apply_ops(view, frame["ops"])
+            return "assistant: tools done" in texts(view["entries"])
+
+        stream.until(answered)
+        committed = client.get(f"/v1/actors/{ACTOR}/conversations/1/view").json()
+        if view != committed:  # commits after the answer: their deltas are on the way
+            stream.until(lambda *event: answered(*event) and view == committed)
+        assert view == committed
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+        kinds = [e["kind"] for e in view["entries"]]
+        assert kinds[2:] == ["user", "assistant", "tool_result", "assistant"]
+    # The client went away: the server stops the watch and drops the mount.
+    wait_until(lambda: not harness._mounts)
+    assert running.host.active == {ACTOR}
+
+
+def test_watch_sends_heartbeats_and_holds_the_actor_open(tmp_path: Path) -> None:
+    config = host_config(tmp_path / "data", idle_evict_s=0.2)
+    with serve_in_thread(config, heartbeat_s=0.1) as running, running.client() as client:
+        poll(client, submit(client, "hi")["id"])
+        before = snapshot(db_of(running))
+        with client.stream("GET", f"/v1/actors/{ACTOR}/conversations/1/watch") as response:
+            stream = Sse(response)
+            assert stream.next()[0] == "view"
+            pings = 0
+            started = time.monotonic()
+            while time.monotonic() - started < 1.0:  # five idle periods
+                event, _, _ = stream.next()
+                pings += event == "ping"
+            assert pings >= 3
+            assert running.host.active == {ACTOR}  # watched: never evicted
+        wait_until(lambda: not running.host.active)  # unwatched: evicted when idle
+        assert snapshot(db_of(running)) == before  # watching wrote nothing
+
+
+def test_watch_ends_with_an_end_event_when_the_host_shuts_down(tmp_path: Path) -> None:
+    with serve_in_thread(host_config(tmp_path / "data")) as running, running.client() as client:
+        poll(client, submit(client, "hi")["id"])
+        with client.stream("GET", f"/v1/actors/{ACTOR}/conversations/1/watch") as response:
+            stream = Sse(response)
+            assert stream.next()[0] == "view"
+            asked = time.monotonic()
+            running.server.should_exit = True
+            event, frame, _ = stream.next()
+            assert (event, frame) == ("end", {"type": "end", "reason": "shutting_down"})
+            with pytest.raises(EOFError):
+                stream.next()
+            assert time.monotonic() - asked < 5
+
+
+def test_abort_stops_the_run_and_answers_how_many_tasks_it_marked(
+    running: Running, client: httpx.Client
+) -> None:
+    gate = running.data_dir.parent / "gate"
+    busy = submit(client, f"gate:{gate}")
+    queued = submit(client, "queued")
+    wait_until(lambda: running_tasks(client) == ["perdure.generation"])
+    # A live task that is not a reminder is no timer to cancel.
+    [generation] = client.get(f"/v1/actors/{ACTOR}/tasks").json()["tasks"]
+    before = snapshot(db_of(running))
+    r = client.delete(f"/v1/actors/{ACTOR}/timers/{generation['id']}")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    assert snapshot(db_of(running)) == before
+    r = client.post(f"/v1/actors/{ACTOR}/conversations/1/abort", json={})
+    assert r.status_code == 200 and r.json() == {"aborted": 1}
+    assert poll(client, busy["id"])["reason"] == "aborted"
+    assert poll(client, queued["id"])["status"] == "unanswered"
+    assert client.get(f"/v1/actors/{ACTOR}/tasks").json()["tasks"] == []
+    # Idle: nothing to abort (an empty body is fine too). Background tasks (a reminder)
+    # survive a plain abort and go with background=true.
+    r = client.post(f"/v1/actors/{ACTOR}/conversations/1/abort")
+    assert r.status_code == 200 and r.json() == {"aborted": 0}
+    path = f"/v1/actors/{ACTOR}/conversations/1/reminders"
+    assert client.post(path, json={"message": "later", "after": 600}).status_code == 201
+    abort_path = f"/v1/actors/{ACTOR}/conversations/1/abort"
+    assert client.post(abort_path, json={"background": False}).json() == {"aborted": 0}
+    assert len(client.get(f"/v1/actors/{ACTOR}/timers").json()["timers"]) == 1
+    assert client.post(abort_path, json={"background": True}).json() == {"aborted": 1}
+    assert client.get(f"/v1/actors/{ACTOR}/timers").json()["timers"] == []
+
+
+def running_tasks(client: httpx.Client) -> list[str]:
+    tasks = client.get(f"/v1/actors/{ACTOR}/tasks").json()["tasks"]
+    return [t["kind"] for t in tasks if t["state"] == "running"]
+
+
+def test_fork_sees_the_history_up_to_its_entry_and_takes_an_agent_change(
+    running: Running, client: httpx.Client
+) -> None:
+    poll(client, submit(client, "one")["id"])
+    poll(client, submit(client, "two")["id"])
+    first_answer = entries_of(client)[1]
+    r = client.post(
+        f"/v1/actors/{ACTOR}/conversations/1/fork",
+        json={"at_entry": first_answer["id"], "agent": {"instructions": "be brief"}},
+    )
+    assert r.status_code == 201, r.text
+    child = r.json()["conversation_id"]
+    assert child > 1
+    assert texts(entries_of(client, child)) == ["user: one", "assistant: echo: one"]
+    agent = client.get(f"/v1/actors/{ACTOR}/conversations/{child}/view").json()["docs"]["agent"]
+    assert agent == {"model": "faux/faux-1", "tools": ["echo"], "instructions": "be brief"}
+    state = poll(client, submit(client, "three", conversation_id=child)["id"])
+    assert state["answer"]["text"] == "echo: three" and state["conversation_id"] == child
+    assert texts(entries_of(client, child)) == [
+        "user: one",
+        "assistant: echo: one",
+        "user: three",
+        "system: be brief",  # the changed instructions, recorded when the request is prepared
+        "assistant: echo: three",
+    ]
+    assert len(entries_of(client)) == 4  # the parent is untouched
+    # An entry the conversation cannot see is refused, and nothing is written.
+    before = snapshot(db_of(running))
+    child_entry = entries_of(client, child)[-1]["id"]
+    r = client.post(f"/v1/actors/{ACTOR}/conversations/1/fork", json={"at_entry": child_entry})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_entry"
+    assert snapshot(db_of(running)) == before
+
+
+def test_compact_summarizes_older_context_by_hand(tmp_path: Path) -> None:
+    settings = HarnessSettings(compaction=CompactionSettings(keep_recent_tokens=1))
+    config = host_config(tmp_path / "data", settings=settings)
+    with serve_in_thread(config) as running, running.client() as client:
+        for text in ("one", "two", "three"):
+            poll(client, submit(client, text)["id"])
+        r = client.post(
+            f"/v1/actors/{ACTOR}/conversations/1/compact", json={"instructions": "the numbers"}
+        )
+        assert r.status_code == 202, r.text
+        assert isinstance(r.json()["task"], int)
+        wait_until(lambda: not client.get(f"/v1/actors/{ACTOR}/tasks").json()["tasks"])
+        # The view keeps what the cut kept (the newest answer: keep_recent_tokens=1) and
+        # the summary marker; the five older messages were summarized with the focus.
+        kept, summary = entries_of(client)
+        assert texts([kept]) == ["assistant: echo: three"]
+        assert summary["kind"] == "compaction" and summary["head"] == kept["id"]
+        assert summary["data"] == {"reason": "manual"}
+        assert "summary of 5 lines; focus: the numbers" in summary["message"]["content"]
+        # The conversation goes on from the summary.
+        assert poll(client, submit(client, "four")["id"])["answer"]["text"] == "echo: four"
+
+
+def test_reset_starts_a_new_context_range_with_the_handoff(
+    running: Running, client: httpx.Client
+) -> None:
+    poll(client, submit(client, "old")["id"])
+    r = client.post(f"/v1/actors/{ACTOR}/conversations/1/reset", json={"handoff": "fresh start"})
+    assert r.status_code == 202, r.text
+    assert r.json()["type"] == "write" and r.json()["status"] == "done"
+    assert texts(entries_of(client)) == ["reset: fresh start"]
+    poll(client, submit(client, "new")["id"])
+    assert texts(entries_of(client)) == ["reset: fresh start", "user: new", "assistant: echo: new"]
+    # Without a body: a bare reset; with a request id: deduped.
+    r = client.post(f"/v1/actors/{ACTOR}/conversations/1/reset")
+    assert r.status_code == 202 and [e["kind"] for e in entries_of(client)] == ["reset"]
+    again = client.post(f"/v1/actors/{ACTOR}/conversations/1/reset", json={"request_id": "r-1"})
+    twice = client.post(f"/v1/actors/{ACTOR}/conversations/1/reset", json={"request_id": "r-1"})
+    assert again.json()["id"] == twice.json()["id"]
+
+
+def test_reminders_are_listed_cancelled_and_fire_once_when_due(
+    running: Running, client: httpx.Client
+) -> None:
+    poll(client, submit(client, "hi")["id"])
+    path = f"/v1/actors/{ACTOR}/conversations/1/reminders"
+    before = int(time.time() * 1000)
+    r = client.post(path, json={"message": "water the plants", "after": 3600})
+    assert r.status_code == 201, r.text
+    later = r.json()
+    assert before + 3_600_000 <= later["at"] <= int(time.time() * 1000) + 3_600_000
+    at = before + 7_200_000
+    r = client.post(path, json={"message": "at a time", "at": at})
+    assert r.status_code == 201 and r.json()["at"] == at
+    timers = client.get(f"/v1/actors/{ACTOR}/timers").json()
+    assert timers["next_wake"] == later["at"]
+    assert timers["timers"] == [
+        {
+            "task": later["task"],
+            "kind": "perdure.reminder",
+            "conversation_id": 1,
+            "at": later["at"],
+            "message": "water the plants",
+        },
+        {
+            "task": r.json()["task"],
+            "kind": "perdure.reminder",
+            "conversation_id": 1,
+            "at": at,
+            "message": "at a time",
+        },
+    ]
+    # Cancelled: gone from the list, and a second cancel is a 404.
+    r = client.delete(f"/v1/actors/{ACTOR}/timers/{later['task']}")
+    assert r.status_code == 200 and r.json() == {"task": later["task"], "cancelled": True}
+    assert [t["message"] for t in client.get(f"/v1/actors/{ACTOR}/timers").json()["timers"]] == [
+        "at a time"
+    ]
+    r = client.delete(f"/v1/actors/{ACTOR}/timers/{later['task']}")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    # One that fires: submitted to the conversation, answered like any input.
+    r = client.post(path, json={"message": "stretch", "after": 0.3})
+    assert r.status_code == 201
+    wait_until(lambda: "assistant: echo: stretch" in texts(entries_of(client)))
+    user = next(e for e in entries_of(client) if texts([e]) == ["user: stretch"])
+    sub = client.get(f"/v1/actors/{ACTOR}/submissions/{user['data']['submission']}").json()
+    assert sub["request_id"] == f"reminder:{r.json()['task']}"
+    assert [t["message"] for t in client.get(f"/v1/actors/{ACTOR}/timers").json()["timers"]] == [
+        "at a time"
+    ]
+
+
+def test_a_reminder_wakes_its_evicted_actor(tmp_path: Path) -> None:
+    config = host_config(tmp_path / "data", idle_evict_s=0.2)
+    with serve_in_thread(config) as running, running.client() as client:
+        poll(client, submit(client, "hi")["id"])
+        path = f"/v1/actors/{ACTOR}/conversations/1/reminders"
+        reminder = client.post(path, json={"message": "wake up", "after": 1.5}).json()
+        wait_until(lambda: not running.host.active)
+        assert running.host.wakes == {ACTOR: reminder["at"]}
+        wait_until(lambda: running.host.active == {ACTOR}, timeout=20)
+        wait_until(lambda: "assistant: echo: wake up" in texts(entries_of(client)))

@@ -19,17 +19,22 @@ __all__ = ["ApiConfig", "create_app"]
 @dataclass(frozen=True)
 class ApiConfig:
     """``token``: the bearer token every ``/v1/`` request must carry. ``max_body_bytes``:
-    larger bodies get ``413``. ``max_wait_s``: the cap on a long poll's ``wait``."""
+    larger bodies get ``413``. ``max_wait_s``: the cap on a long poll's ``wait``.
+    ``heartbeat_s``: a watch stream sends a ``: ping`` comment after this long without an
+    event (keeps proxies and clients from timing the stream out)."""
 
     token: str
     max_body_bytes: int = 1024 * 1024
     max_wait_s: float = 60.0
+    heartbeat_s: float = 15.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.token, str) or len(self.token) < 16:
             raise ValueError("the API token must be a string of at least 16 characters")
         if self.max_wait_s < 0:
             raise ValueError("max_wait_s must be >= 0")
+        if not self.heartbeat_s > 0:
+            raise ValueError("heartbeat_s must be > 0")
 
 
 def create_app(
@@ -63,7 +68,9 @@ def create_app(
         redoc_url=None,
     )
     app.state.host = host
-    app.state.api_settings = ApiSettings(max_wait_s=config.max_wait_s)
+    app.state.api_settings = ApiSettings(
+        max_wait_s=config.max_wait_s, heartbeat_s=config.heartbeat_s
+    )
     app.include_router(router)
     install_error_handlers(app)
     # Added last = outermost: authentication first, then the body limit.

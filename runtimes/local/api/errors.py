@@ -24,6 +24,7 @@ from core.errors import (
     SessionClosed,
     SessionPoisoned,
     StorageClosed,
+    TaskNotFound,
     UnknownRecord,
     UnknownTool,
 )
@@ -43,6 +44,7 @@ _MAPPED: tuple[tuple[type[Exception], int, str], ...] = (
     (ConversationBusy, 409, "conversation_busy"),
     (RequestIdConflict, 409, "request_id_conflict"),
     (UnknownRecord, 404, "not_found"),
+    (TaskNotFound, 404, "not_found"),
     (UnknownTool, 422, "unknown_tool"),
     (InvalidJson, 422, "invalid"),
     (SessionPoisoned, 503, "storage_failed"),

@@ -12,21 +12,36 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from core.errors import UnknownRecord
 from core.harness import AssistantMessage, Conversation, Harness, Submission
 from core.harness.messages import assistant_text, message_from_json
+from core.harness.reminders import MAX_DELAY_S, REMINDER
 from core.jsonvalue import JsonObject
 from core.records import MAX_ID, ROOT_CONVERSATION_ID
 from core.records import Submission as SubmissionRecord
 from runtimes.local.api.errors import ApiError, refused_input
 from runtimes.local.api.schemas import (
+    AbortBody,
+    Aborted,
     AgentChange,
     AgentState,
     Answer,
+    CompactBody,
+    CompactionStarted,
+    ConversationView,
     ErrorResponse,
+    ForkBody,
+    Forked,
     InputSubmission,
+    ReminderBody,
+    ReminderSet,
+    ResetBody,
     SubmissionAccepted,
     SubmissionBody,
     SubmissionState,
     TaskGraph,
+    Timer,
+    TimerCancelled,
+    Timers,
 )
+from runtimes.local.api.sse import WatchStream
 from runtimes.local.api.taskgraph import task_graph
 from runtimes.local.host import ACTOR_ID_PATTERN, ActorHost
 
@@ -37,9 +52,11 @@ _SETTLED = ("done", "unanswered")
 
 @dataclass(frozen=True)
 class ApiSettings:
-    """``max_wait_s`` caps a long poll's ``wait``."""
+    """``max_wait_s`` caps a long poll's ``wait``; ``heartbeat_s``: a watch stream sends a
+    ``: ping`` comment after this long without an event."""
 
     max_wait_s: float = 60.0
+    heartbeat_s: float = 15.0
 
 
 # Documents the scheme in OpenAPI; the BearerAuth middleware enforces it (see there why).
@@ -67,6 +84,7 @@ ActorId = Annotated[
 ]
 ConversationId = Annotated[int, Path(ge=1, le=MAX_ID)]
 SubmissionId = Annotated[int, Path(ge=1, le=MAX_ID)]
+TaskId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 413, 422, 423, 503)
@@ -173,13 +191,168 @@ async def tasks(actor: ActorId, host: HostDep) -> TaskGraph:
         return task_graph(harness.inspect())
 
 
-# Not here yet, each waiting for its core API (the routes go here, same shape as above):
-#   GET  /conversations/{cid}/view     Conversation.view()
-#   GET  /conversations/{cid}/watch    Conversation.watch() as SSE
-#   POST /conversations/{cid}/abort    Conversation.abort(background=...)
-#   POST /conversations/{cid}/fork     Conversation.fork(at_entry, ...)
-#   POST /conversations/{cid}/compact  Conversation.compact(instructions)
-#   GET  /timers                       reminders and ActorHost.wakes
+@router.get("/conversations/{conversation_id}/view", response_model=ConversationView)
+async def view(actor: ActorId, conversation_id: ConversationId, host: HostDep) -> ConversationView:
+    """The committed view of the conversation: its active entries (from the latest head
+    marker on) and its current documents (``agent``, ``live``, ``inbox``, ``usage``)."""
+    async with host.use(actor) as harness:
+        conversation = await harness.conversation(conversation_id)
+        value = await conversation.view()
+    return ConversationView.model_validate(value)
+
+
+@router.get(
+    "/conversations/{conversation_id}/watch",
+    status_code=200,
+    response_class=WatchStream,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "the event stream"}},
+)
+async def watch(
+    actor: ActorId, conversation_id: ConversationId, host: HostDep, settings: SettingsDep
+) -> WatchStream:
+    """Server-Sent Events: the committed view first (``event: view``), then one event per
+    commit that changed it (``event: delta``, ``id:`` its commit seq, JSON ops to apply to
+    the view), ``: ping`` comments while quiet, and ``event: end`` when the server ends
+    the stream (host shutting down, actor closed).
+
+    Resuming: a client that loses the stream reconnects and receives the current view
+    again, then deltas from there (``Last-Event-ID`` is not needed and is ignored). The
+    actor stays open while a watch is connected; the watch is stopped as soon as the
+    client disconnects."""
+    return WatchStream(host, actor, conversation_id, heartbeat_s=settings.heartbeat_s)
+
+
+@router.post("/conversations/{conversation_id}/abort", response_model=Aborted)
+async def abort(
+    actor: ActorId,
+    conversation_id: ConversationId,
+    host: HostDep,
+    body: Annotated[AbortBody | None, Body()] = None,
+) -> Aborted:
+    """Abort the conversation's foreground work (with ``background``: its background
+    tasks, reminders included, too) and withdraw its queued input, then wait until it is
+    idle. ``aborted``: how many tasks were marked (0 when it was idle)."""
+    background = body.background if body is not None else False
+    async with host.use(actor) as harness:
+        conversation = await harness.conversation(conversation_id)
+        finished, count = await host.until_shutdown(conversation.abort(background=background))
+    if not finished or count is None:
+        # The abort marks are committed and the work stops, but not before shutdown.
+        raise ApiError(503, "shutting_down", "the host is shutting down; the abort is recorded")
+    return Aborted(aborted=count)
+
+
+@router.post("/conversations/{conversation_id}/fork", status_code=201, response_model=Forked)
+async def fork(
+    actor: ActorId, conversation_id: ConversationId, body: ForkBody, host: HostDep
+) -> Forked:
+    """A new conversation that sees this one's history up to ``at_entry`` (nothing is
+    copied) with its documents per their fork policy; ``agent`` changes the child's agent.
+    ``422 invalid_entry`` when ``at_entry`` is not visible in this conversation."""
+    change = body.agent.model_dump(exclude_unset=True) if body.agent is not None else None
+    async with host.use(actor) as harness:
+        conversation = await harness.conversation(conversation_id)
+        with refused_input():
+            try:
+                child = await conversation.fork(body.at_entry, agent=change)
+            except UnknownRecord as error:
+                raise ApiError(422, "invalid_entry", str(error)) from error
+    return Forked(conversation_id=child.id)
+
+
+@router.post(
+    "/conversations/{conversation_id}/compact", status_code=202, response_model=CompactionStarted
+)
+async def compact(
+    actor: ActorId,
+    conversation_id: ConversationId,
+    host: HostDep,
+    body: Annotated[CompactBody | None, Body()] = None,
+) -> CompactionStarted:
+    """Start a compaction by hand (``instructions``: extra focus for the summary). The
+    summary lands at once when idle, else at the end of the current run; a conversation
+    too short to compact ends the task ``completed {skipped}``. Follow it with
+    ``GET .../tasks`` or the watch (a ``compaction`` entry)."""
+    instructions = body.instructions if body is not None else None
+    async with host.use(actor) as harness:
+        conversation = await harness.conversation(conversation_id)
+        with refused_input():
+            task = await conversation.compact(instructions)
+    return CompactionStarted(task=task)
+
+
+@router.post(
+    "/conversations/{conversation_id}/reset", status_code=202, response_model=SubmissionAccepted
+)
+async def reset(
+    actor: ActorId,
+    conversation_id: ConversationId,
+    host: HostDep,
+    body: Annotated[ResetBody | None, Body()] = None,
+) -> SubmissionAccepted:
+    """Start a new context range (nothing is deleted): the model sees only ``handoff`` (if
+    given) and what follows. A write submission: ``done`` at once when idle, else
+    ``queued`` until the current run ends."""
+    handoff = body.handoff if body is not None else None
+    request_id = body.request_id if body is not None else None
+    async with host.use(actor) as harness:
+        conversation = await harness.conversation(conversation_id)
+        with refused_input():
+            submission = await conversation.reset(handoff, request_id=request_id)
+        record = await submission.status()
+    return SubmissionAccepted.of(record)
+
+
+@router.post(
+    "/conversations/{conversation_id}/reminders", status_code=201, response_model=ReminderSet
+)
+async def remind(
+    actor: ActorId, conversation_id: ConversationId, body: ReminderBody, host: HostDep
+) -> ReminderSet:
+    """Submit ``message`` to the conversation later: at ``at`` (epoch ms; a past time fires
+    at once) or ``after`` seconds, at most a year ahead. A durable background timer: it
+    fires once, even across evictions and restarts. ``DELETE /timers/{task}`` cancels it."""
+    if body.at is not None and body.at > host.clock.now() + int(MAX_DELAY_S * 1000):
+        raise ApiError(422, "invalid", "a reminder may be set at most a year ahead")
+    async with host.use(actor) as harness:
+        conversation = await harness.conversation(conversation_id)
+        with refused_input():
+            task_id = await conversation.remind(body.message, at=body.at, after=body.after)
+        task = await harness.session.storage.task(task_id)
+    due = task.input.get("at") if task is not None and isinstance(task.input, dict) else None
+    if not isinstance(due, int):  # pragma: no cover - the reminder task records its time
+        raise ApiError(500, "internal", "the reminder has no due time")
+    return ReminderSet(task=task_id, at=due)
+
+
+@router.get("/timers", response_model=Timers)
+async def timers(actor: ActorId, host: HostDep) -> Timers:
+    """Live tasks waiting for a time, soonest first: reminders (with their message) and
+    the harness's own waits (model retry backoff, deferred polls); and ``next_wake``, when
+    the actor next has work (the time the host wakes it at if it is evicted)."""
+    async with host.use(actor) as harness:
+        pending = harness.timers()
+        wake = harness.next_wake()
+    return Timers(timers=[Timer.model_validate(t) for t in pending], next_wake=wake)
+
+
+@router.delete("/timers/{task_id}", response_model=TimerCancelled)
+async def cancel_timer(actor: ActorId, task_id: TaskId, host: HostDep) -> TimerCancelled:
+    """Cancel a pending reminder by aborting its task. ``404 not_found`` for an unknown
+    task, a task that is not a reminder, or a reminder no longer pending; ``409
+    already_fired`` if it fired while being cancelled."""
+    async with host.use(actor) as harness:
+        pending = {t["task"]: t for t in harness.timers()}
+        if pending.get(task_id, {}).get("kind") != REMINDER:
+            raise ApiError(404, "not_found", f"no pending reminder {task_id}")
+        await harness.abort_task(task_id)
+        finished, ended = await host.until_shutdown(harness.wait_for_task(task_id))
+    if not finished or ended is None:
+        raise ApiError(503, "shutting_down", "the host is shutting down; the abort is recorded")
+    outcome = ended.outcome
+    if outcome is not None and outcome.kind == "completed":
+        raise ApiError(409, "already_fired", f"reminder {task_id} fired before it was cancelled")
+    return TimerCancelled(task=task_id)
 
 
 async def _conversation(harness: Harness, cid: int, default_agent: JsonObject) -> Conversation:

@@ -8,25 +8,39 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from core import json_copy
 from core.harness import WhenBusy
+from core.harness.reminders import MAX_DELAY_S, MAX_REMINDER_CHARS
 from core.records import MAX_ID, SubmissionStatus, SubmissionType
 from core.records import Submission as SubmissionRecord
 
 __all__ = [
+    "AbortBody",
+    "Aborted",
     "AgentChange",
     "AgentState",
     "Answer",
+    "CompactBody",
+    "CompactionStarted",
+    "ConversationView",
     "ErrorDetail",
     "ErrorResponse",
+    "ForkBody",
+    "Forked",
     "InputSubmission",
+    "ReminderBody",
+    "ReminderSet",
+    "ResetBody",
     "SubmissionAccepted",
     "SubmissionBody",
     "SubmissionState",
     "TaskGraph",
     "TaskNode",
+    "Timer",
+    "TimerCancelled",
+    "Timers",
     "WriteEntry",
     "WriteSubmission",
 ]
@@ -180,6 +194,113 @@ class TaskNode(BaseModel):
 class TaskGraph(BaseModel):
     scheduling: Literal["paused", "running", "closing"]
     tasks: list[TaskNode]
+
+
+class ConversationView(BaseModel):
+    """The committed view of a conversation, as its watch's first frame carries it."""
+
+    conversation: dict[str, Any] = Field(description="the conversation record")
+    entries: list[dict[str, Any]] = Field(description="the active entries, oldest first")
+    docs: dict[str, Any] = Field(
+        description="current documents by name (kind, or kind/key): agent, live, inbox, usage"
+    )
+
+
+class AbortBody(BaseModel):
+    """Abort the conversation's foreground work; ``background`` too with ``true``."""
+
+    model_config = _STRICT
+
+    background: bool = False
+
+
+class Aborted(BaseModel):
+    aborted: int = Field(description="how many tasks were marked; the conversation is idle now")
+
+
+class ForkBody(BaseModel):
+    """Fork at ``at_entry`` (an entry visible in the conversation), optionally changing
+    the child's agent (same fields as ``PATCH .../agent``)."""
+
+    model_config = _STRICT
+
+    at_entry: Annotated[int, Field(ge=1, le=MAX_ID, description="the last entry the fork sees")]
+    agent: AgentChange | None = None
+
+
+class Forked(BaseModel):
+    conversation_id: int = Field(description="the new conversation")
+
+
+class CompactBody(BaseModel):
+    model_config = _STRICT
+
+    instructions: str | None = Field(
+        None, min_length=1, max_length=20_000, description="extra focus for the summary"
+    )
+
+
+class CompactionStarted(BaseModel):
+    task: int = Field(description="the compaction task (see GET .../tasks)")
+
+
+class ResetBody(BaseModel):
+    """Start a new context range; the model then sees only ``handoff`` and what follows."""
+
+    model_config = _STRICT
+
+    handoff: str | None = Field(None, min_length=1, description="what the new range starts with")
+    request_id: RequestId | None = None
+
+
+class ReminderBody(BaseModel):
+    """Exactly one of ``at`` (epoch milliseconds; a past time fires at once) and ``after``
+    (seconds from now)."""
+
+    model_config = _STRICT
+
+    message: str = Field(min_length=1, max_length=MAX_REMINDER_CHARS)
+    at: int | None = Field(None, ge=0, description="when, in epoch milliseconds")
+    after: float | None = Field(None, gt=0, le=MAX_DELAY_S, description="when, in seconds from now")
+
+    @field_validator("message")
+    @classmethod
+    def _not_blank(cls, message: str) -> str:
+        if not message.strip():
+            raise ValueError("message must not be blank")
+        return message
+
+    @model_validator(mode="after")
+    def _one_time(self) -> ReminderBody:
+        if (self.at is None) == (self.after is None):
+            raise ValueError("give exactly one of 'at' and 'after'")
+        return self
+
+
+class ReminderSet(BaseModel):
+    task: int = Field(description="the reminder's timer task; DELETE /timers/{task} cancels it")
+    at: int = Field(description="when it fires, epoch ms")
+
+
+class Timer(BaseModel):
+    task: int
+    kind: str = Field(description="perdure.reminder, or the harness's own waits (retry, poll)")
+    conversation_id: int
+    at: int = Field(description="epoch ms")
+    message: str | None = Field(None, description="a reminder's message")
+
+
+class Timers(BaseModel):
+    timers: list[Timer] = Field(description="live tasks waiting for a time, soonest first")
+    next_wake: int | None = Field(
+        description="when the actor must run next (epoch ms; now when work is runnable), "
+        "or null when nothing is due"
+    )
+
+
+class TimerCancelled(BaseModel):
+    task: int
+    cancelled: bool = True
 
 
 class ErrorDetail(BaseModel):

@@ -1,0 +1,264 @@
+"""``perdure chat`` in a pseudo-terminal (pexpect) against a host process.
+
+The host's model streams slowly and has a tool round that waits for a gate file (see
+``tests.local.chat_host``). Every wait is an ``expect`` on what the chat prints, never a
+sleep; timeouts are generous for a loaded machine.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pexpect
+import pytest
+from rich.console import Console
+
+from runtimes.local.chat import Screen, Transcript, sse_events
+from tests.local.support import ROOT, TOKEN, stop
+
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A chat host process: its URL and the gate file its ``wait_gate`` tool waits for."""
+    root = tmp_path_factory.mktemp("chat")
+    gate = root / "gate"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-u",
+            "-m",
+            "tests.local.chat_host",
+            "--data",
+            str(root / "data"),
+            "--gate",
+            str(gate),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    try:
+        url = str(json.loads(line)["url"])
+    except (ValueError, KeyError):
+        raise AssertionError(f"chat host did not start: {line}{stop(proc)}") from None
+    try:
+        yield url, gate
+    finally:
+        stop(proc)
+
+
+def chat(url: str, actor: str, token: str = TOKEN) -> Any:
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "runtimes.local.cli", "chat", actor, "--url", url, "--token", token],
+        cwd=str(ROOT),
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TERM": "dumb", "COLUMNS": "200"},
+        encoding="utf-8",
+        codec_errors="replace",
+        timeout=TIMEOUT,
+        dimensions=(50, 200),
+    )
+    return child
+
+
+def api(url: str) -> httpx.Client:
+    return httpx.Client(base_url=url, headers={"authorization": f"Bearer {TOKEN}"}, timeout=30)
+
+
+def finish(child: Any) -> int:
+    child.expect(pexpect.EOF)
+    child.close()
+    status: int = child.exitstatus
+    return status
+
+
+def test_chat_streams_the_answer_shows_tools_and_steers_the_run(host: tuple[str, Path]) -> None:
+    url, gate = host
+    child = chat(url, "alice")
+    try:
+        child.expect_exact("your first message starts it")
+        child.expect_exact("you> ")
+        child.sendline("plan the trip")
+        child.expect_exact("agent> Checking the gate first.")
+        child.expect_exact('⚙ wait_gate {"why": "the plan"}')
+        # Typed while the agent works: sent as a steer, queued until the tool round ends.
+        child.sendline("also mention steering")
+        child.expect_exact("(queued: it steers the current run")
+        gate.touch()
+        child.expect_exact("↳ gate open (the plan)")
+        child.expect_exact("agent> steered: also mention steering")
+        child.expect_exact("you> ")
+        child.sendline("/quit")
+        assert finish(child) == 0
+    finally:
+        child.close(force=True)
+    # The steer joined the run: one answer settles both inputs.
+    with api(url) as c:
+        entries = c.get("/v1/actors/alice/conversations/1/view").json()["entries"]
+        assert [e["kind"] for e in entries] == [
+            "user",
+            "assistant",
+            "tool_result",
+            "user",
+            "assistant",
+        ]
+        submissions = [
+            c.get(f"/v1/actors/alice/submissions/{e['data']['submission']}").json()
+            for e in entries
+            if e["kind"] == "user"
+        ]
+        assert [s["status"] for s in submissions] == ["done", "done"]
+        assert {s["answer"]["entry"]["id"] for s in submissions} == {entries[-1]["id"]}
+    # A new chat on the same conversation shows the recent history; Ctrl-D leaves.
+    child = chat(url, "alice")
+    try:
+        child.expect_exact("» plan the trip")
+        child.expect_exact("agent> steered: also mention steering")
+        child.expect_exact("you> ")
+        child.sendeof()
+        assert finish(child) == 0
+    finally:
+        child.close(force=True)
+
+
+def test_ctrl_c_aborts_a_streaming_answer_then_exits_when_idle(host: tuple[str, Path]) -> None:
+    url, _ = host
+    child = chat(url, "bob")
+    try:
+        child.expect_exact("you> ")
+        child.sendline("long")
+        child.expect_exact("agent> word0 ")
+        child.expect_exact("word5 ")  # streamed: the answer is far from done (word399)
+        child.sendintr()
+        child.expect_exact("[aborted]")
+        child.expect_exact("[run aborted (1 task)]")
+        child.expect_exact("you> ")
+        assert "word399" not in child.before
+        # Still usable after an abort.
+        child.sendline("still there?")
+        child.expect_exact("agent> echo: still there?")
+        child.expect_exact("you> ")
+        child.sendintr()  # idle: Ctrl-C leaves
+        assert finish(child) == 0
+    finally:
+        child.close(force=True)
+    with api(url) as c:
+        entries = c.get("/v1/actors/bob/conversations/1/view").json()["entries"]
+        aborted = entries[1]
+        assert aborted["kind"] == "assistant"
+        assert aborted["message"]["stop_reason"] == "aborted"
+        assert "word5 " in aborted["message"]["content"][0]["text"]
+        sub = c.get(f"/v1/actors/bob/submissions/{entries[0]['data']['submission']}").json()
+        assert (sub["status"], sub["reason"]) == ("unanswered", "aborted")
+
+
+def test_a_bad_token_or_an_unreachable_url_is_an_error_and_exit_code_1(
+    host: tuple[str, Path],
+) -> None:
+    url, _ = host
+    child = chat(url, "alice", token="wrong-token-0123456789")
+    try:
+        child.expect_exact("error: 401 unauthorized")
+        assert finish(child) == 1
+    finally:
+        child.close(force=True)
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    child = chat(closed, "alice")
+    try:
+        child.expect_exact(f"error: cannot reach {closed}")
+        assert finish(child) == 1
+    finally:
+        child.close(force=True)
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _lines(*items: str) -> Any:
+    async def gen() -> Any:
+        for item in items:
+            yield item
+
+    return gen()
+
+
+async def test_sse_events_parse_events_ids_and_multiline_data_and_skip_comments() -> None:
+    lines = _lines(
+        "event: view", 'data: {"type": "view"}', "", ": ping", "",
+        "event: delta", "id: 7", 'data: {"a":', "data: 1}", "", "data: 2", "",
+    )  # fmt: skip
+    events = [e async for e in sse_events(lines)]
+    assert events == [("view", {"type": "view"}), ("delta", {"a": 1}), ("message", 2)]
+
+
+def _user(id: int, text: str, submission: int) -> dict[str, Any]:
+    message = {"role": "user", "content": text}
+    return {"id": id, "kind": "user", "message": message, "data": {"submission": submission}}
+
+
+def _assistant(id: int, task: int, *blocks: Any, stop: str = "stop") -> dict[str, Any]:
+    content = [{"type": "text", "text": b} if isinstance(b, str) else b for b in blocks]
+    message = {"role": "assistant", "content": content, "stop_reason": stop}
+    return {"id": id, "kind": "assistant", "message": message, "by_task_id": task}
+
+
+def _view(entries: list[Any], live: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"entries": entries, "docs": {"live": live or {}, "inbox": {"items": []}}}
+
+
+def _partial(task: int, text: str) -> dict[str, Any]:
+    partial = {"role": "assistant", "content": [{"type": "text", "text": text}]}
+    return {"run": {}, "generation": {"task": task, "partial": partial}}
+
+
+def test_the_transcript_streams_partials_then_finishes_with_the_entry() -> None:
+    out = io.StringIO()
+    screen = Screen(Console(file=out, width=200, color_system=None, soft_wrap=True))
+    t = Transcript(screen, own={10})
+    asked = _user(1, "hi", 10)
+    t.show(_view([asked], _partial(5, "Hel")))
+    assert t.busy and out.getvalue() == "agent> Hel"
+    t.show(_view([asked], _partial(5, "Hello, wor")))
+    screen.write("\n(queued)\n")  # other output in between: the stream is labelled again
+    t.show(_view([asked], _partial(5, "Hello, world")))
+    call = {"type": "tool_call", "id": "c1", "name": "echo", "arguments": {"text": "x"}}
+    result = {
+        "id": 4,
+        "kind": "tool_result",
+        "message": {"role": "tool_result", "content": "one\ntwo\nthree\nfour", "is_error": False},
+    }
+    t.show(_view([asked, _assistant(3, 5, "Hello, world!", call), result], {"run": {}}))
+    retry = {"task": 6, "retry": {"at": 1, "attempt": 2, "error": "overloaded"}}
+    t.show(_view([], {"run": {}, "generation": retry}))
+    t.show(_view([_user(7, "from a reminder", 11), _assistant(8, 6, stop="aborted")]))
+    assert not t.busy
+    assert out.getvalue().splitlines() == [
+        "agent> Hello, wor",
+        "(queued)",
+        "agent> … ld!",
+        '  ⚙ echo {"text": "x"}',
+        "  ↳ one",
+        "    two",
+        "    three",
+        "    (+1 lines)",
+        "[overloaded: retrying (attempt 2)]",
+        "» from a reminder",
+        "agent> [aborted]",
+    ]
