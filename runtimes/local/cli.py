@@ -12,7 +12,7 @@ import typer
 __all__ = ["app", "main"]
 
 app = typer.Typer(help="perdure: a durable agent harness.", no_args_is_help=True)
-demo_app = typer.Typer(help="Runnable demonstrations.", no_args_is_help=True)
+demo_app = typer.Typer(help="Runnable demonstrations.")
 app.add_typer(demo_app, name="demo")
 
 
@@ -25,6 +25,23 @@ def _mount_sandbox_commands() -> None:
 
 
 _mount_sandbox_commands()
+
+
+@demo_app.callback(invoke_without_command=True)
+def demo(
+    ctx: typer.Context,
+    workdir: Annotated[
+        Path | None,
+        typer.Option(help="keep the demo's files (actors, sandbox, logs) in this new directory"),
+    ] = None,
+) -> None:
+    """The travel agent: kill -9 mid-tools, resume, and a reminder across eviction."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from runtimes.local.demo.run import run_demo
+
+    if not run_demo(workdir):
+        raise typer.Exit(1)
 
 
 @demo_app.command("counter")
@@ -134,6 +151,29 @@ def inspect_actor(
         typer.echo(f"error: {error}{hint}", err=True)
         raise typer.Exit(1) from None
     Console(width=int(os.environ.get("COLUMNS", "100"))).print(render_task_graph(actor, graph))
+
+
+@app.command("chat")
+def chat(
+    actor: Annotated[str, typer.Argument(help="the actor (conversation-tree) id")] = "demo",
+    url: Annotated[
+        str, typer.Option(envvar="PERDURE_URL", help="the host's URL (perdure dev prints it)")
+    ] = "http://127.0.0.1:8787",
+    token: Annotated[
+        str | None, typer.Option(envvar="PERDURE_TOKEN", help="the host's API token")
+    ] = None,
+    conversation: Annotated[
+        int, typer.Option(min=1, help="the conversation to talk in (1: the root)")
+    ] = 1,
+) -> None:
+    """Talk to an actor: lines you type are sent (while it works, they steer it); its
+    answers stream in. Ctrl-C aborts the run; Ctrl-C when idle, Ctrl-D or /quit exits."""
+    from runtimes.local.chat import ChatOptions, chat_main
+
+    if not token:
+        raise typer.BadParameter("--token (or PERDURE_TOKEN) is required")
+    code = chat_main(ChatOptions(url=url, token=token, actor=actor, conversation_id=conversation))
+    raise typer.Exit(code)
 
 
 def main() -> None:

@@ -182,6 +182,7 @@ PINNED: dict[str, list[str]] = {
         "HostClosed",
         "HostConfig",
         "HostError",
+        "HostObserver",
         "InvalidActorId",
         "Reporter",
         "UnknownActor",

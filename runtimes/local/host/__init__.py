@@ -3,7 +3,7 @@
 See :mod:`runtimes.local.host.host` for the life of an actor.
 """
 
-from runtimes.local.host.config import ActorEnvProvider, HostConfig, Reporter
+from runtimes.local.host.config import ActorEnvProvider, HostConfig, HostObserver, Reporter
 from runtimes.local.host.errors import (
     ActorLocked,
     HostClosed,
@@ -25,6 +25,7 @@ __all__ = [
     "HostClosed",
     "HostConfig",
     "HostError",
+    "HostObserver",
     "InvalidActorId",
     "Reporter",
     "UnknownActor",

@@ -310,6 +310,7 @@ class ActorHost:
 
         entry.harness.session.subscribe(on_commit)
         entry.harness.resume()
+        self._observe(entry.name, "activated", None)
         return entry
 
     async def _probe(self, name: str) -> None:
@@ -377,6 +378,14 @@ class ActorHost:
             self._wakes.set(entry.name, wake)
         del self._actors[entry.name]
         await entry.close()
+        self._observe(entry.name, "evicted", wake)
+
+    def _observe(self, name: str, event: str, wake: int | None) -> None:
+        if self.config.observe is not None:
+            try:
+                self.config.observe(name, event, wake)
+            except Exception as error:
+                self._report(name, error)
 
     async def _retire(self, entry: Actor) -> None:
         """After a request: discard a fresh actor its failed request created, or close
