@@ -176,10 +176,13 @@ def serve_in_thread(
         assert not thread.is_alive(), "server did not stop"
 
 
-def start_host_process(data_dir: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
-    """``tests/local/host_proc.py`` in a subprocess; returns it and its URL."""
+def start_host_process(
+    data_dir: Path, *extra: str, module: str = "tests.local.host_proc"
+) -> tuple[subprocess.Popen[str], str]:
+    """A host process (``module``, by default ``tests/local/host_proc.py``) that prints
+    its URL as the JSON line ``{"url": ...}``; returns it and its URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-u", "-m", "tests.local.host_proc", "--data", str(data_dir), *extra],
+        [sys.executable, "-u", "-m", module, "--data", str(data_dir), *extra],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

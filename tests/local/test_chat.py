@@ -8,10 +8,8 @@ sleep; timeouts are generous for a loaded machine.
 from __future__ import annotations
 
 import io
-import json
 import os
 import socket
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +21,7 @@ import pytest
 from rich.console import Console
 
 from runtimes.local.chat import Screen, Transcript, sse_events
-from tests.local.support import ROOT, TOKEN, stop
+from tests.local.support import ROOT, TOKEN, start_host_process, stop
 
 TIMEOUT = 60
 
@@ -33,29 +31,9 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]
     """A chat host process: its URL and the gate file its ``wait_gate`` tool waits for."""
     root = tmp_path_factory.mktemp("chat")
     gate = root / "gate"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-u",
-            "-m",
-            "tests.local.chat_host",
-            "--data",
-            str(root / "data"),
-            "--gate",
-            str(gate),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    proc, url = start_host_process(
+        root / "data", "--gate", str(gate), module="tests.local.chat_host"
     )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    try:
-        url = str(json.loads(line)["url"])
-    except (ValueError, KeyError):
-        raise AssertionError(f"chat host did not start: {line}{stop(proc)}") from None
     try:
         yield url, gate
     finally:

@@ -184,42 +184,31 @@ def test_recovery_settles_interrupted_file_mutations_by_hash(tmp_path: Path) -> 
 def test_a_command_whose_process_was_never_recorded_never_runs(tmp_path: Path) -> None:
     """The server dies between spawning a command and recording its process group in the
     op log: the gate it holds closes with it, so the command does nothing (a restarted
-    server could not have found and killed it)."""
+    server could not have found and killed it). Released, the same command runs."""
     from remote_env.server.executor import CommandRun
 
-    async def scenario() -> tuple[int | None, bool]:
-        run_ = CommandRun(
-            log_path=tmp_path / "op.log", max_output_bytes=1024, on_output=lambda _: None
+    async def attempt(released: bool) -> tuple[int | None, bool]:
+        effect = tmp_path / "effect.txt"
+        effect.unlink(missing_ok=True)
+        command = CommandRun(
+            log_path=tmp_path / f"op-{released}.log",
+            max_output_bytes=1024,
+            on_output=lambda _: None,
         )
-        await run_.start(
-            "echo ran > effect.txt",
+        await command.start(
+            f"echo ran > {effect}",
             cwd=str(tmp_path),
             env=None,
             home=str(tmp_path),
             user=None,
             group=None,
         )
-        run_._close_gate()  # the server's end of the gate goes away (as when it dies)
-        outcome = await run_.wait(10)
-        return outcome.output.exit_code, (tmp_path / "effect.txt").exists()
+        if released:
+            command.release()
+        else:
+            command._close_gate()  # the server's end of the gate goes away (as when it dies)
+        outcome = await command.wait(10)
+        return outcome.output.exit_code, effect.exists()
 
-    exit_code, ran = run(scenario())
-    assert exit_code == 125 and not ran
-
-    async def released() -> bool:
-        run_ = CommandRun(
-            log_path=tmp_path / "op2.log", max_output_bytes=1024, on_output=lambda _: None
-        )
-        await run_.start(
-            "echo ran > effect.txt",
-            cwd=str(tmp_path),
-            env=None,
-            home=str(tmp_path),
-            user=None,
-            group=None,
-        )
-        run_.release()
-        outcome = await run_.wait(10)
-        return outcome.output.exit_code == 0 and (tmp_path / "effect.txt").read_text() == "ran\n"
-
-    assert run(released())
+    assert run(attempt(released=False)) == (125, False)
+    assert run(attempt(released=True)) == (0, True)
