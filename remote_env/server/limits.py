@@ -18,8 +18,6 @@ class BodyLimit:
     """
 
     def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
-        if max_bytes < 0:
-            raise ValueError("max_bytes must be >= 0")
         self.app = app
         self.max_bytes = max_bytes
 
