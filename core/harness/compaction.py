@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal, cast
 
 from core.harness.context import ContextView, derive_context
-from core.harness.docs import INBOX, LIVE
+from core.harness.docs import LIVE
 from core.harness.messages import (
     AssistantMessage,
     Message,
@@ -41,10 +41,10 @@ from core.harness.messages import (
     message_to_json,
 )
 from core.harness.models import ModelError, ModelRequest, StreamDone
-from core.harness.runs import add_usage, place_write, queue_item
+from core.harness.runs import add_usage, admit_write, new_submission
 from core.harness.settings import CompactionSettings
 from core.jsonvalue import JsonObject
-from core.records import Completed, Entry, ErrorInfo, Failed, Submission, Task, Waiting
+from core.records import Completed, Entry, ErrorInfo, Failed, Task, Waiting
 from core.session.session import ensure_outside_commit
 from core.session.transaction import Tx
 from core.tasks.definition import TaskDefinition, define_task
@@ -354,24 +354,11 @@ async def _place_summary(
         "data": {"reason": _reason(task)},
         "head": first_kept,
     }
-    live = await tx.doc(LIVE, conv)
-    inbox = await tx.doc(INBOX, conv)
-    running = isinstance(live.value, dict) and "run" in live.value
-    queued = isinstance(inbox.value, dict) and bool(inbox.value.get("items"))
-    record = Submission(
-        id=await tx.mint_id(),
-        conversation_id=conv,
-        type="write",
-        status="queued",
-        request_id=f"compaction:{task.id}",
-        created_at=tx.now(),
-    )
-    if task.owner is not None or (not running and not queued):
-        placed = await place_write(tx, record, draft)
-        return Completed({"submission": placed.id, "entry": placed.entry})
-    tx.put_submission(record)
-    queue_item(inbox, record, {"entry": draft})
-    return Completed({"submission": record.id})
+    record = await new_submission(tx, conv, "write", f"compaction:{task.id}")
+    sub = await admit_write(tx, record, draft, at_once=task.owner is not None)
+    if sub.status == "queued":
+        return Completed({"submission": sub.id})
+    return Completed({"submission": sub.id, "entry": sub.entry})
 
 
 def _reason(task: Task) -> str:

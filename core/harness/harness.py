@@ -40,9 +40,12 @@ from core.harness.models import Models
 from core.harness.registry import Registry, ResolvedAgent
 from core.harness.reminders import RemindArgs, pending_timers, start_reminder
 from core.harness.runs import (
+    admit_write,
     final_boundary,
+    inbox_items,
+    is_running,
+    new_submission,
     place_input,
-    place_write,
     queue_item,
     start_run,
     withdraw_inputs,
@@ -706,18 +709,11 @@ class Conversation:
                 return existing
             live = await tx.doc(LIVE, self.id)
             inbox = await tx.doc(INBOX, self.id)
-            running = isinstance(live.value, dict) and "run" in live.value
-            queued = bool(_items(inbox.value))
+            running = is_running(live.value)
+            queued = bool(inbox_items(inbox.value))
             if running and when_busy == "reject":
                 raise ConversationBusy(f"conversation {self.id} is busy")
-            record = SubmissionRecord(
-                id=await tx.mint_id(),
-                conversation_id=self.id,
-                type="input",
-                status="queued",
-                request_id=request_id,
-                created_at=tx.now(),
-            )
+            record = await new_submission(tx, self.id, "input", request_id)
             if not running and not queued:
                 placed = await place_input(tx, record, content)
                 await start_run(tx, self.id, [placed])
@@ -810,22 +806,8 @@ class Conversation:
             existing = await _seen(tx, self.id, request_id, "write")
             if existing is not None:
                 return existing
-            live = await tx.doc(LIVE, self.id)
-            inbox = await tx.doc(INBOX, self.id)
-            record = SubmissionRecord(
-                id=await tx.mint_id(),
-                conversation_id=self.id,
-                type="write",
-                status="queued",
-                request_id=request_id,
-                created_at=tx.now(),
-            )
-            busy = (isinstance(live.value, dict) and "run" in live.value) or _items(inbox.value)
-            if not busy:
-                return await place_write(tx, record, draft)
-            tx.put_submission(record)
-            queue_item(inbox, record, {"entry": draft})
-            return record
+            record = await new_submission(tx, self.id, "write", request_id)
+            return await admit_write(tx, record, draft)
 
         record = await h.session.commit(admit)
         return Submission(h, record.id, self.id)
@@ -928,7 +910,7 @@ class Conversation:
     async def busy(self) -> bool:
         live = await self._h.session.document_value(LIVE, self.id)
         inbox = await self._h.session.document_value(INBOX, self.id)
-        return (isinstance(live, dict) and "run" in live) or bool(_items(inbox))
+        return is_running(live) or bool(inbox_items(inbox))
 
 
 @dataclass(frozen=True)
@@ -971,7 +953,9 @@ class Submission:
             inbox = await tx.doc(INBOX, record.conversation_id)
             if isinstance(inbox.value, dict):
                 inbox.value["items"] = [
-                    i for i in _items(inbox.value) if isinstance(i, dict) and i.get("id") != self.id
+                    i
+                    for i in inbox_items(inbox.value)
+                    if isinstance(i, dict) and i.get("id") != self.id
                 ]
             tx.put_submission(
                 SubmissionRecord(
@@ -1005,11 +989,6 @@ async def _seen(
             f"Request {request_id} already identifies a submission of type {existing.type}"
         )
     return existing
-
-
-def _items(inbox: JsonValue) -> list[JsonValue]:
-    items = inbox.get("items") if isinstance(inbox, dict) else None
-    return items if isinstance(items, list) else []
 
 
 _HARNESS_KINDS = ("user", "assistant", "tool_result", "system", "compaction", "reset")

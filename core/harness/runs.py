@@ -36,7 +36,11 @@ __all__ = [
     "GENERATION",
     "TOOL",
     "add_usage",
+    "admit_write",
     "final_boundary",
+    "inbox_items",
+    "is_running",
+    "new_submission",
     "place_input",
     "place_write",
     "post_tools_boundary",
@@ -90,6 +94,45 @@ def run_inputs(live: DocHandle) -> list[JsonObject]:
     run = _obj(live).get("run")
     inputs = run.get("inputs") if isinstance(run, dict) else None
     return [i for i in inputs if isinstance(i, dict)] if isinstance(inputs, list) else []
+
+
+def is_running(live: JsonValue) -> bool:
+    """Whether a ``live`` document value has a run in progress."""
+    return isinstance(live, dict) and "run" in live
+
+
+def inbox_items(inbox: JsonValue) -> list[JsonValue]:
+    """The queued items of an ``inbox`` document value."""
+    items = inbox.get("items") if isinstance(inbox, dict) else None
+    return items if isinstance(items, list) else []
+
+
+async def new_submission(
+    tx: Tx, conversation_id: int, type: Literal["input", "write"], request_id: str | None
+) -> Submission:
+    """A fresh ``queued`` submission record (not yet staged)."""
+    return Submission(
+        id=await tx.mint_id(),
+        conversation_id=conversation_id,
+        type=type,
+        status="queued",
+        request_id=request_id,
+        created_at=tx.now(),
+    )
+
+
+async def admit_write(
+    tx: Tx, sub: Submission, draft: JsonObject, *, at_once: bool = False
+) -> Submission:
+    """Place a write at once when its conversation is idle (or ``at_once``), else queue it
+    for the next boundary."""
+    live = await tx.doc(LIVE, sub.conversation_id)
+    inbox = await tx.doc(INBOX, sub.conversation_id)
+    if at_once or not (is_running(live.value) or inbox_items(inbox.value)):
+        return await place_write(tx, sub, draft)
+    tx.put_submission(sub)
+    queue_item(inbox, sub, {"entry": draft})
+    return sub
 
 
 def queue_item(inbox: DocHandle, sub: Submission, payload: JsonObject) -> None:

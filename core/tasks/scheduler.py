@@ -107,7 +107,8 @@ class Inspection:
 
 
 class Scheduler:
-    """Runs the tasks of one session. Create it, ``await open()``, then ``resume()``."""
+    """Runs the tasks of one session: construct it, await its ``open`` method, then call
+    ``resume``."""
 
     def __init__(
         self,
