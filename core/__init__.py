@@ -11,6 +11,7 @@ from core.engine import Engine
 from core.errors import (
     DocumentError,
     InvalidCursor,
+    InvalidInput,
     InvalidJson,
     InvocationEnded,
     PerdureError,
@@ -68,6 +69,7 @@ __all__ = [
     "Failed",
     "Faulted",
     "InvalidCursor",
+    "InvalidInput",
     "InvalidJson",
     "InvocationEnded",
     "JsonObject",

@@ -3,7 +3,8 @@
 ::
 
     PerdureError
-    ├── InvalidJson            a value is not plain JSON; refused before any write
+    ├── InvalidInput           bad input, refused before any write (the API's 422)
+    │   └── InvalidJson        a value is not plain JSON, or cannot be stored and served back
     ├── StorageError           raised by a Storage adapter
     │   ├── StorageRejected    guaranteed no effect; the session stays usable
     │   │   ├── StorageClosed        the storage was closed
@@ -40,6 +41,7 @@ __all__ = [
     "DocumentError",
     "HarnessError",
     "InvalidCursor",
+    "InvalidInput",
     "InvalidJson",
     "InvocationEnded",
     "PerdureError",
@@ -67,7 +69,18 @@ class PerdureError(Exception):
     """Base class of every error the core raises on purpose."""
 
 
-class InvalidJson(PerdureError, ValueError):
+class InvalidInput(PerdureError, ValueError):
+    """Input the core refuses before writing anything; every host's API answers 422.
+
+    ``field`` names where the bad value sits (``"content.data.items[3]"``) when known.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class InvalidJson(InvalidInput):
     """A value is not plain JSON (NaN, Infinity, tuple, bytes, non-string key, ...)."""
 
 

@@ -22,6 +22,7 @@ PINNED: dict[str, list[str]] = {
         "Failed",
         "Faulted",
         "InvalidCursor",
+        "InvalidInput",
         "InvalidJson",
         "InvocationEnded",
         "JsonObject",
