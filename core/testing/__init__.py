@@ -3,6 +3,7 @@
 from core.testing.clock import VirtualClock
 from core.testing.env_conformance import EnvCase, EnvFactory, env_cases
 from core.testing.storage_conformance import StorageCase, storage_cases
+from core.testing.two_phase_conformance import TwoPhaseCase, two_phase_cases
 from core.testing.wrappers import (
     CommitFault,
     DelegatingStorage,
@@ -20,7 +21,9 @@ __all__ = [
     "ReopeningStorage",
     "StorageCase",
     "StorageCrashed",
+    "TwoPhaseCase",
     "VirtualClock",
     "env_cases",
     "storage_cases",
+    "two_phase_cases",
 ]

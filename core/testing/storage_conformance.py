@@ -3,7 +3,8 @@
 Runner-independent on purpose (no pytest import): each case is a plain async function
 taking a freshly opened, empty storage and using plain ``assert``. A runner
 parametrizes :func:`storage_cases` over its adapters; see ``tests/storage`` for the
-pytest bridge.
+pytest bridge. Storages that commit in two phases also run
+:mod:`core.testing.two_phase_conformance`.
 """
 
 from __future__ import annotations

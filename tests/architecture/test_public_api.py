@@ -118,9 +118,11 @@ PINNED: dict[str, list[str]] = {
         "ReopeningStorage",
         "StorageCase",
         "StorageCrashed",
+        "TwoPhaseCase",
         "VirtualClock",
         "env_cases",
         "storage_cases",
+        "two_phase_cases",
     ],
     "runtimes.models": [
         "DEFAULT_OPTIONS",

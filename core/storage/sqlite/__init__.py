@@ -1,7 +1,17 @@
-"""Portable SQLite storage: :class:`SqliteStorage` over the :class:`SqlDatabase` facade."""
+"""Portable SQLite storage: :class:`SqliteStorage` over the :class:`SqlDatabase` facade,
+with optional two-phase commits through a host's :class:`CommitGate`."""
 
 from core.storage.sqlite.database import Row, SqlDatabase, SqlExecutor, SqlValue
 from core.storage.sqlite.schema import SCHEMA_VERSION
 from core.storage.sqlite.storage import SqliteStorage
+from core.storage.sqlite.write_set import CommitGate
 
-__all__ = ["SCHEMA_VERSION", "Row", "SqlDatabase", "SqlExecutor", "SqlValue", "SqliteStorage"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "CommitGate",
+    "Row",
+    "SqlDatabase",
+    "SqlExecutor",
+    "SqlValue",
+    "SqliteStorage",
+]

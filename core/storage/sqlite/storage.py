@@ -4,6 +4,16 @@ Each commit is one facade transaction: the shared planner validates the batch ag
 the rows it reads inside that transaction, then the plan is written. The storage is
 the only writer of its database (the host guarantees it), so the id and seq counters
 live in memory and are persisted with every commit.
+
+With a :class:`~core.storage.sqlite.write_set.CommitGate` the commit has two phases:
+*prepare* plans it in a read transaction and records its write set (the statements the
+plan executes, see :mod:`core.storage.sqlite.write_set`), the gate makes that durable
+elsewhere, and *apply* executes the write set in a write transaction. A gate refusal
+leaves the file untouched. :meth:`SqliteStorage.apply_write_set` replays a recorded
+write set on a replica (a host rebuilding its working copy from a log).
+
+The commit plumbing only ever *executes* statements (no reads whose answer steers a
+write), so what it records is exactly what it would have done.
 """
 
 from __future__ import annotations
@@ -12,10 +22,10 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from core.errors import StorageClosed, StorageCorrupt, StorageRejected
-from core.jsonvalue import JsonObject, dumps, loads
+from core.jsonvalue import JsonObject, JsonValue, dumps, loads
 from core.records import (
     MAX_ID,
     Conversation,
@@ -39,6 +49,12 @@ from core.storage.reads import StoredRevision, fold_revisions, fork_chain, histo
 from core.storage.scan import ScanPosition, next_cursor, start_scan
 from core.storage.sqlite.database import Row, SqlDatabase, SqlExecutor, SqlValue
 from core.storage.sqlite.schema import CHUNK_CHARS, SCHEMA_VERSION, apply_migrations, schema_version
+from core.storage.sqlite.write_set import (
+    WRITE_SET_FORMAT,
+    CommitGate,
+    WriteSetLog,
+    replay_write_set,
+)
 
 __all__ = ["SqliteStorage"]
 
@@ -53,12 +69,20 @@ class SqliteStorage:
     """:class:`~core.storage.port.Storage` over any :class:`SqlDatabase`.
 
     Open with :meth:`open`, which migrates the schema. ``close()`` closes the database.
+    ``gate`` (optional) makes every commit two-phase; see the module docstring.
     """
 
     def __init__(
-        self, db: SqlDatabase, next_id: int, next_seq: int, chunked: set[str] | None = None
+        self,
+        db: SqlDatabase,
+        next_id: int,
+        next_seq: int,
+        chunked: set[str] | None = None,
+        *,
+        gate: CommitGate | None = None,
     ) -> None:
         self._db = db
+        self._gate = gate
         self._chunked = chunked if chunked is not None else {"tasks", "submissions"}
         self._next_id = next_id
         self._next_seq = next_seq
@@ -69,7 +93,7 @@ class SqliteStorage:
         self._commit_lock = asyncio.Lock()
 
     @classmethod
-    async def open(cls, db: SqlDatabase) -> SqliteStorage:
+    async def open(cls, db: SqlDatabase, *, gate: CommitGate | None = None) -> SqliteStorage:
         version = await db.transaction(schema_version)
         if version > SCHEMA_VERSION:
             raise StorageCorrupt(
@@ -86,7 +110,12 @@ class SqliteStorage:
             for table in ("tasks", "submissions")
             if await db.fetch("SELECT 1 FROM record_parts WHERE tbl = ? LIMIT 1", (table,))
         }
-        return cls(db, int(rows[0][0]), int(rows[0][1]), chunked)
+        return cls(db, int(rows[0][0]), int(rows[0][1]), chunked, gate=gate)
+
+    @property
+    def seq(self) -> int:
+        """The seq of the newest commit in the file (0 when there is none)."""
+        return self._next_seq - 1
 
     # ------------------------------------------------------------------ ids and commits
 
@@ -103,19 +132,78 @@ class SqliteStorage:
         async with self._commit_lock:
             self._check()
             seq, next_id, known = self._next_seq, self._next_id, self._known
+            if self._gate is None:
 
-            def run(ex: SqlExecutor) -> CommitPlan:
-                plan = plan_commit(batch, _View(ex, known), seq, next_id)
-                _apply(ex, plan, self._chunked)
-                return plan
+                def run(ex: SqlExecutor) -> CommitPlan:
+                    plan = plan_commit(batch, _View(ex, known), seq, next_id)
+                    _apply(ex, plan, self._chunked)
+                    return plan
 
-            plan = await self._db.transaction(run)
+                plan = await self._db.transaction(run)
+            else:
+                plan = await self._two_phase(self._gate, batch, seq, next_id, known)
             # Counters are only touched on the event loop thread (the transaction may run
             # on a driver thread), under the lock that also orders seqs.
             self._next_seq = plan.seq + 1
             self._next_id = max(self._next_id, plan.next_id)
             known.adopt(plan)
             return plan.seq
+
+    async def _two_phase(
+        self, gate: CommitGate, batch: list[Write], seq: int, next_id: int, known: _Known
+    ) -> CommitPlan:
+        chunked = set(self._chunked)  # adopted only once the write set is applied
+
+        def prepare(ex: SqlExecutor) -> tuple[CommitPlan, WriteSetLog]:
+            plan = plan_commit(batch, _View(ex, known), seq, next_id)
+            log = WriteSetLog()
+            _apply(log, plan, chunked)
+            return plan, log
+
+        # The commit lock is held from here to the apply, and this storage is the file's
+        # only writer, so the state the plan was made against cannot move in between.
+        plan, log = await self._db.transaction(prepare, write=False)
+        write_set = log.write_set(
+            schema=SCHEMA_VERSION, seq=plan.seq, next_id=plan.next_id, chunked=chunked
+        )
+        await gate.make_durable(plan.seq, write_set)
+        await self._db.transaction(partial(replay_write_set, write_set=write_set))
+        self._chunked |= chunked
+        return plan
+
+    async def apply_write_set(self, write_set: JsonObject) -> int:
+        """Replay a write set recorded by a two-phase commit of a replica; return its seq.
+
+        This storage must hold exactly the state the write set was prepared against: the
+        same schema version and ``seq`` one below the write set's (the host replays its
+        log in order). Bypasses the gate — the write set is durable already. Raises
+        :class:`~core.errors.StorageCorrupt` for a malformed or out-of-order write set
+        and writes nothing then.
+        """
+        self._check()
+        async with self._commit_lock:
+            self._check()
+            seq, next_id = write_set.get("seq"), write_set.get("next_id")
+            if write_set.get("format") != WRITE_SET_FORMAT:
+                raise StorageCorrupt(f"unknown write-set format {write_set.get('format')!r}")
+            if write_set.get("schema") != SCHEMA_VERSION:
+                raise StorageCorrupt(
+                    f"write set of schema {write_set.get('schema')!r} cannot be replayed on"
+                    f" schema {SCHEMA_VERSION}"
+                )
+            if type(seq) is not int or type(next_id) is not int:
+                raise StorageCorrupt("write set has no seq or next_id")
+            if seq != self._next_seq:
+                raise StorageCorrupt(
+                    f"write set for seq {seq} does not follow local seq {self._next_seq - 1}"
+                )
+            await self._db.transaction(partial(replay_write_set, write_set=write_set))
+            self._next_seq = seq + 1
+            self._next_id = max(self._next_id, next_id)
+            self._chunked |= {str(t) for t in _json_list(write_set.get("chunked"))}
+            # The caches only learn from plans; a replayed commit starts them afresh.
+            self._known = _Known(next_id)
+            return seq
 
     # ------------------------------------------------------------------ point reads
 
@@ -397,6 +485,10 @@ class SqliteStorage:
 # --------------------------------------------------------------------------- row helpers
 
 _DOC_COLUMNS = "id, kind, scope, owner_id, key, history, created_at, retired_at"
+_TASK_COLUMNS = "(id, conversation_id, kind, status, abort_requested, background, record, parts)"
+_SUBMISSION_COLUMNS = "(id, conversation_id, request_id, status, record, parts)"
+_EIGHT = "(?, ?, ?, ?, ?, ?, ?, ?)"
+_SIX = "(?, ?, ?, ?, ?, ?)"
 
 
 def _owner(owner_id: int | None) -> int:
@@ -605,8 +697,20 @@ class _View:
         return _document_state(self.ex, document_id, at)
 
 
+class _Writer(Protocol):
+    """What the commit plumbing writes through: a transaction's executor, or a
+    :class:`WriteSetLog` recording the write set. Execute only: a read here would make
+    a recorded write set depend on the replica it is replayed on."""
+
+    def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None: ...
+
+
+def _json_list(value: JsonValue) -> list[JsonValue]:
+    return value if isinstance(value, list) else []
+
+
 def _store(
-    ex: SqlExecutor, table: str, key: str, text: str, chunked: set[str]
+    ex: _Writer, table: str, key: str, text: str, chunked: set[str]
 ) -> tuple[str | None, int]:
     """Return what goes in the row's ``(record, parts)`` columns, writing parts if needed.
 
@@ -624,11 +728,11 @@ def _store(
     return None, len(chunks)
 
 
-def _drop_parts(ex: SqlExecutor, table: str, key: str) -> None:
+def _drop_parts(ex: _Writer, table: str, key: str) -> None:
     ex.execute("DELETE FROM record_parts WHERE tbl = ? AND key = ?", (table, key))
 
 
-def _apply(ex: SqlExecutor, plan: CommitPlan, chunked: set[str]) -> None:
+def _apply(ex: _Writer, plan: CommitPlan, chunked: set[str]) -> None:
     for record_id, kind in plan.new_ids.items():
         ex.execute("INSERT INTO record_ids (id, type) VALUES (?, ?)", (record_id, kind))
     for conv, text in plan.conversations:
@@ -652,7 +756,9 @@ def _apply(ex: SqlExecutor, plan: CommitPlan, chunked: set[str]) -> None:
         )
     # Tasks and submissions are replaced whole, but an UPDATE of the columns that can
     # change touches far fewer index b-trees than INSERT OR REPLACE (delete + insert);
-    # the replacement runs only for new rows or when an "immutable" column changed.
+    # the replacement runs only for new rows or when an "immutable" column changed,
+    # which the second statement learns from changes() (rows the UPDATE matched), so
+    # the pair stays a pure write a replica can replay.
     for task, text in plan.tasks.values():
         key = str(task.id)
         fresh = task.id in plan.new_ids
@@ -661,15 +767,19 @@ def _apply(ex: SqlExecutor, plan: CommitPlan, chunked: set[str]) -> None:
         record, parts = _store(ex, "tasks", key, text, chunked)
         kind = dumps(task.kind)
         status, aborting, background = task.status, int(task.abort_requested), int(task.background)
-        if fresh or not ex.fetch(
-            "UPDATE tasks SET status = ?, abort_requested = ?, record = ?, parts = ?"
-            " WHERE id = ? AND conversation_id = ? AND kind = ? AND background = ? RETURNING id",
-            (status, aborting, record, parts, task.id, task.conversation_id, kind, background),
-        ):
+        row = (task.id, task.conversation_id, kind, status, aborting, background, record, parts)
+        if fresh:
+            ex.execute(f"INSERT OR REPLACE INTO tasks {_TASK_COLUMNS} VALUES {_EIGHT}", row)
+        else:
             ex.execute(
-                "INSERT OR REPLACE INTO tasks (id, conversation_id, kind, status, abort_requested,"
-                " background, record, parts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (task.id, task.conversation_id, kind, status, aborting, background, record, parts),
+                "UPDATE tasks SET status = ?, abort_requested = ?, record = ?, parts = ?"
+                " WHERE id = ? AND conversation_id = ? AND kind = ? AND background = ?",
+                (status, aborting, record, parts, task.id, task.conversation_id, kind, background),
+            )
+            ex.execute(
+                f"INSERT OR REPLACE INTO tasks {_TASK_COLUMNS} SELECT {_EIGHT[1:-1]}"
+                " WHERE changes() = 0",
+                row,
             )
     for sub, text in plan.submissions.values():
         key = str(sub.id)
@@ -678,15 +788,21 @@ def _apply(ex: SqlExecutor, plan: CommitPlan, chunked: set[str]) -> None:
             _drop_parts(ex, "submissions", key)
         record, parts = _store(ex, "submissions", key, text, chunked)
         request = None if sub.request_id is None else dumps(sub.request_id)
-        if fresh or not ex.fetch(
-            "UPDATE submissions SET request_id = ?, status = ?, record = ?, parts = ?"
-            " WHERE id = ? AND conversation_id = ? RETURNING id",
-            (request, sub.status, record, parts, sub.id, sub.conversation_id),
-        ):
+        srow = (sub.id, sub.conversation_id, request, sub.status, record, parts)
+        if fresh:
             ex.execute(
-                "INSERT OR REPLACE INTO submissions (id, conversation_id, request_id, status,"
-                " record, parts) VALUES (?, ?, ?, ?, ?, ?)",
-                (sub.id, sub.conversation_id, request, sub.status, record, parts),
+                f"INSERT OR REPLACE INTO submissions {_SUBMISSION_COLUMNS} VALUES {_SIX}", srow
+            )
+        else:
+            ex.execute(
+                "UPDATE submissions SET request_id = ?, status = ?, record = ?, parts = ?"
+                " WHERE id = ? AND conversation_id = ?",
+                (request, sub.status, record, parts, sub.id, sub.conversation_id),
+            )
+            ex.execute(
+                f"INSERT OR REPLACE INTO submissions {_SUBMISSION_COLUMNS} SELECT {_SIX[1:-1]}"
+                " WHERE changes() = 0",
+                srow,
             )
     for doc in plan.created_documents:
         ex.execute(
@@ -728,13 +844,15 @@ def _apply(ex: SqlExecutor, plan: CommitPlan, chunked: set[str]) -> None:
     )
 
 
-def _drop_revisions(ex: SqlExecutor, document_id: int, before: int | None, chunked: bool) -> None:
+def _drop_revisions(ex: _Writer, document_id: int, before: int | None, chunked: bool) -> None:
     """Reclaim revisions a ``latest`` document no longer needs (all when ``before`` is None)."""
     bound = MAX_ID if before is None else before - 1
     if chunked:
-        for (seq,) in ex.fetch(
-            "SELECT seq FROM revisions WHERE document_id = ? AND seq <= ? AND parts > 0",
+        # Part keys are "<document id>:<seq>" (see _apply); built in SQL to stay write-only.
+        ex.execute(
+            "DELETE FROM record_parts WHERE tbl = 'revisions' AND key IN (SELECT"
+            " CAST(document_id AS TEXT) || ':' || CAST(seq AS TEXT) FROM revisions"
+            " WHERE document_id = ? AND seq <= ? AND parts > 0)",
             (document_id, bound),
-        ):
-            _drop_parts(ex, "revisions", f"{document_id}:{seq}")
+        )
     ex.execute("DELETE FROM revisions WHERE document_id = ? AND seq <= ?", (document_id, bound))
