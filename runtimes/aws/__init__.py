@@ -1,0 +1,32 @@
+"""The AWS host's storage layer: a fenced DynamoDB lease per actor and the actor's SQLite
+working copy made durable by a fenced commit log (DynamoDB) plus snapshots (S3).
+
+* :mod:`runtimes.aws.lease` — acquire / renew / release of the head item, bumping the
+  fencing ``epoch`` on every grant;
+* :mod:`runtimes.aws.log` — a commit's write set as DynamoDB log items (or an S3 object);
+* :mod:`runtimes.aws.gate` — the :class:`~core.storage.sqlite.CommitGate` that makes each
+  commit durable with one fenced ``TransactWriteItems``;
+* :mod:`runtimes.aws.snapshots` — SQLite file snapshots to S3 and log garbage collection;
+* :mod:`runtimes.aws.replica` — opening an actor: lease, then a warm, caught-up or rebuilt
+  working copy served by the portable ``SqliteStorage``.
+
+boto3 is the ``aws`` extra; clients are injected (:class:`AwsResources`), so tests point
+them at moto.
+"""
+
+from runtimes.aws.errors import LeaseHeld, LeaseLost
+from runtimes.aws.gate import DynamoCommitGate
+from runtimes.aws.lease import Lease, LeaseGrant
+from runtimes.aws.replica import ActorReplica, open_actor_replica
+from runtimes.aws.resources import AwsResources
+
+__all__ = [
+    "ActorReplica",
+    "AwsResources",
+    "DynamoCommitGate",
+    "Lease",
+    "LeaseGrant",
+    "LeaseHeld",
+    "LeaseLost",
+    "open_actor_replica",
+]

@@ -1,0 +1,207 @@
+"""The actor lease with a fencing epoch, on the actor's DynamoDB head item.
+
+* **acquire** — one conditional ``UpdateItem``: the lease is absent, expired, or already
+  ours; the same write bumps ``epoch``, so every grant carries a number no earlier grant
+  had. Refused → :class:`LeaseHeld` (the holder comes back with the refusal, no read).
+* **renew** — at commit points, not from a background thread: every fenced write
+  (:meth:`Lease.fenced_update`) also pushes ``expires_at`` forward; :meth:`Lease.renew`
+  does it alone for a holder with nothing to commit.
+* **release** — at the end of the invocation, so the next one need not wait out the
+  lease. The head item is never deleted: that would reset the epoch and unfence.
+
+Safety comes from the epoch, not the clock: a write is accepted only while the head
+still carries our epoch and owner. Expiry (compared with the injected clock of whoever
+acquires next) only decides *when* another owner may take over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from runtimes.aws.errors import LeaseHeld, LeaseLost
+from runtimes.aws.keys import ActorKeys
+from runtimes.aws.resources import AwsResources, call, error_code
+
+__all__ = ["DEFAULT_LEASE_MS", "FencedUpdate", "Lease", "LeaseGrant"]
+
+DEFAULT_LEASE_MS = 16 * 60 * 1000
+"""Lambda's 15-minute maximum plus a margin: a holder running normally never outlives it."""
+
+_NAMES = {"#o": "owner", "#x": "expires_at", "#e": "epoch", "#s": "seq"}
+
+
+@dataclass(frozen=True)
+class LeaseGrant:
+    """The head item as our last successful write left it."""
+
+    owner: str
+    epoch: int
+    seq: int
+    expires_at: int
+    snapshot_seq: int
+    snapshot_key: str | None
+
+
+@dataclass(frozen=True)
+class FencedUpdate:
+    request: dict[str, Any]
+    seq: int
+    expires_at: int
+    snapshot: tuple[int, str] | None
+
+
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def _grant(item: dict[str, Any]) -> LeaseGrant:
+    return LeaseGrant(
+        owner=item["owner"]["S"],
+        epoch=int(item["epoch"]["N"]),
+        seq=int(item.get("seq", {"N": "0"})["N"]),
+        expires_at=int(item["expires_at"]["N"]),
+        snapshot_seq=int(item.get("snapshot_seq", {"N": "0"})["N"]),
+        snapshot_key=item["snapshot_key"]["S"] if "snapshot_key" in item else None,
+    )
+
+
+class Lease:
+    """One owner's lease on one actor. ``now`` is the injected clock (epoch ms)."""
+
+    def __init__(
+        self,
+        resources: AwsResources,
+        actor: str,
+        owner: str,
+        now: Callable[[], int],
+        *,
+        duration_ms: int = DEFAULT_LEASE_MS,
+    ) -> None:
+        self.resources = resources
+        self.keys = ActorKeys(actor, resources.prefix)
+        self.owner = owner
+        self.now = now
+        self.duration_ms = duration_ms
+        self._grant: LeaseGrant | None = None
+
+    @property
+    def grant(self) -> LeaseGrant:
+        if self._grant is None:
+            raise LeaseLost(f"{self.owner!r} holds no lease on {self.keys.actor!r}")
+        return self._grant
+
+    async def acquire(self) -> LeaseGrant:
+        now = self.now()
+        try:
+            out = await call(
+                self.resources.dynamodb.update_item,
+                TableName=self.resources.table,
+                Key=self.keys.head(),
+                UpdateExpression="SET #o = :me, #x = :until, #e = if_not_exists(#e, :zero) + :one,"
+                " #s = if_not_exists(#s, :zero)",
+                ConditionExpression="attribute_not_exists(#o) OR #x < :now OR #o = :me",
+                ExpressionAttributeNames=_NAMES,
+                ExpressionAttributeValues={
+                    ":me": {"S": self.owner},
+                    ":until": _n(now + self.duration_ms),
+                    ":now": _n(now),
+                    ":zero": _n(0),
+                    ":one": _n(1),
+                },
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except Exception as e:
+            if error_code(e) != "ConditionalCheckFailedException":
+                raise
+            held = getattr(e, "response", {}).get("Item", {})
+            raise LeaseHeld(
+                self.keys.actor,
+                held.get("owner", {}).get("S"),
+                int(held["expires_at"]["N"]) if "expires_at" in held else None,
+            ) from None
+        self._grant = _grant(out["Attributes"])
+        return self._grant
+
+    def fenced_update(
+        self, expect_seq: int, new_seq: int, snapshot: tuple[int, str] | None = None
+    ) -> FencedUpdate:
+        """The head ``Update`` for a write made under this lease: accepted only while the
+        head carries our epoch and owner and ``seq == expect_seq``. It sets
+        ``seq = new_seq``, renews the lease and, with ``snapshot = (seq, key)``, moves
+        the snapshot pointer. Send ``.request`` as an ``UpdateItem`` or as a
+        ``TransactWriteItems`` action, then :meth:`adopt` it."""
+        grant = self.grant
+        until = self.now() + self.duration_ms
+        sets = ["#s = :new", "#x = :until"]
+        names = dict(_NAMES)
+        values = {
+            ":me": {"S": self.owner},
+            ":epoch": _n(grant.epoch),
+            ":seq": _n(expect_seq),
+            ":new": _n(new_seq),
+            ":until": _n(until),
+        }
+        if snapshot is not None:
+            names |= {"#ps": "snapshot_seq", "#pk": "snapshot_key"}
+            values |= {":ps": _n(snapshot[0]), ":pk": {"S": snapshot[1]}}
+            sets += ["#ps = :ps", "#pk = :pk"]
+        request = {
+            "TableName": self.resources.table,
+            "Key": self.keys.head(),
+            "UpdateExpression": "SET " + ", ".join(sets),
+            "ConditionExpression": "#e = :epoch AND #o = :me AND #s = :seq",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+        return FencedUpdate(request, new_seq, until, snapshot)
+
+    def adopt(self, update: FencedUpdate) -> None:
+        """Record that ``update`` was accepted by DynamoDB."""
+        grant = replace(self.grant, seq=update.seq, expires_at=update.expires_at)
+        if update.snapshot is not None:
+            grant = replace(grant, snapshot_seq=update.snapshot[0], snapshot_key=update.snapshot[1])
+        self._grant = grant
+
+    def lost(self) -> None:
+        """Forget the grant: after a refused fenced write nothing may be written again."""
+        self._grant = None
+
+    async def renew(self) -> None:
+        grant = self.grant
+        update = self.fenced_update(grant.seq, grant.seq)
+        try:
+            await call(self.resources.dynamodb.update_item, **update.request)
+        except Exception as e:
+            if error_code(e) == "ConditionalCheckFailedException":
+                self.lost()
+                raise LeaseLost(f"lease on {self.keys.actor!r} was taken over") from None
+            raise
+        self.adopt(update)
+
+    async def release(self) -> bool:
+        """Give the lease up; ``False`` if it was not ours any more (nothing to release)."""
+        if self._grant is None:
+            return False
+        grant, self._grant = self._grant, None
+        try:
+            await call(
+                self.resources.dynamodb.update_item,
+                TableName=self.resources.table,
+                Key=self.keys.head(),
+                UpdateExpression="REMOVE #o SET #x = :zero",
+                ConditionExpression="#e = :epoch AND #o = :me",
+                ExpressionAttributeNames={"#o": "owner", "#x": "expires_at", "#e": "epoch"},
+                ExpressionAttributeValues={
+                    ":me": {"S": self.owner},
+                    ":epoch": _n(grant.epoch),
+                    ":zero": _n(0),
+                },
+            )
+        except Exception as e:
+            if error_code(e) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
