@@ -59,8 +59,24 @@ class GateStats:
     transactions: int = 0
     log_items: int = 0
     log_bytes: int = 0
+    write_units: int = 0
+    """Estimated DynamoDB write request units: one per started KB of each item written,
+    doubled because the writes are transactional."""
     s3_puts: int = 0
     snapshots: int = 0
+
+
+# The head item: keys, owner, expiry, epoch, seq and snapshot pointer (about 200 bytes).
+_HEAD_ESTIMATE: dict[str, Any] = {"head": {"B": b"x" * 200}}
+
+
+def _item_bytes(item: dict[str, Any]) -> int:
+    """DynamoDB's item size: attribute names plus values (numbers counted as text)."""
+    size = 0
+    for name, value in item.items():
+        (raw,) = value.values()
+        size += len(name) + (len(raw) if isinstance(raw, bytes | str) else len(str(raw)))
+    return size
 
 
 class DynamoCommitGate:
@@ -146,6 +162,9 @@ class DynamoCommitGate:
         self.stats.transactions += 1
         self.stats.log_items += len(record.items)
         self.stats.log_bytes += record.size
+        self.stats.write_units += 2 * sum(
+            -(-_item_bytes(item) // 1024) for item in [_HEAD_ESTIMATE, *record.items]
+        )
 
     async def _snapshot(self, seq: int) -> None:
         assert self.snapshot is not None
