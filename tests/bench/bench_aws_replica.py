@@ -96,8 +96,9 @@ async def cold_start(aws: AwsResources, tmp: Path, entries: int, log_records: in
         aws, "big", owner="bench", now=VirtualClock().now, workdir=build, snapshot_every=10**9
     )
     await replica.storage.commit([Conversation(1)])
-    for _ in range((entries - log_records) // 100):
-        ids = [await replica.storage.mint_id() for _ in range(100)]
+    in_snapshot = entries - log_records
+    for start in range(0, in_snapshot, 100):
+        ids = [await replica.storage.mint_id() for _ in range(min(100, in_snapshot - start))]
         await replica.storage.commit([_entry(i) for i in ids])
     await replica.snapshot()
     for _ in range(log_records):
