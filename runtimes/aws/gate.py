@@ -15,6 +15,11 @@ contract defines them:
 * anything else (a timeout, a 5xx) → re-raised: the outcome is unknown, the session is
   poisoned and the next open reconciles the working copy with the head.
 
+An oversized record's S3 object is uploaded before the transaction (under a key that
+names our epoch, so it can never be a newer holder's object) and deleted again when the
+transaction is refused; a holder killed in between leaves an unreferenced object, which
+nothing reads.
+
 Before a commit, when the log since the last snapshot has grown to ``snapshot_every``
 records, the gate first publishes a snapshot of the file (the state at ``seq - 1``,
 stable under the storage's commit lock).

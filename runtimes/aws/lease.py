@@ -68,7 +68,13 @@ def _grant(item: dict[str, Any]) -> LeaseGrant:
 
 
 class Lease:
-    """One owner's lease on one actor. ``now`` is the injected clock (epoch ms)."""
+    """One owner's lease on one actor. ``now`` is the injected clock (epoch ms).
+
+    ``owner`` must be unique per invocation (the Lambda request id, say): a grant to an
+    owner that already holds the lease succeeds and fences that owner's earlier session
+    with the new epoch, so two live sessions under one owner name would fence each
+    other rather than be refused.
+    """
 
     def __init__(
         self,

@@ -15,7 +15,7 @@ from core.records import Conversation, Entry
 from core.session import Session, Tx
 from core.storage.sqlite import SqliteStorage
 from core.testing.clock import VirtualClock
-from runtimes.aws import AwsResources, LeaseLost
+from runtimes.aws import AwsResources, LeaseHeld, LeaseLost
 from runtimes.aws.log import MAX_INLINE_PARTS, MAX_PART_BYTES
 from tests.aws.support import container, head, items, log_seqs, objects, open_replica
 
@@ -270,3 +270,25 @@ async def test_a_transaction_cancelled_without_a_condition_failure_is_a_clean_re
     await session.commit(append)
     assert a.storage.seq == 2 and head(aws)["seq"] == "2"
     await a.close()
+
+
+async def test_commits_renew_the_lease_and_a_regrant_fences_the_older_session(
+    aws: AwsResources, tmp_path: Path
+) -> None:
+    clock = VirtualClock()
+    a = await open_replica(aws, container(tmp_path), clock=clock, lease_ms=MINUTE)
+    await a.storage.commit([Conversation(1)])
+    for _ in range(3):  # 3 x 40 s > one lease, but every commit renewed it
+        clock.advance(40_000)
+        await _entries(a.storage, 1)
+    with pytest.raises(LeaseHeld):
+        await open_replica(aws, container(tmp_path), owner="owner-b", clock=clock)
+    # The same owner opening again (say, a retried invocation) gets a new epoch: the
+    # older session of that owner is fenced like anyone else's.
+    again = await open_replica(aws, container(tmp_path), clock=clock, lease_ms=MINUTE)
+    assert again.lease.grant.epoch == a.lease.grant.epoch + 1
+    with pytest.raises(LeaseLost):
+        await _entries(a.storage, 1)
+    assert await _entries(again.storage, 1) and head(aws)["seq"] == "5"
+    await a.close()
+    await again.close()
