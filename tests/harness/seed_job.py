@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -26,6 +27,7 @@ from core.harness import (
     define_extension,
     define_tool,
 )
+from core.storage import Storage
 from core.testing.faux import FauxModel, FauxState, faux_message, faux_tool_call
 from runtimes.local.clock import SystemClock
 from runtimes.local.sqlite import open_sqlite_storage
@@ -43,7 +45,11 @@ class Train(BaseModel):
     train: str
 
 
-def main(db: Path, log: Path) -> None:
+def main(
+    db: Path, log: Path, open_storage: Callable[[Path], Awaitable[Storage]] = open_sqlite_storage
+) -> None:
+    """Run the job on the storage ``open_storage(db)`` opens (another host passes its own)."""
+
     def effect(line: str) -> None:
         with log.open("a") as f:
             f.write(line + "\n")
@@ -95,7 +101,7 @@ def main(db: Path, log: Path) -> None:
     )
 
     async def run() -> None:
-        storage = await open_sqlite_storage(db)
+        storage = await open_storage(db)
         faux = FauxModel([model, model])
         harness = await Harness.open(
             storage, models=faux, registry=Registry([travel]), clock=SystemClock()

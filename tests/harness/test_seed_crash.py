@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,13 @@ def test_a_killed_job_resumes_reruns_the_safe_search_and_reports_the_booking(
     tmp_path: Path,
 ) -> None:
     db, log = tmp_path / "actor.sqlite", tmp_path / "effects.log"
-    first = _start(db, log)
+    check_seed_crash(lambda attempt: _start(db, log), log)
+
+
+def check_seed_crash(start: Callable[[int], subprocess.Popen[str]], log: Path) -> None:
+    """The scenario, for any host: ``start(1)`` and ``start(2)`` launch the job process
+    (the first is killed), writing its effects to ``log``."""
+    first = start(1)
     assert first.stdout is not None
     submitted = json.loads(first.stdout.readline())["submitted"]
     started = time.monotonic()
@@ -53,7 +60,7 @@ def test_a_killed_job_resumes_reruns_the_safe_search_and_reports_the_booking(
     first.stderr.close()
     assert sorted(log.read_text().splitlines()) == ["book start", "search start"]
 
-    second = _start(db, log)
+    second = start(2)
     out, err = second.communicate(timeout=60)
     assert second.returncode == 0, err
     said: list[dict[str, Any]] = [json.loads(line) for line in out.splitlines()]
