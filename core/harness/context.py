@@ -70,6 +70,7 @@ class ActiveRange:
     _flat: list[Message] = field(default_factory=list)
     _stable: int = 0
     _full_only: bool = False
+    _prompted: bool = False
 
     def add(self, entry: Entry) -> None:
         position = bisect.bisect_right(self.ids, entry.id)
@@ -99,7 +100,11 @@ class ActiveRange:
             if isinstance(m, AssistantMessage):
                 tail.extend(self._result_for(c) for c in m.content if isinstance(c, ToolCall))
         return ContextView(
-            self.head, self.entries, _system_first(self._flat + tail), dict(self._sections)
+            self.head,
+            self.entries,
+            _system_first(self._flat + tail),
+            dict(self._sections),
+            self._prompted,
         )
 
     def _fold(self) -> None:
@@ -110,6 +115,7 @@ class ActiveRange:
                 self._full_only = True
                 return
             _fold_sections(self._sections, entry)
+            self._prompted = self._prompted or entry.kind == "system"
             self._folded += 1
             if message is None or _excluded(message):
                 continue
@@ -151,6 +157,8 @@ class ContextView:
     entries: list[Entry]
     messages: list[Message]
     sections: dict[str, str]
+    prompted: bool = False
+    """Whether the range holds a ``system`` entry (a prompt was recorded in it)."""
 
 
 def _parse(message: JsonValue) -> Message | None:
@@ -189,7 +197,13 @@ def derive_context(
             marker.append(message)  # the head marker opens the context it starts
             continue
         ordered.append(message)
-    return ContextView(head, entries, _system_first(_pair_tool_results(marker + ordered)), sections)
+    return ContextView(
+        head,
+        entries,
+        _system_first(_pair_tool_results(marker + ordered)),
+        sections,
+        any(e.kind == "system" for e in entries),
+    )
 
 
 def _system_first(messages: list[Message]) -> list[Message]:

@@ -178,8 +178,7 @@ async def _plan(h: Harness, conv: int) -> _Plan | str:
         return f"Model {agent.model} is not available"
     ctx = await h.context(conv)
     wanted = await _render(h, agent, conv, ctx)
-    prompted = any(e.kind == "system" for e in ctx.entries)
-    change = plan_prompt(ctx.sections, wanted, baseline=not prompted)
+    change = plan_prompt(ctx.sections, wanted, baseline=not ctx.prompted)
     tokens = context_tokens(ctx.messages)
     need = compaction_need(h.settings.compaction, tokens, info.context_window)
     return _Plan(agent.model, agent.thinking, info.max_tokens, change, need)

@@ -32,6 +32,7 @@ from core.harness import (
     AssistantMessage,
     Harness,
     HarnessSettings,
+    Message,
     ModelRequest,
     Registry,
     SystemMessage,
@@ -93,14 +94,32 @@ async def long_run(
     model: ModelInfo = FAUX_MODEL,
     settings: HarnessSettings | None = None,
     clock: Clock | None = None,
+    profiles: tuple[cProfile.Profile, cProfile.Profile] | None = None,
 ) -> LongRun:
-    """Run the workload once on a fresh SQLite file at ``path``."""
+    """Run the workload once on a fresh SQLite file at ``path``; with ``profiles``,
+    profile rounds 1-100 into the first and the last 100 rounds into the second."""
     settings = settings or HarnessSettings()
     limit = model.context_window - settings.compaction.reserve_tokens
     out = LongRun(rounds)
 
+    sizes: dict[bool, tuple[list[Message], list[int]]] = {True: ([], []), False: ([], [])}
+
+    def measure(request: ModelRequest) -> int:
+        """Estimated tokens of a request. Requests repeat the previous one's messages
+        (the same objects) plus a few: the shared prefix's counts are reused, so the
+        check itself does not grow with the context it checks."""
+        last, counts = sizes[_is_summary(request)]
+        shared = 0
+        for old, new in zip(last, request.messages, strict=False):
+            if old is not new:
+                break
+            shared += 1
+        counts = counts[:shared] + [estimate_tokens(m) for m in request.messages[shared:]]
+        sizes[_is_summary(request)] = (list(request.messages), counts)
+        return sum(counts)
+
     def step(request: ModelRequest, state: FauxState) -> AssistantMessage:
-        size = sum(estimate_tokens(m) for m in request.messages)
+        size = measure(request)
         out.largest_request = max(out.largest_request, size)
         if size > limit:  # recorded, and refused as a provider would
             out.over_limit.append(size)
@@ -110,6 +129,11 @@ async def long_run(
             return faux_message(f"Summary {out.summary_requests}: " + "s" * 1500)
         out.round_starts.append(time.perf_counter())
         done = len(out.round_starts) - 1
+        if profiles is not None:
+            window = {0: (0, True), 100: (0, False), rounds - 100: (1, True), rounds: (1, False)}
+            if done in window:
+                which, on = window[done]
+                profiles[which].enable() if on else profiles[which].disable()
         if done < rounds:
             return faux_message(TEXT, faux_tool_call("fetch", {"page": done}, id=f"c{done}"))
         return faux_message("Found it.")
@@ -182,16 +206,18 @@ def report(run: LongRun) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=2000)
-    parser.add_argument("--profile", action="store_true", help="cProfile the run")
+    parser.add_argument(
+        "--profile", action="store_true", help="cProfile the first and the last 100 rounds"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "long.sqlite"
         if args.profile:
-            profiler = cProfile.Profile()
-            profiler.enable()
-            run = asyncio.run(long_run(path, args.rounds))
-            profiler.disable()
-            pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
+            profiles = (cProfile.Profile(), cProfile.Profile())
+            run = asyncio.run(long_run(path, args.rounds, profiles=profiles))
+            for name, profile in zip(("first", "last"), profiles, strict=True):
+                print(f"==== {name} 100 rounds (by own time)")
+                pstats.Stats(profile).sort_stats("tottime").print_stats(25)
         else:
             run = asyncio.run(long_run(path, args.rounds))
     print(report(run))
