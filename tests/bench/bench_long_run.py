@@ -72,7 +72,7 @@ class LongRun:
     compactions: int = 0  # compaction tasks started
     landed: int = 0  # compaction entries in the transcript
     chunks: int = 0  # summary requests beyond the first of each compaction
-    in_flight: int = 0  # a summary still on its way when the run ended
+    in_flight: int = 0  # a compaction still on its way when the run ended
     stale: int = 0
     seconds: float = 0.0
 
@@ -158,13 +158,16 @@ async def long_run(
     record = await (await root.submit("Find the failing request in the logs.")).wait()
     out.seconds = time.perf_counter() - started
     assert record.status == "done", record
+    live = await h.session.document_value(LIVE, root.id)
+    out.in_flight = int(isinstance(live, dict) and "compaction" in live)
+    await root.wait_for_idle()  # a summary still on its way lands now
     await collect(h, root.id, out)
     await h.close()
     return out
 
 
 async def collect(h: Harness, conversation_id: int, out: LongRun) -> None:
-    """Count compactions: started, landed, chunked, stale, still in flight."""
+    """Count compactions: started, landed, chunked, stale."""
     storage = h.session.storage
     tasks = (await storage.scan_tasks(kind=COMPACTION, limit=10_000)).items
     out.compactions = len(tasks)
@@ -179,8 +182,6 @@ async def collect(h: Harness, conversation_id: int, out: LongRun) -> None:
         if page.next is None:
             break
         cursor = page.next
-    live = await h.session.document_value(LIVE, conversation_id)
-    out.in_flight = int(isinstance(live, dict) and "compaction" in live)
     usage = await h.session.document_value(USAGE, conversation_id)
     noted = usage.get("compactions") if isinstance(usage, dict) else None
     out.stale = int(noted.get("stale", 0)) if isinstance(noted, dict) else 0
