@@ -190,6 +190,50 @@ async def test_a_stale_summary_is_counted_in_usage_and_explained_to_watchers(
     await h.close()
 
 
+async def test_a_request_too_big_to_send_waits_for_the_compaction_in_flight(
+    tmp_path: Path,
+) -> None:
+    release = asyncio.Event()
+
+    async def slow_summary(request: ModelRequest, state: FauxState) -> FauxStep:
+        await release.wait()
+        return faux_message("summary of round one")
+
+    router = Router(
+        answers=[
+            call("one", "c1", MEDIUM),  # the background compaction starts
+            call("two", "c2", Usage(input=3400, output=100)),  # now too big to send
+            faux_message("all done"),
+        ],
+        summaries=[slow_summary],
+    )
+    rig = rig_with_echo(tmp_path, router)
+    h = await rig.open()
+    root = await h.root(agent={"model": SMALL.id})
+    sub = await root.submit("echo one, then two")
+    await until(lambda: len(router.answer_requests) == 2)
+    for _ in range(200):  # let the generation reach its wait
+        await asyncio.sleep(0)
+    assert len(await compactions(h)) == 1  # it joined the one in flight
+    assert len(router.answer_requests) == 2
+    release.set()
+    assert (await sub.wait()).status == "done"
+    assert len(await compactions(h)) == 1 and len(router.summary_requests) == 1
+    assert kinds(await entries(h)) == [
+        "user",
+        "assistant",
+        "tool_result",
+        "assistant",
+        "tool_result",
+        "compaction",
+        "assistant",
+    ]
+    third = router.answer_requests[2]
+    assert contents(third)[0] == summary_text("summary of round one")
+    assert sum(estimate_tokens(m) for m in third.messages) <= LIMIT
+    await h.close()
+
+
 # --------------------------------------------------------------------------- chunks
 
 
