@@ -19,7 +19,16 @@ plus about four characters per token for what came after it):
 
 At most one automatic compaction per conversation is in flight: ``live["compaction"]``
 notes it from its start until its summary has landed or ended stale — a summary queued
-in the inbox still counts (``state: "queued"`` and its ``submission``).
+in the inbox still counts (``state: "queued"`` and its ``submission``). A background
+compaction is not started while the note stands, and a generation that needs one
+waits for the noted one instead of starting its own. Only ``compact()`` by hand starts
+regardless (the user asked for it, with its own instructions); a summary it overtakes
+ends stale. The ``usage`` ledger counts landed and stale compactions (``compactions``)
+and ``live["stale_compaction"]`` explains the latest stale end.
+
+Token estimates: the answers a summary kept carry no usage in the new range's context
+(see :class:`~core.harness.context.ActiveRange`), so the first request after a landing
+is estimated from its messages, not from the usage of the request before the cut.
 
 The compaction task: ``select`` (choose the cut: keep about ``keep_recent`` tokens,
 cutting at a user or assistant entry), ``summarize`` (model requests with no tools),
