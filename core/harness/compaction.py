@@ -503,13 +503,16 @@ async def _place_summary(
     record = await new_submission(tx, conv, "write", f"compaction:{task.id}")
     live = await tx.doc(LIVE, conv)
     value = live.value if isinstance(live.value, dict) else {}
-    value["compaction"] = {
-        "task": task.id,
-        "reason": _reason(task),
-        "state": "queued",
-        "submission": record.id,
-        "usage": spent.model_dump(),
-    }
+    noted = value.get("compaction")
+    if not isinstance(noted, dict) or noted.get("task") == task.id:
+        # (A compaction started by hand meanwhile holds the note: it stays in flight.)
+        value["compaction"] = {
+            "task": task.id,
+            "reason": _reason(task),
+            "state": "queued",
+            "submission": record.id,
+            "usage": spent.model_dump(),
+        }
     live.value = value
     sub = await admit_write(tx, record, draft, at_once=task.owner is not None)
     out: JsonObject = {"submission": sub.id, "requests": requests}
