@@ -66,6 +66,7 @@ class LongRun:
 
     rounds: int
     round_starts: list[float] = field(default_factory=list)  # perf_counter per request
+    round_cpu: list[float] = field(default_factory=list)  # process_time per request
     summary_requests: int = 0
     largest_request: int = 0  # estimated tokens of the largest request sent
     over_limit: list[int] = field(default_factory=list)  # sizes of requests over the limit
@@ -76,9 +77,11 @@ class LongRun:
     stale: int = 0
     seconds: float = 0.0
 
-    def ms_per_round(self, first: int, last: int) -> float:
-        """Mean ms per round over rounds ``first..last`` (1-based, inclusive)."""
-        starts = self.round_starts
+    def ms_per_round(self, first: int, last: int, *, cpu: bool = False) -> float:
+        """Mean ms per round over rounds ``first..last`` (1-based, inclusive): wall time,
+        or with ``cpu`` this process's CPU time (what other processes on a shared
+        machine take from the wall clock is not in it)."""
+        starts = self.round_cpu if cpu else self.round_starts
         return (starts[last] - starts[first - 1]) / (last - first + 1) * 1000
 
 
@@ -128,6 +131,7 @@ async def long_run(
             out.summary_requests += 1
             return faux_message(f"Summary {out.summary_requests}: " + "s" * 1500)
         out.round_starts.append(time.perf_counter())
+        out.round_cpu.append(time.process_time())
         done = len(out.round_starts) - 1
         if profiles is not None:
             window = {0: (0, True), 100: (0, False), rounds - 100: (1, True), rounds: (1, False)}
@@ -188,20 +192,21 @@ async def collect(h: Harness, conversation_id: int, out: LongRun) -> None:
 
 
 def report(run: LongRun) -> str:
-    first = run.ms_per_round(1, min(100, run.rounds))
-    last = run.ms_per_round(max(1, run.rounds - 99), run.rounds)
-    return "\n".join(
-        [
-            f"{run.rounds} tool rounds in {run.seconds:.2f} s",
-            f"  rounds 1-100:           {first:.2f} ms/round",
-            f"  rounds {run.rounds - 99}-{run.rounds}:     {last:.2f} ms/round"
-            f"  ({last / first:.2f}x)",
-            f"  compactions: {run.compactions} started, {run.landed} landed, "
-            f"{run.in_flight} in flight, {run.stale} stale",
-            f"  summary requests: {run.summary_requests} (chunks beyond the first: {run.chunks})",
-            f"  largest request: {run.largest_request} tokens",
-        ]
-    )
+    early, late = (1, min(100, run.rounds)), (max(1, run.rounds - 99), run.rounds)
+    lines = [f"{run.rounds} tool rounds in {run.seconds:.2f} s"]
+    for what, cpu in (("wall", False), ("cpu", True)):
+        first, last = run.ms_per_round(*early, cpu=cpu), run.ms_per_round(*late, cpu=cpu)
+        lines.append(
+            f"  {what}: rounds {early[0]}-{early[1]} {first:.2f} ms/round, rounds "
+            f"{late[0]}-{late[1]} {last:.2f} ms/round ({last / first:.2f}x)"
+        )
+    lines += [
+        f"  compactions: {run.compactions} started, {run.landed} landed, "
+        f"{run.in_flight} in flight when the run ended, {run.stale} stale",
+        f"  summary requests: {run.summary_requests} (chunks beyond the first: {run.chunks})",
+        f"  largest request: {run.largest_request} tokens",
+    ]
+    return "\n".join(lines)
 
 
 def main() -> None:

@@ -441,23 +441,26 @@ async def test_a_long_run_compacts_inside_the_run_once_at_a_time(tmp_path: Path)
 async def test_the_2000_round_run_keeps_its_per_round_cost_flat(tmp_path: Path) -> None:
     """The issue's workload at full size; ``.ci/run`` runs it with ``pytest -m slow``.
 
-    The cost check compares the mean ms/round of rounds 1,901-2,000 with rounds 1-100
-    of the same run. A shared 2-core machine can stall any 100-round window (another
-    process, a WAL checkpoint), so a failing ratio is measured once more on a fresh
-    file; the compaction checks hold for every run.
+    Cost: the mean ms/round of rounds 1,901-2,000 is at most 1.2x that of rounds 1-100
+    of the same run, in wall time and in this process's CPU time. A shared 2-core
+    machine can stall any 100-round window (another process, a WAL checkpoint), so the
+    run is repeated, up to three times, until one meets both; the compaction checks
+    must hold on every run.
     """
-    ratios = []
-    for attempt in range(2):
+    ratios: list[tuple[float, float]] = []
+    for attempt in range(3):
         run = await long_run(tmp_path / f"long{attempt}.sqlite", 2000)
         print(report(run))
         assert run.over_limit == [], run.over_limit
         assert run.in_flight <= 1 and run.stale == 0
         assert run.compactions == run.landed >= 10
         assert run.summary_requests <= run.landed + run.chunks
-        ratios.append(run.ms_per_round(1901, 2000) / run.ms_per_round(1, 100))
-        if ratios[-1] <= 1.2:
+        wall = run.ms_per_round(1901, 2000) / run.ms_per_round(1, 100)
+        cpu = run.ms_per_round(1901, 2000, cpu=True) / run.ms_per_round(1, 100, cpu=True)
+        ratios.append((wall, cpu))
+        if max(wall, cpu) <= 1.2:
             break
-    assert ratios[-1] <= 1.2, ratios
+    assert max(ratios[-1]) <= 1.2, ratios
 
 
 async def test_a_message_larger_than_the_summarizer_is_cut_to_fit(tmp_path: Path) -> None:
