@@ -7,16 +7,36 @@ the kept entries; the older entries stay in storage and in the transcript.
 Thresholds (``CompactionSettings``; tokens estimated from the usage of the newest answer
 plus about four characters per token for what came after it):
 
-* above ``window - reserve`` a generation first runs a **blocking** compaction it owns,
-  then sends its request whatever the outcome;
+* above ``window - reserve`` a generation first runs a **blocking** compaction it owns
+  (or waits for the one already summarizing), then sends its request whatever the
+  outcome;
 * above ``window - reserve - background`` a **background** compaction starts; its
-  summary is placed at the next boundary (or ends ``stale`` if another cut overtook it);
+  summary lands at the next boundary — the next post-tools boundary of a running run,
+  which continues compacted, or at once when idle — or ends ``stale`` if another cut
+  overtook it;
 * a provider **context overflow** compacts once and retries the request;
 * ``Conversation.compact(instructions)`` runs one by hand.
 
+At most one automatic compaction per conversation is in flight: ``live["compaction"]``
+notes it from its start until its summary has landed or ended stale — a summary queued
+in the inbox still counts (``state: "queued"`` and its ``submission``). A background
+compaction is not started while the note stands, and a generation that needs one
+waits for the noted one instead of starting its own. Only ``compact()`` by hand starts
+regardless (the user asked for it, with its own instructions); a summary it overtakes
+ends stale. The ``usage`` ledger counts landed and stale compactions (``compactions``)
+and ``live["stale_compaction"]`` explains the latest stale end.
+
+Token estimates: the answers a summary kept carry no usage in the new range's context
+(see :class:`~core.harness.context.ActiveRange`), so the first request after a landing
+is estimated from its messages, not from the usage of the request before the cut.
+
 The compaction task: ``select`` (choose the cut: keep about ``keep_recent`` tokens,
-cutting at a user or assistant entry), ``summarize`` (one model request with no tools),
-``retry`` (backoff on retryable errors).
+cutting at a user or assistant entry), ``summarize`` (model requests with no tools),
+``retry`` (backoff on retryable errors). A summary request always fits the summarizer:
+when the range is larger than ``window - reserve`` it is summarized incrementally, the
+previous partial summary plus the next chunk per request; each chunk's summary is
+checkpointed (``position``, ``summary``) with its usage, so a crash between chunks
+resumes at the next chunk and nothing is summarized twice.
 """
 
 from __future__ import annotations
@@ -35,15 +55,16 @@ from core.harness.messages import (
     ThinkingBlock,
     ToolCall,
     ToolResultMessage,
+    Usage,
     UserMessage,
     message_chars,
     message_from_json,
     message_to_json,
 )
-from core.harness.models import ModelError, ModelRequest, StreamDone
-from core.harness.runs import add_usage, admit_write, new_submission
+from core.harness.models import ModelError, ModelInfo, ModelRequest, StreamDone
+from core.harness.runs import add_usage, admit_write, count_stale, new_submission
 from core.harness.settings import CompactionSettings
-from core.jsonvalue import JsonObject
+from core.jsonvalue import JsonObject, JsonValue
 from core.records import Completed, Entry, ErrorInfo, Failed, Task, Waiting
 from core.session.session import ensure_outside_commit
 from core.session.transaction import Tx
@@ -60,10 +81,12 @@ __all__ = [
     "compaction_task",
     "context_tokens",
     "estimate_tokens",
+    "in_flight_compaction",
     "select_cut",
     "serialize",
     "settle_compaction",
     "start_compaction",
+    "summary_budget",
     "summary_text",
 ]
 
@@ -73,6 +96,10 @@ SUMMARY_PROMPT = (
     "for the assistant that will continue it: the user's goals and constraints, decisions "
     "made, facts learned, tool results that still matter, open questions and the next "
     "steps. Do not address the user."
+)
+UPDATE_PROMPT = (
+    "Update the previous summary with the part of the conversation that follows it: keep "
+    "everything from the previous summary that still matters and add what this part adds."
 )
 RESULT_LIMIT = 2000
 
@@ -115,27 +142,49 @@ async def start_compaction(
 ) -> Task | None:
     """Create a compaction task (owned by ``owner``, a generation that waits for it, or
     else by the conversation) and note it in ``live``. An automatic background
-    compaction is not started while another one of the conversation is still live."""
+    compaction is not started while another one of the conversation is in flight or its
+    summary waits to land."""
     live = await tx.doc(LIVE, conversation_id)
     value = live.value if isinstance(live.value, dict) else {}
-    noted = value.get("compaction")
-    if owner is None and reason == "threshold" and isinstance(noted, dict):
-        running = await tx.task(int(cast(int, noted.get("task"))))
-        if running is not None and running.live:
-            return None
+    if owner is None and reason == "threshold" and await _pending(tx, value) is not None:
+        return None
     data: JsonObject = {"reason": reason}
     if instructions:
         data["instructions"] = instructions
     task = await tx.create_task(
         COMPACTION, data, owner=owner, conversation_id=None if owner else conversation_id
     )
-    value["compaction"] = {"task": task.id, "reason": reason}
+    value["compaction"] = {"task": task.id, "reason": reason, "state": "summarizing"}
     live.value = value
     return task
 
 
+async def _pending(tx: Tx, live: JsonValue) -> JsonObject | None:
+    """The conversation's compaction note if that compaction is still in flight: its
+    task is live, or its summary is queued to land."""
+    noted = live.get("compaction") if isinstance(live, dict) else None
+    if not isinstance(noted, dict):
+        return None
+    if isinstance(noted.get("submission"), int):
+        return noted  # queued: cleared when the summary lands or ends stale
+    task_id = noted.get("task")
+    running = await tx.task(task_id) if isinstance(task_id, int) else None
+    return noted if running is not None and running.live else None
+
+
+async def in_flight_compaction(tx: Tx, conversation_id: int) -> int | None:
+    """The id of the conversation's compaction that is still summarizing, if any (a
+    generation that needs a compaction waits for it instead of starting another)."""
+    live = await tx.doc(LIVE, conversation_id)
+    noted = await _pending(tx, live.value)
+    if noted is None or isinstance(noted.get("submission"), int):
+        return None
+    return cast(int, noted["task"])
+
+
 async def settle_compaction(tx: Tx, task: Task) -> None:
-    """A compaction ended (by itself or settled by the scheduler): clear its ``live`` note."""
+    """A compaction ended without a summary to land (failed, skipped, aborted, stale, or
+    settled by the scheduler): clear its ``live`` note."""
     live = await tx.doc(LIVE, task.conversation_id)
     value = live.value
     noted = value.get("compaction") if isinstance(value, dict) else None
@@ -230,15 +279,17 @@ def compaction_task(harness: Callable[[], Harness]) -> TaskDefinition:
             await rt.commit(skip)
             return
         upto = view.entries[-1].id
-        await rt.checkpoint(
-            {
-                "phase": "summarize",
-                "first_kept": cut,
-                "upto": upto,
-                "attempt": 1,
-                "model": agent.model,
-            }
-        )
+        checkpoint: JsonObject = {
+            "phase": "summarize",
+            "first_kept": cut,
+            "upto": upto,
+            "range": view.head,
+            "attempt": 1,
+            "model": agent.model,
+            "position": 0,
+            "requests": 0,
+        }
+        await rt.checkpoint(checkpoint)
 
     async def summarize(task: Task, rt: TaskRuntime) -> None:
         await _summarize(harness(), task, rt)
@@ -254,7 +305,50 @@ def compaction_task(harness: Callable[[], Harness]) -> TaskDefinition:
     )
 
 
+def summary_budget(info: ModelInfo, settings: CompactionSettings) -> int:
+    """The largest summary request, in estimated tokens: the summarizer's window minus
+    the reserve (which also covers the summary it writes)."""
+    return info.context_window - settings.reserve_tokens
+
+
+def _chunk(older: Sequence[Message], position: int, room: int) -> tuple[str, int]:
+    """The serialized messages from ``position`` that fit ``room`` characters, and the
+    position after them. A single message too large on its own is cut to fit."""
+    lines: list[str] = []
+    used = 0
+    end = position
+    while end < len(older):
+        piece = serialize([older[end]])
+        if not piece:
+            end += 1
+            continue
+        if used + len(piece) + 1 > room:
+            if lines:
+                break
+            marker = "\n[... truncated to fit the summarizer]"
+            piece = piece[: max(0, room - len(marker) - 1)] + marker
+        lines.append(piece)
+        used += len(piece) + 1
+        end += 1
+    return "\n".join(lines), end
+
+
+def _prompt(summary: str | None, chunk: str, focus: str | None) -> str:
+    if summary is None:
+        text = f"<conversation>\n{chunk}\n</conversation>"
+    else:
+        text = (
+            f"<previous-summary>\n{summary}\n</previous-summary>\n\n"
+            f"<conversation>\n{chunk}\n</conversation>\n\n{UPDATE_PROMPT}"
+        )
+    if focus:
+        text += f"\n\nAdditional focus: {focus}"
+    return text
+
+
 async def _summarize(h: Harness, task: Task, rt: TaskRuntime) -> None:
+    """One summary request: the whole range, or the next chunk of it on top of the
+    summary so far. Each chunk's result is checkpointed; the last one lands."""
     conv = rt.conversation_id
     cp = dict(task.checkpoint or {})
     first_kept = int(cast(int, cp["first_kept"]))
@@ -264,16 +358,32 @@ async def _summarize(h: Harness, task: Task, rt: TaskRuntime) -> None:
         await _end(rt, Failed(ErrorInfo(f"Model {model} is not available", {"reason": "no_model"})))
         return
     view = await h.context(conv, cutoff=cast(int, cp["upto"]))
+    if "range" in cp and view.head != cp["range"]:
+        # Another cut or a reset landed since the cut was chosen: this summary would
+        # describe a context that no longer exists. Spend no further request on it.
+        await _end_stale(rt, cp, view)
+        return
     older = _messages_before(view, first_kept)
     value = task.input if isinstance(task.input, dict) else {}
     focus = value.get("instructions")
-    prompt = f"<conversation>\n{serialize(older)}\n</conversation>"
-    if isinstance(focus, str) and focus:
-        prompt += f"\n\nAdditional focus: {focus}"
+    focus = focus if isinstance(focus, str) and focus else None
+    position = int(cast(int, cp.get("position", 0)))
+    summary = cp.get("summary")
+    summary = summary if isinstance(summary, str) else None
     settings = h.settings.compaction
+    system = SystemMessage(content=SUMMARY_PROMPT)
+    # Estimated tokens are ``chars // 4 + 1`` per message: what room is left, in
+    # characters, for the chunk once the system prompt and the wrapper are counted.
+    budget = summary_budget(info, settings) - estimate_tokens(system) - 1
+    room = budget * 4 - len(_prompt(summary, "", focus))
+    if room < 400:
+        small = "The summarizer's window is too small for the summary so far"
+        await _end(rt, Failed(ErrorInfo(small, {"reason": "window"})))
+        return
+    chunk, end = _chunk(older, position, room)
     request = ModelRequest(
         model=model,
-        messages=[SystemMessage(content=SUMMARY_PROMPT), UserMessage(content=prompt)],
+        messages=[system, UserMessage(content=_prompt(summary, chunk, focus))],
         max_tokens=min(int(0.8 * settings.reserve_tokens), info.max_tokens),
         allow_deferred=False,
     )
@@ -304,28 +414,63 @@ async def _summarize(h: Harness, task: Task, rt: TaskRuntime) -> None:
     if final is None:
         return  # cancelled
     text = final.text.strip()
-    problem = None
+    problem: str | None = None
     if final.stop_reason == "length":
         problem = "Summarization hit the token limit"
     elif final.tool_calls:
         problem = "Summarization attempted to call a tool"
     elif not text:
         problem = "Summarization produced no text"
+    spent = _spent(cp) + final.usage
+    requests = int(cast(int, cp.get("requests", 0))) + 1
 
-    async def place(tx: Tx, current: Task) -> Completed | Failed:
+    async def place(tx: Tx, current: Task) -> Completed | Failed | JsonObject:
         await add_usage(tx, conv, final.usage, model=final.model or model)
-        await settle_compaction(tx, current)
         if problem is not None:
+            await settle_compaction(tx, current)
             return Failed(ErrorInfo(problem, {"reason": "model_error"}))
-        return await _place_summary(h, tx, current, first_kept, text)
+        if end < len(older):  # more to summarize: checkpoint this chunk's summary
+            return {
+                **cp,
+                "position": end,
+                "summary": text,
+                "attempt": 1,
+                "requests": requests,
+                "spent": spent.model_dump(),
+            }
+        return await _place_summary(tx, current, first_kept, text, spent, requests)
 
     await rt.commit(place)
+
+
+def _spent(cp: JsonObject) -> Usage:
+    spent = cp.get("spent")
+    return Usage.model_validate(spent) if isinstance(spent, dict) else Usage()
 
 
 async def _end(rt: TaskRuntime, outcome: Failed) -> None:
     async def end(tx: Tx, current: Task) -> Failed:
         await settle_compaction(tx, current)
         return outcome
+
+    await rt.commit(end)
+
+
+async def _end_stale(rt: TaskRuntime, cp: JsonObject, view: ContextView) -> None:
+    first_kept = int(cast(int, cp["first_kept"]))
+    start = view.entries[0].id if view.entries else None
+
+    async def end(tx: Tx, current: Task) -> Completed:
+        await settle_compaction(tx, current)
+        await count_stale(
+            tx,
+            current.conversation_id,
+            task=current.id,
+            first_kept=first_kept,
+            range_start=start,
+            spent=_spent(cp).model_dump(),
+        )
+        return Completed({"stale": True, "requests": cp.get("requests", 0)})
 
     await rt.commit(end)
 
@@ -343,10 +488,11 @@ def _messages_before(view: ContextView, first_kept: int) -> list[Message]:
 
 
 async def _place_summary(
-    h: Harness, tx: Tx, task: Task, first_kept: int, summary: str
+    tx: Tx, task: Task, first_kept: int, summary: str, spent: Usage, requests: int
 ) -> Completed:
     """Blocking compactions (owned by a generation) land at once; others go through the
-    inbox as a write, so they are placed at a boundary — or now, if nothing runs."""
+    inbox as a write, so they are placed at the next boundary — or now, if nothing runs.
+    Until it has landed (or ended stale) the ``live`` note keeps it in flight."""
     conv = task.conversation_id
     draft: JsonObject = {
         "kind": "compaction",
@@ -355,10 +501,24 @@ async def _place_summary(
         "head": first_kept,
     }
     record = await new_submission(tx, conv, "write", f"compaction:{task.id}")
+    live = await tx.doc(LIVE, conv)
+    value = live.value if isinstance(live.value, dict) else {}
+    noted = value.get("compaction")
+    if not isinstance(noted, dict) or noted.get("task") == task.id:
+        # (A compaction started by hand meanwhile holds the note: it stays in flight.)
+        value["compaction"] = {
+            "task": task.id,
+            "reason": _reason(task),
+            "state": "queued",
+            "submission": record.id,
+            "usage": spent.model_dump(),
+        }
+    live.value = value
     sub = await admit_write(tx, record, draft, at_once=task.owner is not None)
-    if sub.status == "queued":
-        return Completed({"submission": sub.id})
-    return Completed({"submission": sub.id, "entry": sub.entry})
+    out: JsonObject = {"submission": sub.id, "requests": requests}
+    if sub.entry is not None:
+        out["entry"] = sub.entry
+    return Completed(out)
 
 
 def _reason(task: Task) -> str:

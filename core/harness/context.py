@@ -29,6 +29,7 @@ from core.harness.messages import (
     SystemMessage,
     ToolCall,
     ToolResultMessage,
+    Usage,
     UserMessage,
     message_from_json,
 )
@@ -38,6 +39,7 @@ from core.records import Entry
 __all__ = ["ActiveRange", "ContextView", "derive_context"]
 
 MISSING_RESULT = "Tool result unavailable: the call did not finish."
+_NO_USAGE = Usage()
 
 
 @dataclass
@@ -50,6 +52,11 @@ class ActiveRange:
     have their results is flattened once and reused, so a long conversation costs each
     request only its newest entries. Edits or an entry committed out of id order switch
     to full derivation (:func:`derive_context`), which is the reference semantics.
+
+    The answers a compaction kept (entries older than the head marker) lose their
+    reported ``usage`` in their context messages: it measured a request over a context
+    that no longer exists, and the token estimate (``compaction.context_tokens``) must
+    not take it for the size of this one.
     """
 
     head: int | None
@@ -63,12 +70,21 @@ class ActiveRange:
     _flat: list[Message] = field(default_factory=list)
     _stable: int = 0
     _full_only: bool = False
+    _prompted: bool = False
 
     def add(self, entry: Entry) -> None:
         position = bisect.bisect_right(self.ids, entry.id)
         self.ids.insert(position, entry.id)
         self.entries.insert(position, entry)
-        self.messages.insert(position, _parse(entry.message))
+        message = _parse(entry.message)
+        if (
+            self.head is not None
+            and entry.id < self.head
+            and isinstance(message, AssistantMessage)
+            and message.usage != _NO_USAGE
+        ):
+            message = message.model_copy(update={"usage": _NO_USAGE})
+        self.messages.insert(position, message)
         if position < len(self.ids) - 1:
             self._full_only = True  # an entry committed out of id order: no shortcuts
 
@@ -84,7 +100,11 @@ class ActiveRange:
             if isinstance(m, AssistantMessage):
                 tail.extend(self._result_for(c) for c in m.content if isinstance(c, ToolCall))
         return ContextView(
-            self.head, self.entries, _system_first(self._flat + tail), dict(self._sections)
+            self.head,
+            self.entries,
+            _system_first(self._flat + tail),
+            dict(self._sections),
+            self._prompted,
         )
 
     def _fold(self) -> None:
@@ -95,17 +115,23 @@ class ActiveRange:
                 self._full_only = True
                 return
             _fold_sections(self._sections, entry)
+            self._prompted = self._prompted or entry.kind == "system"
             self._folded += 1
             if message is None or _excluded(message):
                 continue
             if isinstance(message, ToolResultMessage):
                 self._results.setdefault(message.tool_call_id, message)
             elif entry.id == self.head:
-                # The head marker (a summary, a reset) opens the context it starts.
-                if self._stable:
+                # The head marker (a summary, a reset) opens the context it starts. A
+                # summary follows the entries it kept (their ids are older), which may
+                # already be flattened: a marker without tool calls joins them in front.
+                if isinstance(message, AssistantMessage) and message.tool_calls:
                     self._full_only = True
                     return
                 self._order.insert(0, message)
+                if self._stable:
+                    self._flat.insert(0, message)
+                    self._stable += 1
             else:
                 self._order.append(message)
         while self._stable < len(self._order):
@@ -131,6 +157,8 @@ class ContextView:
     entries: list[Entry]
     messages: list[Message]
     sections: dict[str, str]
+    prompted: bool = False
+    """Whether the range holds a ``system`` entry (a prompt was recorded in it)."""
 
 
 def _parse(message: JsonValue) -> Message | None:
@@ -169,7 +197,13 @@ def derive_context(
             marker.append(message)  # the head marker opens the context it starts
             continue
         ordered.append(message)
-    return ContextView(head, entries, _system_first(_pair_tool_results(marker + ordered)), sections)
+    return ContextView(
+        head,
+        entries,
+        _system_first(_pair_tool_results(marker + ordered)),
+        sections,
+        any(e.kind == "system" for e in entries),
+    )
 
 
 def _system_first(messages: list[Message]) -> list[Message]:

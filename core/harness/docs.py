@@ -5,10 +5,15 @@
   ``instructions``, ``cwd``. Rewindable, so a fork sees it as it was at the fork point.
 * ``live``   — what is happening now: the current ``run`` (its input submissions and
   generation task), the generation's progress (partial message, retry and poll times)
-  and one slot per tool call (status and streamed output). Committed with adaptive
+  and one slot per tool call (status and streamed output); ``compaction`` notes the
+  compaction in flight (``task``, ``reason``, ``state``: ``summarizing`` or ``queued``
+  with the summary's ``submission``) until its summary lands or ends stale, and
+  ``stale_compaction`` explains the latest one that ended stale. Committed with adaptive
   throttling while a response streams; a fresh fork starts with an empty one.
 * ``inbox``  — submissions that arrived while the conversation was busy, in order.
-* ``usage``  — the token and cost ledger: totals, per model and per tool.
+* ``usage``  — the token and cost ledger: totals, per model and per tool, and
+  ``compactions``: how many summaries ``landed``, how many ended ``stale`` and what
+  the stale ones spent (``stale_usage``).
 """
 
 from __future__ import annotations

@@ -2,11 +2,14 @@
 
 Phases (checkpoint ``phase``):
 
-``prepare``  resolve the agent, render the system prompt and record what changed as a
-             ``system`` entry, pin the model, thinking level and the context ``cutoff``;
-             decide compaction: a context too big to send first waits for a compaction
-             the generation owns (``compacted`` marks that it did), a context in the
-             background band starts a conversation-owned compaction in the pin commit.
+``prepare``  land a compaction summary queued for this run (this point is the
+             post-tools boundary the run just passed); resolve the agent, render the
+             system prompt and record what changed as a ``system`` entry, pin the
+             model, thinking level and the context ``cutoff``; decide compaction: a
+             context too big to send first waits for a compaction — the one already
+             summarizing, or one the generation owns (``compacted`` marks that it
+             did) —, a context in the background band starts a conversation-owned
+             compaction in the pin commit (unless one is in flight).
 ``request``  stream from the model, committing partial output to ``live`` (throttled);
              then one commit classifies the response:
              * an answer → assistant entry, the run's inputs ``done``, the final boundary
@@ -20,8 +23,10 @@ Phases (checkpoint ``phase``):
                ``retry``; otherwise the run's inputs end ``unanswered``.
 ``retry``    resend the request with the pinned model and options.
 ``poll``     fetch a deferred response.
-``tools``    after the tool round: the post-tools boundary (steers join the run) and,
-             in the same commit, the run handed to a new generation task.
+``tools``    after the tool round: the post-tools boundary (steers join the run, a
+             queued compaction summary lands) and, in the same commit, the run handed
+             to a new generation task — already prepared, unless the boundary moved
+             the context's start (then the successor prepares against the new range).
 
 A crash at any point resumes at the last checkpoint: an interrupted request is sent again
 (its committed partial stays in ``live`` and is not replayed), a backoff or poll time
@@ -36,9 +41,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from core.errors import InvocationEnded, SessionClosed, TaskStateError
-from core.harness.compaction import compaction_need, context_tokens, start_compaction
+from core.harness.compaction import (
+    compaction_need,
+    context_tokens,
+    in_flight_compaction,
+    start_compaction,
+)
 from core.harness.context import ContextView
-from core.harness.docs import LIVE
+from core.harness.docs import INBOX, LIVE
 from core.harness.live import Throttle
 from core.harness.messages import (
     AssistantMessage,
@@ -70,7 +80,9 @@ from core.harness.runs import (
     TOOL,
     add_usage,
     final_boundary,
+    land_summaries,
     post_tools_boundary,
+    queued_summary,
     settle_run,
     withdraw_inputs,
 )
@@ -166,8 +178,7 @@ async def _plan(h: Harness, conv: int) -> _Plan | str:
         return f"Model {agent.model} is not available"
     ctx = await h.context(conv)
     wanted = await _render(h, agent, conv, ctx)
-    prompted = any(e.kind == "system" for e in ctx.entries)
-    change = plan_prompt(ctx.sections, wanted, baseline=not prompted)
+    change = plan_prompt(ctx.sections, wanted, baseline=not ctx.prompted)
     tokens = context_tokens(ctx.messages)
     need = compaction_need(h.settings.compaction, tokens, info.context_window)
     return _Plan(agent.model, agent.thinking, info.max_tokens, change, need)
@@ -213,6 +224,15 @@ async def _prepare(h: Harness, task: Task, rt: TaskRuntime) -> None:
     conv = rt.conversation_id
     cp = _checkpoint(task)
     attempt = int(cast(int, cp.get("attempt", 1)))
+    if await _summary_waits(h, conv, rt.task_id):
+
+        async def land(tx: Tx, current: Task) -> JsonObject:
+            if _is_current(await tx.doc(LIVE, conv), current.id):
+                await land_summaries(tx, conv, h.settings)
+            return {**cp, "landed": int(cast(int, cp.get("landed", 0))) + 1}
+
+        await rt.commit(land)
+        return
     plan = await _plan(h, conv)
     if isinstance(plan, str):
         await _fail(h, rt, "no_model", plan)
@@ -229,19 +249,36 @@ async def _prepare(h: Harness, task: Task, rt: TaskRuntime) -> None:
     await rt.commit(pin)
 
 
+async def _summary_waits(h: Harness, conv: int, task_id: int) -> bool:
+    """Whether a compaction summary is queued while this generation runs the run."""
+    inbox = await h.session.document_value(INBOX, conv)
+    if not queued_summary(inbox):
+        return False
+    live = await h.session.document_value(LIVE, conv)
+    run = live.get("run") if isinstance(live, dict) else None
+    return isinstance(run, dict) and run.get("generation") == task_id
+
+
 async def _compact_first(rt: TaskRuntime, cp: JsonObject, *, reason: str) -> None:
-    """Wait for a compaction this generation owns, then prepare the request again."""
+    """Wait for a compaction — the conversation's one in flight, else one this
+    generation owns — then prepare the request again (landing its summary first)."""
 
     async def compact(tx: Tx, current: Task) -> Waiting:
-        child = await start_compaction(tx, rt.conversation_id, reason=reason, owner=current.id)
-        assert child is not None  # owned compactions always start
+        conv = rt.conversation_id
+        waited = await in_flight_compaction(tx, conv)
+        if waited is not None:
+            child_id = waited  # at most one compaction at a time: join it
+        else:
+            child = await start_compaction(tx, conv, reason=reason, owner=current.id)
+            assert child is not None  # owned compactions always start
+            child_id = child.id
         live = await tx.doc(LIVE, rt.conversation_id)
         _section(live, "generation").pop("partial", None)
         checkpoint: JsonObject = {"phase": "prepare", "attempt": cp.get("attempt", 1)}
         checkpoint["compacted"] = True
         if reason == "overflow":
             checkpoint["overflowed"] = True
-        return Waiting(checkpoint, (child.id,))
+        return Waiting(checkpoint, (child_id,))
 
     await rt.commit(compact)
 
@@ -633,8 +670,11 @@ async def _after_tools(h: Harness, task: Task, rt: TaskRuntime) -> None:
         live = await tx.doc(LIVE, conv)
         if _is_current(live, current.id):
             await post_tools_boundary(tx, conv, h.settings)
+            # A summary placed here starts a new context range: the plan made against
+            # the old one is void, so the successor prepares against the new one.
+            moved = any(e.head is not None for e in tx.entries if e.conversation_id == conv)
             start = None
-            if not isinstance(plan, str) and plan.compaction != "blocking":
+            if not moved and not isinstance(plan, str) and plan.compaction != "blocking":
                 start = await _pin(h, tx, conv, plan, current.id, 1, overflowed=False)
             successor = await tx.create_task(GENERATION, {}, conversation_id=conv, checkpoint=start)
             run = _section(live, "run")

@@ -49,6 +49,7 @@ from core.harness.runs import (
     queue_item,
     start_run,
     withdraw_inputs,
+    withdraw_summary,
 )
 from core.harness.settings import HarnessSettings
 from core.harness.watch import (
@@ -753,7 +754,8 @@ class Conversation:
     async def compact(self, instructions: str | None = None) -> int:
         """Compact the conversation now (summarizing all but the recent context, with
         ``instructions`` as extra focus); returns the compaction task's id. The summary
-        lands at once when idle, else at the end of the current run."""
+        lands at once when idle, else at the current run's next boundary (after its
+        tool round, or its answer)."""
         if instructions is not None and not isinstance(instructions, str):
             raise ValueError("compaction instructions must be a string")
         conv = self.id
@@ -951,6 +953,7 @@ class Submission:
                 generation = run.get("generation") if isinstance(run, dict) else None
                 return "aborted", generation if isinstance(generation, int) else None
             inbox = await tx.doc(INBOX, record.conversation_id)
+            withdraw_summary(await tx.doc(LIVE, record.conversation_id), self.id)
             if isinstance(inbox.value, dict):
                 inbox.value["items"] = [
                     i

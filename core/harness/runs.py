@@ -7,10 +7,21 @@ answers (every input ``done`` with that answer) or fails (every input ``unanswer
 While a run is going, new submissions queue in the ``inbox`` document. They are placed
 at *boundaries*, writes first, then user items, each in id order:
 
-* **post-tools** (after a tool round): writes and ``steer`` items; steers join the
-  current run's inputs;
+* **post-tools** (after a tool round): writes — compaction summaries included, so a
+  long run continues compacted — and ``steer`` items; steers join the current run's
+  inputs. A ``reset`` is the one write that waits for the answer: it ends the context
+  the running run is working in;
 * **final** (after the answer): writes, steers and ``follow_up`` items; the user items
   start the next run.
+
+A generation about to send a request that would not fit also lands queued compaction
+summaries first (:func:`land_summaries`): that point is the post-tools boundary the
+run has just passed.
+
+A compaction summary's landing (placed or ``stale``) also settles the conversation's
+pending compaction note in ``live`` and counts the compaction in the ``usage`` ledger
+(``compactions``: ``landed``, ``stale`` and the tokens stale ones spent); a stale one
+is explained in ``live["stale_compaction"]``, so a watcher sees why a request was spent.
 
 All functions here run inside one transaction and never read a table: the ``live`` and
 ``inbox`` documents keep what is needed to rewrite a submission's record (id, request
@@ -37,19 +48,23 @@ __all__ = [
     "TOOL",
     "add_usage",
     "admit_write",
+    "count_stale",
     "final_boundary",
     "inbox_items",
     "is_running",
+    "land_summaries",
     "new_submission",
     "place_input",
     "place_write",
     "post_tools_boundary",
     "queue_item",
+    "queued_summary",
     "range_start",
     "run_inputs",
     "settle_run",
     "start_run",
     "withdraw_inputs",
+    "withdraw_summary",
 ]
 
 GENERATION = "perdure.generation"
@@ -172,7 +187,9 @@ async def place_write(tx: Tx, sub: Submission, draft: JsonObject) -> Submission:
                 sub.conversation_id, "write", _record(sub), status="unanswered", reason="stale"
             )
             tx.put_submission(stale)
+            await _summary_landed(tx, sub, head, stale_since=start)
             return stale
+        await _summary_landed(tx, sub, head)
     entry = await tx.append_entry(
         sub.conversation_id,
         str(draft.get("kind") or "custom"),
@@ -183,6 +200,86 @@ async def place_write(tx: Tx, sub: Submission, draft: JsonObject) -> Submission:
     done = _submission(sub.conversation_id, "write", _record(sub), status="done", entry=entry.id)
     tx.put_submission(done)
     return done
+
+
+async def _summary_landed(
+    tx: Tx, sub: Submission, head: int, *, stale_since: int | None = None
+) -> None:
+    """If ``sub`` carries the conversation's pending compaction summary, clear the note
+    (the next compaction may start) and count the landing, or the stale end."""
+    live = await tx.doc(LIVE, sub.conversation_id)
+    value = _obj(live)
+    note = value.get("compaction")
+    if not isinstance(note, dict) or note.get("submission") != sub.id:
+        return
+    del value["compaction"]
+    if stale_since is None:
+        counts = await _compaction_counts(tx, sub.conversation_id)
+        counts["landed"] = int(cast(int, counts.get("landed", 0))) + 1
+        return
+    await count_stale(
+        tx,
+        sub.conversation_id,
+        task=cast(int, note.get("task")),
+        first_kept=head,
+        range_start=stale_since,
+        spent=note.get("usage"),
+        submission=sub.id,
+    )
+
+
+async def _compaction_counts(tx: Tx, conversation_id: int) -> JsonObject:
+    ledger = _obj(await tx.doc(USAGE, conversation_id))
+    counts = ledger.get("compactions")
+    if not isinstance(counts, dict):
+        counts = {}
+        ledger["compactions"] = counts
+    return counts
+
+
+async def count_stale(
+    tx: Tx,
+    conversation_id: int,
+    *,
+    task: int,
+    first_kept: int,
+    range_start: int | None,
+    spent: JsonValue,
+    submission: int | None = None,
+) -> None:
+    """A compaction ended ``stale`` (a newer cut or a reset overtook it): count it and
+    what its summary requests spent in the ``usage`` ledger, and explain it in
+    ``live["stale_compaction"]`` (a watcher sees the frame)."""
+    counts = await _compaction_counts(tx, conversation_id)
+    counts["stale"] = int(cast(int, counts.get("stale", 0))) + 1
+    if isinstance(spent, dict):
+        before = counts.get("stale_usage")
+        base = Usage.model_validate(before) if isinstance(before, dict) else Usage()
+        counts["stale_usage"] = (base + Usage.model_validate(spent)).model_dump()
+    live = _obj(await tx.doc(LIVE, conversation_id))
+    explained: JsonObject = {
+        "task": task,
+        "first_kept": first_kept,
+        "range_start": range_start,
+        "usage": spent,
+        "message": (
+            f"Compaction task {task} ended stale: its summary kept the context from entry "
+            f"{first_kept}, but the context had moved on"
+            + (f" to start at entry {range_start}" if range_start is not None else "")
+            + " (a newer compaction or a reset overtook it)."
+        ),
+    }
+    if submission is not None:
+        explained["submission"] = submission
+    live["stale_compaction"] = explained
+
+
+def withdraw_summary(live: DocHandle, submission_id: int) -> None:
+    """A queued compaction summary was withdrawn: its pending note ends with it."""
+    value = _obj(live)
+    note = value.get("compaction")
+    if isinstance(note, dict) and note.get("submission") == submission_id:
+        del value["compaction"]
 
 
 async def range_start(tx: Tx, conversation_id: int) -> int | None:
@@ -237,11 +334,28 @@ def settle_run(
         value.pop(key, None)
 
 
+Writes = Literal["all", "not_reset", "summaries"]
+
+
+def _takes_write(item: JsonObject, writes: Writes) -> bool:
+    """Whether a boundary places a queued write: the final boundary every write; the
+    post-tools boundary all but a reset (``head: "self"``), which waits for the answer;
+    :func:`land_summaries` only compaction summaries (an entry id as ``head``)."""
+    entry = item.get("entry")
+    head = entry.get("head") if isinstance(entry, dict) else None
+    if writes == "summaries":
+        return isinstance(head, int) and not isinstance(head, bool)
+    return writes == "all" or head != "self"
+
+
 def _take(
-    inbox: DocHandle, settings: HarnessSettings, modes: tuple[WhenBusy, ...]
+    inbox: DocHandle,
+    settings: HarnessSettings,
+    modes: tuple[WhenBusy, ...],
+    writes: Writes,
 ) -> list[JsonObject]:
-    """Remove and return the items a boundary places: every write, and user items of the
-    given modes (one, or all, per the settings), keeping the rest queued in order."""
+    """Remove and return the items a boundary places: the writes it takes, and user items
+    of the given modes (one, or all, per the settings), keeping the rest queued in order."""
     items = _obj(inbox).get("items")
     queued: list[JsonObject] = (
         [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
@@ -251,12 +365,7 @@ def _take(
     took_steer = took_follow_up = False
     for item in queued:
         if item.get("type") == "write":
-            entry = item.get("entry")
-            cuts = isinstance(entry, dict) and entry.get("head") is not None
-            if "follow_up" in modes or not cuts:  # a new context range waits for the answer
-                taken.append(item)
-                continue
-            kept.append(item)
+            (taken if _takes_write(item, writes) else kept).append(item)
             continue
         mode = item.get("when_busy")
         if (
@@ -276,7 +385,8 @@ def _take(
             taken.append(item)
             continue
         kept.append(item)
-    _obj(inbox)["items"] = cast(JsonValue, kept)
+    if taken:  # an untouched inbox is not rewritten (no change, no revision)
+        _obj(inbox)["items"] = cast(JsonValue, kept)
     # Writes first, then user items, each in id (= arrival) order.
     return sorted(taken, key=lambda i: (i.get("type") != "write", cast(int, i["id"])))
 
@@ -310,9 +420,10 @@ async def withdraw_inputs(tx: Tx, conversation_id: int) -> list[int]:
 
 
 async def post_tools_boundary(tx: Tx, conversation_id: int, settings: HarnessSettings) -> None:
-    """Place queued writes and steers; the steers join the current run."""
+    """Place queued writes (all but a reset) and steers; the steers join the current run.
+    A compaction summary placed here starts the context the run continues in."""
     inbox = await tx.doc(INBOX, conversation_id)
-    placed = await _place(tx, conversation_id, _take(inbox, settings, ("steer",)))
+    placed = await _place(tx, conversation_id, _take(inbox, settings, ("steer",), "not_reset"))
     if placed:
         live = await tx.doc(LIVE, conversation_id)
         run = _obj(live).get("run")
@@ -323,10 +434,28 @@ async def post_tools_boundary(tx: Tx, conversation_id: int, settings: HarnessSet
 async def final_boundary(tx: Tx, conversation_id: int, settings: HarnessSettings) -> Task | None:
     """Place queued writes and user items after an answer; user items start the next run."""
     inbox = await tx.doc(INBOX, conversation_id)
-    placed = await _place(tx, conversation_id, _take(inbox, settings, ("steer", "follow_up")))
+    placed = await _place(
+        tx, conversation_id, _take(inbox, settings, ("steer", "follow_up"), "all")
+    )
     if not placed:
         return None
     return await start_run(tx, conversation_id, placed)
+
+
+async def land_summaries(tx: Tx, conversation_id: int, settings: HarnessSettings) -> bool:
+    """Place queued compaction summaries now (nothing else); whether one was placed."""
+    inbox = await tx.doc(INBOX, conversation_id)
+    taken = _take(inbox, settings, (), "summaries")
+    await _place(tx, conversation_id, taken)
+    return bool(taken)
+
+
+def queued_summary(inbox: JsonValue) -> bool:
+    """Whether an ``inbox`` document value holds a compaction summary waiting to land."""
+    return any(
+        isinstance(i, dict) and i.get("type") == "write" and _takes_write(i, "summaries")
+        for i in inbox_items(inbox)
+    )
 
 
 async def add_usage(

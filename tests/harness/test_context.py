@@ -203,3 +203,45 @@ def test_incremental_views_equal_full_derivation(script: list[tuple[str, Any]]) 
             ],
         ).messages
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps, steps)
+def test_incremental_views_of_a_compacted_range_equal_full_derivation(
+    kept: list[tuple[str, Any]], later: list[tuple[str, Any]]
+) -> None:
+    """A summary is committed after the entries it keeps (their ids are older): folding
+    it must not give up the incremental path, and views must stay exact."""
+    head = sum(op != "view" for op, _ in kept) + 1
+    active = ActiveRange(head=head)
+    next_id = 1
+
+    def check() -> None:
+        fast = active.view(None)
+        full = derive_context(head, list(active.entries), list(active.messages))
+        assert fast.messages == full.messages and fast.sections == full.sections
+        assert fast.prompted == full.prompted
+
+    for op, arg in [*kept, ("summary", ""), *later]:
+        if op == "view":
+            check()
+            continue
+        if op == "summary":
+            assert next_id == head
+            e = entry(next_id, user("the summary"), kind="compaction", head=1)
+        elif op == "user":
+            e = entry(next_id, user(arg))
+        elif op == "assistant":
+            e = entry(next_id, assistant("t", *arg) if arg else assistant("t"))
+        elif op == "result":
+            e = entry(next_id, result(arg))
+        elif op == "aborted":
+            e = entry(next_id, assistant("cut", stop="aborted"))
+        else:
+            e = entry(
+                next_id, SystemMessage(content=arg), kind="system", data={"sections": {arg: arg}}
+            )
+        active.add(e)
+        next_id += 1
+    check()
+    assert not active._full_only  # the summary joined the flattened prefix
