@@ -1,0 +1,177 @@
+"""The SqlDatabase facade over a Durable Object's ``ctx.storage``.
+
+The portable :class:`~core.storage.sqlite.SqliteStorage` runs on it unchanged. What the
+Durable Object gives us differs from a SQLite driver in three ways, each handled here:
+
+* transactions: raw ``BEGIN``/``COMMIT``/``SAVEPOINT`` are refused; a write transaction
+  is one ``ctx.storage.transactionSync(fn)`` call, which rolls back when ``fn`` throws;
+* rows: ``sql.exec(query, *bindings)`` returns a cursor; ``raw()`` yields each row as a
+  list in column order (``toArray()`` would give objects keyed by column name, which
+  loses duplicate names and reorders integer-like ones);
+* values crossing from JavaScript: ``null`` may arrive as Pyodide's ``JsNull`` and an
+  ``ArrayBuffer`` as a ``memoryview``; both are normalised on read. Bindings are sent as
+  plain scalars (the SDK refuses tuples and bytearrays; SQLite bindings refuse booleans
+  and BigInts). Every number is a JS double on the way: integers beyond 2**53 - 1 come
+  back as Python floats (callers ``int()`` them; the schema has no REAL column).
+
+Read-only transactions need no ``transactionSync``: ``fn`` is synchronous and a Durable
+Object runs one JavaScript turn at a time, so nothing can interleave with its reads.
+
+The module imports no ``js``/``pyodide``: it takes any object of the
+:class:`DurableObjectStorage` shape, which is what ``self.ctx.storage`` is in a Python
+Durable Object (the SDK's wrapper) and what the test stand-ins are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar
+
+from core.errors import StorageClosed
+from core.storage.sqlite import SqliteStorage
+from core.storage.sqlite.database import Row, SqlExecutor, SqlValue
+
+__all__ = [
+    "DurableObjectDatabase",
+    "DurableObjectStorage",
+    "SqlCursor",
+    "SqlStorage",
+    "open_durable_object_storage",
+]
+
+T = TypeVar("T")
+
+
+class SqlCursor(Protocol):
+    """The part of workerd's ``SqlStorageCursor`` the facade uses."""
+
+    def raw(self) -> Iterable[Sequence[Any]]:
+        """The remaining rows, each as a sequence of column values in select order."""
+        ...
+
+
+class SqlStorage(Protocol):
+    """``ctx.storage.sql``: runs one statement with positional ``?`` bindings."""
+
+    def exec(self, query: str, /, *bindings: Any) -> SqlCursor: ...
+
+
+class DurableObjectStorage(Protocol):
+    """``ctx.storage`` of a SQLite-backed Durable Object, as far as the facade needs it.
+
+    ``transactionSync(fn)`` calls ``fn()`` inside one transaction and returns its value;
+    if ``fn`` raises, everything it executed is rolled back and the error propagates.
+    """
+
+    @property
+    def sql(self) -> SqlStorage: ...
+
+    def transactionSync(self, fn: Callable[[], Any], /) -> Any: ...
+
+
+_MAX_SAFE_INTEGER = 2**53 - 1
+
+
+def _binding(value: Any) -> Any:
+    # bool is an int to Python but a JS boolean, which SQLite bindings refuse.
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int) and abs(value) > _MAX_SAFE_INTEGER:
+        # Pyodide would send this as a BigInt, which the SQL binding refuses; a double
+        # carries it exactly when it is representable (2**53, the exhausted id counter).
+        as_float = float(value)
+        if int(as_float) != value:
+            raise ValueError(f"{value} cannot be bound exactly in a Durable Object")
+        return as_float
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    return value
+
+
+def _value(value: Any) -> Any:
+    if value is None or isinstance(value, int | float | str | bytes):
+        return value
+    if isinstance(value, memoryview):
+        return value.tobytes()
+    if type(value).__name__ == "JsNull":  # pyodide.ffi.jsnull, without importing pyodide
+        return None
+    return value
+
+
+def _run(sql: SqlStorage, query: str, params: Sequence[SqlValue]) -> list[Row]:
+    cursor = sql.exec(query, *[_binding(p) for p in params])
+    # Always drain: an undrained cursor can hold a table lock (SQLITE_LOCKED).
+    return [tuple([_value(v) for v in row]) for row in cursor.raw()]
+
+
+class _Executor:
+    __slots__ = ("sql",)
+
+    def __init__(self, sql: SqlStorage) -> None:
+        self.sql = sql
+
+    def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None:
+        _run(self.sql, sql, params)
+
+    def fetch(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
+        return _run(self.sql, sql, params)
+
+
+class DurableObjectDatabase:
+    """:class:`~core.storage.sqlite.SqlDatabase` over ``ctx.storage`` of one Durable Object.
+
+    ``close()`` only stops this handle: a Durable Object's database has no connection to
+    close, and it outlives every isolate that opens it.
+    """
+
+    def __init__(self, storage: DurableObjectStorage) -> None:
+        self._storage = storage
+        self._executor = _Executor(storage.sql)
+        self._closed = False
+
+    async def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None:
+        self._check()
+        self._executor.execute(sql, params)
+
+    async def fetch(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
+        self._check()
+        return self._executor.fetch(sql, params)
+
+    async def transaction(self, fn: Callable[[SqlExecutor], T], *, write: bool = True) -> T:
+        self._check()
+        if not write:
+            return fn(self._executor)
+        results: list[T] = []
+        failures: list[BaseException] = []
+
+        def body() -> None:
+            # Return nothing across the boundary: the SDK converts a callback's result
+            # and cannot convert every Python value (a cursor, for one).
+            try:
+                results.append(fn(self._executor))
+            except BaseException as e:
+                failures.append(e)
+                raise
+
+        try:
+            self._storage.transactionSync(body)
+        except BaseException:
+            # Under Pyodide the error reaches us converted by the JS boundary; raise the
+            # caller's own exception, the one ``fn`` raised.
+            if not failures:
+                raise
+        if failures:
+            raise failures[0]
+        return results[0]
+
+    async def close(self) -> None:
+        self._closed = True
+
+    def _check(self) -> None:
+        if self._closed:
+            raise StorageClosed("the Durable Object database handle is closed")
+
+
+async def open_durable_object_storage(storage: DurableObjectStorage) -> SqliteStorage:
+    """Open (creating and migrating if needed) the harness storage in ``ctx.storage``."""
+    return await SqliteStorage.open(DurableObjectDatabase(storage))
