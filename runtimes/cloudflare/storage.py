@@ -11,7 +11,8 @@ Durable Object gives us differs from a SQLite driver in three ways, each handled
 * values crossing from JavaScript: ``null`` may arrive as Pyodide's ``JsNull`` and an
   ``ArrayBuffer`` as a ``memoryview``; both are normalised on read. Bindings are sent as
   plain scalars (the SDK refuses tuples and bytearrays; SQLite bindings refuse booleans
-  and BigInts). Every number is a JS double on the way: integers beyond 2**53 - 1 come
+  and BigInts, and Pyodide turns ints from 2**53 - 1 up into BigInts, so those go as
+  doubles). Every number is a JS double on the way: integers beyond 2**53 - 1 come
   back as Python floats (callers ``int()`` them; the schema has no REAL column).
 
 Read-only transactions need no ``transactionSync``: ``fn`` is synchronous and a Durable
@@ -69,16 +70,18 @@ class DurableObjectStorage(Protocol):
     def transactionSync(self, fn: Callable[[], Any], /) -> Any: ...
 
 
-_MAX_SAFE_INTEGER = 2**53 - 1
+# Pyodide sends a Python int as a BigInt from this magnitude on (2**53 - 1 included),
+# which is not among the SQL API's documented binding types (null, number, string, bytes).
+_BIGINT_FROM = 2**53 - 1
 
 
 def _binding(value: Any) -> Any:
     # bool is an int to Python but a JS boolean, which SQLite bindings refuse.
     if isinstance(value, bool):
         return int(value)
-    if isinstance(value, int) and abs(value) > _MAX_SAFE_INTEGER:
-        # Pyodide would send this as a BigInt, which the SQL binding refuses; a double
-        # carries it exactly when it is representable (2**53, the exhausted id counter).
+    if isinstance(value, int) and abs(value) >= _BIGINT_FROM:
+        # A double carries it exactly when it is representable: MAX_ID (2**53 - 1, the
+        # upper bound of every id range scan) and 2**53 (the exhausted id counter).
         as_float = float(value)
         if int(as_float) != value:
             raise ValueError(f"{value} cannot be bound exactly in a Durable Object")

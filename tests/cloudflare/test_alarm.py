@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,13 @@ from tests.cloudflare.standin import DurableObjectHome
 NOW = 1_800_000_000_000
 
 
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[DurableObjectHome]:
+    home = DurableObjectHome(tmp_path / "do.sqlite")
+    yield home
+    home.close()
+
+
 def test_alarm_time_is_the_earliest_deadline_or_a_heartbeat_while_tasks_run() -> None:
     assert alarm_time(None, NOW, running=False) is None
     assert alarm_time(NOW, NOW, running=False) == NOW  # due, nobody working: fire now
@@ -35,8 +42,9 @@ def test_alarm_time_is_the_earliest_deadline_or_a_heartbeat_while_tasks_run() ->
     assert alarm_time(NOW, NOW, running=True, heartbeat_ms=10) == NOW + 10
 
 
-async def test_the_slot_arms_deletes_and_skips_what_would_not_change(tmp_path: Path) -> None:
-    home = DurableObjectHome(tmp_path / "do.sqlite")
+async def test_the_slot_arms_deletes_and_skips_what_would_not_change(
+    home: DurableObjectHome,
+) -> None:
     slot = AlarmSlot(home.open())
     assert await slot.arm(NOW + 60_000, NOW, running=False) == NOW + 60_000
     assert (home.alarm, home.alarm_sets) == (NOW + 60_000, 1)
@@ -82,8 +90,7 @@ def _guard(home: DurableObjectHome, reports: list[AlarmReport], **kw: int) -> Al
     return AlarmGuard(SqlFailureStore(storage.sql), AlarmSlot(storage), reports.append, **kw)
 
 
-async def test_a_failing_alarm_backs_off_reports_and_gives_up(tmp_path: Path) -> None:
-    home = DurableObjectHome(tmp_path / "do.sqlite")
+async def test_a_failing_alarm_backs_off_reports_and_gives_up(home: DurableObjectHome) -> None:
     reports: list[AlarmReport] = []
     guard = _guard(home, reports, max_failures=3)
 
@@ -113,9 +120,8 @@ async def test_a_failing_alarm_backs_off_reports_and_gives_up(tmp_path: Path) ->
 
 
 async def test_attempts_that_die_with_their_isolate_count_towards_the_bound(
-    tmp_path: Path,
+    home: DurableObjectHome,
 ) -> None:
-    home = DurableObjectHome(tmp_path / "do.sqlite")
     reports: list[AlarmReport] = []
 
     class IsolateLost(BaseException):
@@ -143,8 +149,7 @@ async def test_attempts_that_die_with_their_isolate_count_towards_the_bound(
     assert "did not return" in reports[0].error
 
 
-async def test_a_success_clears_the_count(tmp_path: Path) -> None:
-    home = DurableObjectHome(tmp_path / "do.sqlite")
+async def test_a_success_clears_the_count(home: DurableObjectHome) -> None:
     reports: list[AlarmReport] = []
     guard = _guard(home, reports, max_failures=2)
     calls = 0

@@ -8,7 +8,7 @@ code that would fail in a Durable Object fails here too.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
@@ -37,6 +37,7 @@ async def _plain(tmp: Path) -> AsyncIterator[Storage]:
         yield storage
     finally:
         await storage.close()
+        home.close()
 
 
 @asynccontextmanager
@@ -51,6 +52,7 @@ async def _evicted_after_every_commit(tmp: Path) -> AsyncIterator[Storage]:
         yield storage
     finally:
         await storage.close()
+        home.close()
 
 
 PROVIDERS: dict[str, Callable[[Path], AbstractAsyncContextManager[Storage]]] = {
@@ -69,8 +71,15 @@ async def test_conformance(case: StorageCase, adapter: str, tmp_path: Path) -> N
 # ------------------------------------------------------------------ the stand-in's limits
 
 
-def test_the_stand_in_refuses_what_workerd_refuses(tmp_path: Path) -> None:
-    sql = DurableObjectHome(tmp_path / "do.sqlite").open().sql
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[DurableObjectHome]:
+    home = DurableObjectHome(tmp_path / "do.sqlite")
+    yield home
+    home.close()
+
+
+def test_the_stand_in_refuses_what_workerd_refuses(home: DurableObjectHome) -> None:
+    sql = home.open().sql
     sql.exec("CREATE TABLE t (v TEXT)")
     for statement in ("BEGIN", "BEGIN IMMEDIATE", "COMMIT", "SAVEPOINT s", "RELEASE s"):
         with pytest.raises(SqlStorageError, match="transactionSync"):
@@ -98,8 +107,8 @@ def test_the_stand_in_refuses_what_workerd_refuses(tmp_path: Path) -> None:
         sql.exec("SELECT v FROM t").one()
 
 
-async def test_the_facade_rolls_a_failed_write_transaction_back(tmp_path: Path) -> None:
-    do = DurableObjectHome(tmp_path / "do.sqlite").open()
+async def test_the_facade_rolls_a_failed_write_transaction_back(home: DurableObjectHome) -> None:
+    do = home.open()
     db = DurableObjectDatabase(do)
     await db.execute("CREATE TABLE t (v INTEGER)")
 
@@ -136,8 +145,9 @@ async def test_the_facade_rolls_a_failed_write_transaction_back(tmp_path: Path) 
         await db.fetch("SELECT 1")
 
 
-async def test_records_past_the_row_limit_are_chunked_and_survive_eviction(tmp_path: Path) -> None:
-    home = DurableObjectHome(tmp_path / "do.sqlite")
+async def test_records_past_the_row_limit_are_chunked_and_survive_eviction(
+    home: DurableObjectHome,
+) -> None:
     storage = await open_durable_object_storage(home.open())
     big = "y" * (5 * 1024 * 1024)  # 2.5x the 2 MB row limit the stand-in enforces
     await storage.commit([Conversation(1)])
@@ -150,16 +160,16 @@ async def test_records_past_the_row_limit_are_chunked_and_survive_eviction(tmp_p
     assert entry is not None and entry.data == {"blob": big}
     assert task is not None and task.input == big
     await storage.close()
-    home.current.evict()  # type: ignore[union-attr]
+    home.close()
     conn = sqlite3.connect(home.path)
     assert conn.execute("SELECT COUNT(*) FROM record_parts").fetchone()[0] >= 20
     conn.close()
 
 
 async def test_integers_past_the_js_safe_range_cross_as_exact_doubles_or_not_at_all(
-    tmp_path: Path,
+    home: DurableObjectHome,
 ) -> None:
-    db = DurableObjectDatabase(DurableObjectHome(tmp_path / "do.sqlite").open())
+    db = DurableObjectDatabase(home.open())
     await db.execute("CREATE TABLE t (v INTEGER) STRICT")
     await db.execute("INSERT INTO t (v) VALUES (?)", (2**53,))  # a BigInt would be refused
     (value,) = (await db.fetch("SELECT v FROM t"))[0]

