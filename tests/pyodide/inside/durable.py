@@ -34,6 +34,7 @@ class Home:
         """A new isolate's ``ctx`` as the SDK hands it to the object (evicts the last)."""
         return _Probe(self.js.open(), {}).ctx
 
-    async def storage(self) -> SqliteStorage:
-        """The harness storage in a fresh isolate (evicting the previous one)."""
-        return await open_durable_object_storage(self.state().storage)
+    async def storage(self, *, native: bool = True) -> SqliteStorage:
+        """The harness storage in a fresh isolate (evicting the previous one);
+        ``native=False`` keeps every call on the SDK's wrapper."""
+        return await open_durable_object_storage(self.state().storage, native=native)
