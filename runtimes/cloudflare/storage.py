@@ -145,6 +145,28 @@ def _native(sql: Any) -> Statements:
     return run
 
 
+def _native_transaction(storage: Any) -> Callable[[Callable[[], Any]], Any]:
+    """``transactionSync`` on the JavaScript storage through one long-lived proxy.
+
+    Handing a Python function to JavaScript creates (and afterwards destroys) a proxy
+    each time; one proxy that calls the current body saves that on every commit.
+    """
+    from pyodide.ffi import create_proxy
+
+    current: list[Callable[[], Any]] = []
+    proxy = create_proxy(lambda: current[-1]())
+    transaction_sync = storage.transactionSync
+
+    def run(body: Callable[[], Any]) -> Any:
+        current.append(body)
+        try:
+            return transaction_sync(proxy)
+        finally:
+            current.pop()
+
+    return run
+
+
 def _javascript(storage: Any) -> Any | None:
     """The JavaScript ``DurableObjectStorage`` behind ``storage``, if there is one."""
     ffi = sys.modules.get("pyodide.ffi")
@@ -184,7 +206,7 @@ class DurableObjectDatabase:
         self._transaction_sync: Callable[[Callable[[], Any]], Any]
         if js is not None:
             self._executor = _Executor(_native(js.sql))
-            self._transaction_sync = js.transactionSync
+            self._transaction_sync = _native_transaction(js)
         else:
             self._executor = _Executor(_portable(storage.sql))
             self._transaction_sync = storage.transactionSync

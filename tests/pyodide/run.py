@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import json
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -129,24 +128,54 @@ async def cpython_side(scratch: Path, entries: int, rounds: int) -> dict[str, An
     actor = scratch / "long-actor.sqlite"
     t = time.perf_counter()
     count = await workload.long_actor(await open_sqlite_storage(actor), entries)
-    conn = sqlite3.connect(actor)  # a Durable Object's file has no WAL
-    conn.execute("PRAGMA journal_mode = DELETE")
-    conn.close()
     built = time.perf_counter() - t
     for copy in ("long-actor-cpython.sqlite", "long-actor-pyodide.sqlite"):
-        shutil.copy(actor, scratch / copy)
-    cold = await workload.cold_open(
-        lambda: open_sqlite_storage(scratch / "long-actor-cpython.sqlite")
+        shutil.copy(actor, scratch / copy)  # closed cleanly: the WAL is checkpointed
+    cold = cpython_cold_start(scratch / "long-actor-cpython.sqlite")
+    # Best of three: the machine is shared, the minimum is the least disturbed run.
+    local = min(
+        [
+            await workload.tool_rounds(await open_sqlite_storage(scratch / f"r{i}.sqlite"), rounds)
+            for i in range(3)
+        ],
+        key=lambda r: r["ms_per_round"],
     )
-    local = await workload.tool_rounds(await open_sqlite_storage(scratch / "rounds.sqlite"), rounds)
-    memory = await workload.tool_rounds(MemoryStorage(), rounds)
-    local["memory_storage_ms_per_round"] = memory["ms_per_round"]
+    memory = min(
+        [(await workload.tool_rounds(MemoryStorage(), rounds))["ms_per_round"] for _ in range(3)]
+    )
+    local["memory_storage_ms_per_round"] = memory
     return {
         "long_actor_entries": count,
         "long_actor_build_s": built,
         "cold_start_10k": cold,
         "tool_rounds": local,
     }
+
+
+_COLD_START = """
+import asyncio, json, sys, time
+started = time.perf_counter()
+import core.harness
+from runtimes.local.sqlite import open_sqlite_storage
+from tests.pyodide.inside import workload
+imported = time.perf_counter()
+result = asyncio.run(workload.cold_open(lambda: open_sqlite_storage(sys.argv[1])))
+result["import_ms"] = (imported - started) * 1000
+print(json.dumps(result))
+"""
+
+
+def cpython_cold_start(path: Path) -> dict[str, Any]:
+    """Import + first harness open in a fresh CPython process (what a cold host pays)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _COLD_START, str(path)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    result: dict[str, Any] = json.loads(out)
+    return result
 
 
 def run_in_pyodide(
@@ -176,6 +205,10 @@ def report(cpython: dict[str, Any], inside: dict[str, Any]) -> None:
     print(f"install wheels:               {t['wheels_install_ms']:8.0f} ms")
     print(f"import core + runtime:        {t['import_core_and_runtime_ms']:8.0f} ms")
     print(f"import the Workers SDK:       {t['import_workers_sdk_ms']:8.0f} ms")
+    print(
+        f"(CPython built the {cpython['long_actor_entries']}-entry actor in"
+        f" {cpython['long_actor_build_s']:.1f} s)"
+    )
     smoke = checks.get("harness_smoke_and_reopen", {})
     if smoke:
         print(f"open a harness (new actor):   {smoke['fresh_open_harness_ms']:8.1f} ms")
@@ -183,19 +216,23 @@ def report(cpython: dict[str, Any], inside: dict[str, Any]) -> None:
     if cold:
         print(
             f"open a harness ({cold['entries']} entries): {cold['open_harness_ms']:8.1f} ms"
-            f"   CPython: {base['open_harness_ms']:.1f} ms"
+            f"   CPython, first open in a fresh process: {base['open_harness_ms']:.1f} ms"
             f"  (ratio {cold['open_harness_ms'] / base['open_harness_ms']:.1f}x)"
         )
         total = (
             t["import_core_and_runtime_ms"] + t["import_workers_sdk_ms"] + cold["open_harness_ms"]
         )
-        print(f"import + open, excluding Pyodide's load: {total:.0f} ms (target <= 1000)")
+        print(
+            f"import + open, excluding Pyodide's load: {total:.0f} ms (target <= 1000);"
+            f" CPython in a fresh process: {base['import_ms'] + base['open_harness_ms']:.0f} ms"
+        )
     rounds, local = checks.get("tool_rounds"), cpython["tool_rounds"]
     if rounds:
         ratio = rounds["ms_per_round"] / local["ms_per_round"]
         print(
-            f"tool round ({rounds['rounds']} rounds): {rounds['ms_per_round']:.2f} ms on the DO"
-            f" facade in Pyodide, {local['ms_per_round']:.2f} ms on CPython + local SQLite"
+            f"tool round (best of 3 x {rounds['rounds']} rounds):"
+            f" {rounds['ms_per_round']:.2f} ms on the DO facade in Pyodide,"
+            f" {local['ms_per_round']:.2f} ms on CPython + local SQLite"
             f"  (ratio {ratio:.1f}x, target <= 3x)"
         )
         print(

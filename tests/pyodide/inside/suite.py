@@ -57,6 +57,19 @@ def _path(options: dict[str, Any], name: str) -> str:
 
 
 @check
+async def cold_start_10k(options: dict[str, Any]) -> dict[str, Any] | None:
+    """Open a harness on the actor CPython built with 10,000 entries (a copy of it).
+
+    Runs first, so its time includes every first-use cost a fresh isolate pays."""
+    if not options.get("long_actor"):
+        return None
+    home = Home(options["long_actor"])
+    result = await workload.cold_open(home.storage)
+    assert result["entries"] >= int(options.get("entries", 10_000)), result
+    return result
+
+
+@check
 async def storage_kit(options: dict[str, Any]) -> dict[str, Any]:
     """The whole storage conformance kit on ``self.ctx.storage`` as the SDK hands it over:
     the facade's native path, plain and evicted after every commit, and its portable
@@ -246,17 +259,6 @@ async def harness_smoke_and_reopen(options: dict[str, Any]) -> dict[str, Any]:
 
 
 @check
-async def cold_start_10k(options: dict[str, Any]) -> dict[str, Any] | None:
-    """Open a harness on the actor CPython built with 10,000 entries (a copy of it)."""
-    if not options.get("long_actor"):
-        return None
-    home = Home(options["long_actor"])
-    result = await workload.cold_open(home.storage)
-    assert result["entries"] >= int(options.get("entries", 10_000)), result
-    return result
-
-
-@check
 async def tool_rounds(options: dict[str, Any]) -> dict[str, Any]:
     rounds = int(options.get("rounds", 100))
     native = await workload.tool_rounds(
@@ -265,7 +267,10 @@ async def tool_rounds(options: dict[str, Any]) -> dict[str, Any]:
     sdk = await workload.tool_rounds(
         await Home(_path(options, "rounds-sdk.sqlite")).storage(native=False), rounds
     )
-    memory = await workload.tool_rounds(MemoryStorage(), rounds)
+    memory = min(
+        [await workload.tool_rounds(MemoryStorage(), rounds) for _ in range(3)],
+        key=lambda r: r["ms_per_round"],
+    )
     return {
         "rounds": rounds,
         **native,
