@@ -26,6 +26,9 @@ def main_sync(options: Any) -> dict[str, Any]:
             "-p",
             "tests.pyodide.inside.pytest_plugin",
             "-q",
+            # Reads its route table from runtimes.local's router, which imports aiosqlite;
+            # it joins this run once the actor API lives in the host-neutral package.
+            "--ignore=/perdure/tests/cloudflare/test_front_door.py",
             "/perdure/tests/cloudflare",
         ]
     )
