@@ -32,6 +32,7 @@ from urllib.parse import unquote
 __all__ = [
     "ACTOR_ID",
     "ACTOR_PREFIX",
+    "BODY_METHODS",
     "Forward",
     "FrontDoor",
     "Refusal",
@@ -42,7 +43,7 @@ __all__ = [
 # host-neutral actor package).
 ACTOR_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 ACTOR_PREFIX = "/v1/actors/{actor}"
-_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(:path)?\}")
 
 
@@ -165,7 +166,7 @@ class FrontDoor:
                 f"{method} is not allowed here",
                 (("allow", ", ".join(sorted(allowed))),),
             )
-        if method in _BODY_METHODS and body and _is_json(headers.get("content-type", "")):
+        if method in BODY_METHODS and body and _is_json(headers.get("content-type", "")):
             try:
                 json.loads(body.decode("utf-8"))
             except (UnicodeDecodeError, ValueError):

@@ -255,3 +255,34 @@ export class DurableObjectHome {
     return this.current;
   }
 }
+
+// The Durable Object namespace binding (env.ACTORS) as the front door sees it: it
+// records every object it is asked for, and its stubs record what they were sent.
+export class DurableObjectNamespace {
+  constructor() {
+    this.addressed = [];
+    this.fetched = [];
+  }
+  idFromName(name) {
+    return new DurableObjectId(name);
+  }
+  getByName(name) {
+    this.addressed.push(name);
+    return new DurableObjectStub(name, this);
+  }
+}
+
+export class DurableObjectStub {
+  constructor(name, namespace) {
+    this.name = name;
+    this._namespace = namespace;
+  }
+  async fetch(request) {
+    const body = await request.text();
+    this._namespace.fetched.push([this.name, request.method, new URL(request.url).pathname, body]);
+    return new Response(JSON.stringify({ forwarded: this.name }), {
+      status: 200,
+      headers: { "content-type": "application/json" },
+    });
+  }
+}

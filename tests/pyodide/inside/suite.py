@@ -279,6 +279,164 @@ async def tool_rounds(options: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+TOKEN = "pyodide-suite-token-0123456789"
+ROUTES = [  # a few of the actor API's routes (its router is not importable here yet)
+    ("POST", "/v1/actors/{actor}/submissions"),
+    ("GET", "/v1/actors/{actor}/submissions/{submission_id}"),
+    ("GET", "/v1/actors/{actor}/tasks"),
+    ("PATCH", "/v1/actors/{actor}/conversations/{conversation_id}/agent"),
+]
+
+
+def _js_request(method: str, path: str, headers: dict[str, str], body: str | None = None) -> Any:
+    from js import Object, Request  # type: ignore[import-not-found]
+    from pyodide.ffi import to_js  # type: ignore[import-not-found]
+
+    init: dict[str, Any] = {"method": method, "headers": headers}
+    if body is not None:
+        init["body"] = body
+    return Request.new(
+        f"https://perdure.example{path}", to_js(init, dict_converter=Object.fromEntries)
+    )
+
+
+@check
+async def worker_front_door(options: dict[str, Any]) -> dict[str, Any]:
+    """The real entry class on the real SDK: refusals never address a Durable Object;
+    an admitted request reaches ``getByName(actor)`` with its body intact."""
+    from js import Object  # type: ignore[import-not-found]
+    from perdure_do_standin import DurableObjectNamespace  # type: ignore[import-not-found]
+    from pyodide.ffi import to_js  # type: ignore[import-not-found]
+
+    from runtimes.cloudflare import worker
+    from runtimes.cloudflare.front_door import RouteTable
+
+    worker.configure(open_harness=_faux_opener([]), routes=RouteTable.from_routes(ROUTES))
+    namespace = DurableObjectNamespace.new()
+    env = to_js(
+        {"PERDURE_API_TOKEN": TOKEN, "ACTORS": namespace, "PERDURE_MAX_BODY_BYTES": "2000"},
+        dict_converter=Object.fromEntries,
+    )
+    entry = worker.Default(to_js({}, dict_converter=Object.fromEntries), env)
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    as_json = {**auth, "content-type": "application/json"}
+    refused = [
+        ("GET", "/v1/actors/alice/tasks", {}, None, 401, "unauthorized"),
+        (
+            "GET",
+            "/v1/actors/alice/tasks",
+            {"authorization": "Bearer wrong"},
+            None,
+            401,
+            "unauthorized",
+        ),
+        ("GET", "/v1/actors/al.ce/tasks", auth, None, 400, "invalid_actor"),
+        ("GET", "/v1/actors/alice/nowhere", auth, None, 404, "no_route"),
+        ("POST", "/v1/actors/alice/submissions", as_json, "{broken", 400, "malformed_json"),
+        ("POST", "/v1/actors/alice/submissions", as_json, "x" * 2001, 413, "body_too_large"),
+    ]
+    for method, path, headers, body, status, code in refused:
+        response = await entry.fetch(_js_request(method, path, headers, body))
+        got = await response.json()
+        assert (response.status, got["error"]["code"]) == (status, code), (path, got)
+    assert list(namespace.addressed) == [], "a refused request addressed a Durable Object"
+    payload = '{"type": "input", "content": "hi"}'
+    response = await entry.fetch(
+        _js_request("POST", "/v1/actors/alice/submissions", as_json, payload)
+    )
+    assert response.status == 200 and (await response.json()) == {"forwarded": "alice"}
+    assert [list(f) for f in namespace.fetched] == [
+        ["alice", "POST", "/v1/actors/alice/submissions", payload]
+    ]
+    return {"refusals": len(refused)}
+
+
+def _faux_opener(effects: list[str], gate: asyncio.Event | None = None) -> Any:
+    seen: list[list[dict[str, Any]]] = []
+    free = gate or asyncio.Event()
+    if gate is None:
+        free.set()
+    clock = VirtualClock()
+
+    async def open_harness(storage: Storage) -> Harness:
+        return await Harness.open(
+            storage,
+            models=_travel_model(seen),
+            registry=_travel(effects, free),
+            clock=clock,
+            report=lambda error: None,
+        )
+
+    return open_harness
+
+
+async def _fire_alarm(home: Home, obj: Any, tries: int = 7) -> int:
+    """workerd's delivery: clear the alarm, call ``alarm()``, retry (up to 6 times, no
+    backoff here) while it throws. Returns the attempts made."""
+    home.js.alarm = None
+    for attempt in range(tries):
+        try:
+            await obj.alarm(to_js_info(attempt))
+            return attempt + 1
+        except Exception:
+            continue
+    return tries
+
+
+def to_js_info(attempt: int) -> Any:
+    from js import Object  # type: ignore[import-not-found]
+    from pyodide.ffi import to_js  # type: ignore[import-not-found]
+
+    return to_js({"retryCount": attempt, "isRetry": attempt > 0}, dict_converter=Object.fromEntries)
+
+
+@check
+async def durable_object_class_evicted_then_alarm(options: dict[str, Any]) -> dict[str, Any]:
+    """The real ``PerdureActor`` class on the JS ``DurableObjectState``: a job runs, the
+    isolate is evicted mid-tools, the heartbeat alarm fires on a new instance, which
+    re-opens inside ``blockConcurrencyWhile`` and resumes: search reruns, book does not."""
+    from runtimes.cloudflare import worker
+    from runtimes.cloudflare.front_door import RouteTable
+
+    home = Home(_path(options, "do-class.sqlite"), "tree-7")
+    effects: list[str] = []
+    stuck = asyncio.Event()
+    worker.configure(
+        open_harness=_faux_opener(effects, stuck), routes=RouteTable.from_routes(ROUTES)
+    )
+    first = worker.PerdureActor(home.js.open(), {})
+    response = await first.fetch(_js_request("GET", "/v1/actors/tree-7/tasks", {}))
+    assert response.status == 501  # the API is not served here yet; the harness is open
+    assert first.actor.is_open
+    async with first.actor.serving() as harness:
+        root = await harness.root(agent={"model": workload.MODEL})
+        sub = await root.submit("Find a train to Graz and book it", request_id="job-42")
+    for _ in range(500):
+        if {"search start", "book start"} <= set(effects):
+            break
+        await asyncio.sleep(0)
+    await first.actor.settle()
+    assert home.js.alarm is not None  # the heartbeat while the tools run
+
+    worker.configure(open_harness=_faux_opener(effects), routes=RouteTable.from_routes(ROUTES))
+    second = worker.PerdureActor(home.js.open(), {})  # evicted: a new isolate, same file
+    with contextlib.suppress(Exception):
+        await first.actor.close()
+    attempts = await _fire_alarm(home, second)
+    assert attempts == 1 and second.actor.is_open
+    async with second.actor.serving() as harness:
+        again = await (await harness.root()).submit(
+            "Find a train to Graz and book it", request_id="job-42"
+        )
+        assert again.id == sub.id
+        record = await again.wait()
+    assert record.status == "done", record
+    assert sorted(effects) == ["book start", "search start", "search start"], effects
+    await second.actor.settle()
+    await second.actor.close()
+    return {"alarm_attempts": attempts}
+
+
 async def main(options: Any) -> dict[str, Any]:
     opts: dict[str, Any] = options.to_py() if hasattr(options, "to_py") else dict(options)
     only = set(opts.get("only") or [])
