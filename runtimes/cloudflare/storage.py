@@ -18,9 +18,11 @@ Durable Object gives us differs from a SQLite driver in three ways, each handled
 Read-only transactions need no ``transactionSync``: ``fn`` is synchronous and a Durable
 Object runs one JavaScript turn at a time, so nothing can interleave with its reads.
 
-The module imports no ``js``/``pyodide``: it takes any object of the
+The module imports no ``js``/``pyodide`` at top level: it takes any object of the
 :class:`DurableObjectStorage` shape, which is what ``self.ctx.storage`` is in a Python
-Durable Object (the SDK's wrapper) and what the test stand-ins are.
+Durable Object (the SDK's wrapper) and what the test stand-ins are. Inside Pyodide,
+when a JavaScript storage is behind that object, it imports them to talk to it directly
+(see :class:`DurableObjectDatabase`).
 """
 
 from __future__ import annotations
