@@ -1,0 +1,196 @@
+"""The Worker's front door, as a pure decision: forward to an actor, or refuse.
+
+The ``WorkerEntrypoint`` does nothing but this: every request is checked here before
+any Durable Object is addressed, so a refused request never creates or wakes one.
+The checks and their order mirror the local API's middleware and errors (SPEC §10), so
+a client sees the same refusals on every host:
+
+1. only ``/v1/`` exists (``404 no_route`` elsewhere);
+2. bearer auth: ``401 unauthorized`` (``WWW-Authenticate: Bearer``), constant-time;
+3. body size: ``413 body_too_large`` by the declared ``Content-Length`` or the body read;
+4. routing: ``/v1/actors/{actor}/…`` with a known method and path, else ``404 no_route``
+   or ``405 method_not_allowed``; the actor id must match ``[A-Za-z0-9_-]{1,64}``
+   (``400 invalid_actor``); it is what ``idFromName`` gets;
+5. a non-empty body of a ``POST``/``PUT``/``PATCH`` sent as JSON (``Content-Type``
+   ``application/json`` or ``…+json``) must parse (``400 malformed_json``); a body of
+   another type goes on to the app, which refuses it as the local API does (``422``).
+
+The route table comes from the actor API's own routes (:meth:`RouteTable.from_routes`
+takes ``(method, path template)`` pairs, e.g. from the FastAPI router), so the front
+door and the app cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import unquote
+
+__all__ = [
+    "ACTOR_ID",
+    "ACTOR_PREFIX",
+    "BODY_METHODS",
+    "Forward",
+    "FrontDoor",
+    "Refusal",
+    "RouteTable",
+]
+
+# The actor id rule of SPEC §10 (the local host has the same; both move to the
+# host-neutral actor package).
+ACTOR_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+ACTOR_PREFIX = "/v1/actors/{actor}"
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(:path)?\}")
+
+
+@dataclass(frozen=True)
+class Forward:
+    """Send the request on to the Durable Object ``idFromName(actor)``."""
+
+    actor: str
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Answer at the Worker with ``{"error": {"code", "message"}}``."""
+
+    status: int
+    code: str
+    message: str
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def body(self) -> dict[str, dict[str, str]]:
+        return {"error": {"code": self.code, "message": self.message}}
+
+    def body_bytes(self) -> bytes:
+        return json.dumps(self.body()).encode()
+
+
+def _pattern(template: str) -> re.Pattern[str]:
+    out, pos = [], 0
+    for m in _PARAM.finditer(template):
+        out.append(re.escape(template[pos : m.start()]))
+        out.append(".+" if m.group(2) else "[^/]+")
+        pos = m.end()
+    out.append(re.escape(template[pos:]))
+    return re.compile("".join(out))
+
+
+@dataclass(frozen=True)
+class RouteTable:
+    """The actor-scoped routes: paths below ``/v1/actors/{actor}`` and their methods."""
+
+    routes: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = field(default=())
+
+    @classmethod
+    def from_routes(cls, routes: Iterable[tuple[str, str]]) -> RouteTable:
+        """From ``(method, template)`` pairs; templates outside the actor prefix are
+        skipped (the front door cannot route them to one object)."""
+        methods: dict[str, set[str]] = {}
+        for method, template in routes:
+            if template.startswith(ACTOR_PREFIX + "/"):
+                rest = template[len(ACTOR_PREFIX) :]
+                methods.setdefault(rest, set()).add(method.upper())
+        return cls(tuple((_pattern(rest), frozenset(m)) for rest, m in sorted(methods.items())))
+
+    def allowed(self, rest: str) -> frozenset[str] | None:
+        """The methods of the route matching ``rest`` (``/submissions/5``), or ``None``."""
+        found: set[str] = set()
+        matched = False
+        for pattern, methods in self.routes:
+            if pattern.fullmatch(rest):
+                matched = True
+                found |= methods
+        if not matched:
+            return None
+        if "GET" in found:
+            found.add("HEAD")
+        return frozenset(found)
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+@dataclass(frozen=True)
+class FrontDoor:
+    """The decision for one request; ``token`` is the API bearer token (a secret)."""
+
+    token: str
+    routes: RouteTable
+    max_body_bytes: int = 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.token, str) or len(self.token) < 16:
+            raise ValueError("the API token must be a string of at least 16 characters")
+        if self.max_body_bytes < 0:
+            raise ValueError("max_body_bytes must be >= 0")
+
+    def admit(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes | None = None,
+    ) -> Forward | Refusal:
+        """``path`` as the URL carries it (percent-encoded); ``headers`` with lower-case
+        names; ``body`` once read (``None`` before: only the declared size is checked)."""
+        method = method.upper()
+        if not (path == "/v1" or path.startswith("/v1/")):
+            return Refusal(404, "no_route", f"no route for {path}")
+        refused = self._auth(headers.get("authorization", ""))
+        if refused is not None:
+            return refused
+        refused = self._size(headers.get("content-length"), body)
+        if refused is not None:
+            return refused
+        prefix = "/v1/actors/"
+        if not path.startswith(prefix) or len(path) == len(prefix):
+            return Refusal(404, "no_route", f"no route for {path}")
+        segment, slash, rest = path[len(prefix) :].partition("/")
+        actor = unquote(segment)
+        if not ACTOR_ID.fullmatch(actor):
+            return Refusal(400, "invalid_actor", "actor ids match [A-Za-z0-9_-]{1,64}")
+        allowed = self.routes.allowed(unquote(slash + rest))
+        if allowed is None:
+            return Refusal(404, "no_route", f"no route for {path}")
+        if method not in allowed:
+            return Refusal(
+                405,
+                "method_not_allowed",
+                f"{method} is not allowed here",
+                (("allow", ", ".join(sorted(allowed))),),
+            )
+        if method in BODY_METHODS and body and _is_json(headers.get("content-type", "")):
+            try:
+                json.loads(body.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                return Refusal(400, "malformed_json", "the request body is not valid JSON")
+        return Forward(actor)
+
+    def _auth(self, header: str) -> Refusal | None:
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            token.strip().encode(), self.token.encode()
+        ):
+            return None
+        message = "missing bearer token" if not header else "invalid bearer token"
+        return Refusal(401, "unauthorized", message, (("www-authenticate", "Bearer"),))
+
+    def _size(self, declared: str | None, body: bytes | None) -> Refusal | None:
+        too_large = Refusal(
+            413,
+            "body_too_large",
+            f"the request body exceeds {self.max_body_bytes} bytes",
+            (("connection", "close"),),
+        )
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_body_bytes):
+            return too_large
+        if body is not None and len(body) > self.max_body_bytes:
+            return too_large
+        return None

@@ -1,0 +1,157 @@
+"""The Worker's front door: what it forwards, what it refuses, and that it refuses
+exactly as the local API does (same status, same error code)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from runtimes.cloudflare.front_door import Forward, FrontDoor, Refusal, RouteTable
+from runtimes.local.api.app import ApiConfig, create_app
+from runtimes.local.api.routes import router
+from runtimes.local.host import ActorHost
+from tests.local.support import host_config
+
+TOKEN = "t" * 32
+AUTH = {"authorization": f"Bearer {TOKEN}"}
+JSON = {**AUTH, "content-type": "application/json"}
+ROUTES = RouteTable.from_routes(
+    (method, route.path)
+    for route in router.routes
+    for method in route.methods  # type: ignore[attr-defined]
+)
+DOOR = FrontDoor(TOKEN, ROUTES, max_body_bytes=1000)
+
+
+def _sample(template: str) -> str:
+    return (
+        template.replace("{actor}", "alice")
+        .replace("{conversation_id}", "1")
+        .replace("{submission_id}", "5")
+        .replace("{task_id}", "9")
+    )
+
+
+def test_every_route_of_the_actor_api_is_forwarded_to_its_actor() -> None:
+    checked = 0
+    for route in router.routes:
+        for method in route.methods:  # type: ignore[attr-defined]
+            path = _sample(route.path)  # type: ignore[attr-defined]
+            assert DOOR.admit(method, path, AUTH, b"{}") == Forward("alice"), path
+            checked += 1
+    assert checked >= 12
+    # Percent-encoding is undone before the id check: this is the name idFromName gets.
+    assert DOOR.admit("GET", "/v1/actors/%41-b_c/tasks", AUTH) == Forward("A-b_c")
+    assert DOOR.admit("HEAD", "/v1/actors/alice/tasks", AUTH) == Forward("alice")
+    assert DOOR.admit("POST", "/v1/actors/alice/submissions", AUTH, None) == Forward("alice")
+    # Not sent as JSON: the app refuses it (422), as the local API does.
+    assert DOOR.admit("POST", "/v1/actors/alice/submissions", AUTH, b"{x") == Forward("alice")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "body", "status", "code"),
+    [
+        ("GET", "/", {}, None, 404, "no_route"),
+        ("GET", "/ui", AUTH, None, 404, "no_route"),
+        ("GET", "/v1/actors/alice/tasks", {}, None, 401, "unauthorized"),
+        ("GET", "/v1/actors/alice/tasks", {"authorization": "Bearer nope"}, None, 401, None),
+        ("GET", "/v1/actors/alice/tasks", {"authorization": TOKEN}, None, 401, None),
+        ("GET", "/v1/actors/al.ce/tasks", {}, None, 401, "unauthorized"),  # auth first
+        ("GET", "/v1/actors/al.ce/tasks", AUTH, None, 400, "invalid_actor"),
+        ("GET", f"/v1/actors/{'a' * 65}/tasks", AUTH, None, 400, "invalid_actor"),
+        ("GET", "/v1/actors/a%2Fb/tasks", AUTH, None, 400, "invalid_actor"),
+        ("GET", "/v1/actors//tasks", AUTH, None, 400, "invalid_actor"),
+        ("GET", "/v1/actors", AUTH, None, 404, "no_route"),
+        ("GET", "/v1/actors/", AUTH, None, 404, "no_route"),
+        ("GET", "/v1/actors/alice", AUTH, None, 404, "no_route"),
+        ("GET", "/v1/actors/alice/nothing", AUTH, None, 404, "no_route"),
+        ("GET", "/v1/actors/alice/conversations/1/view/extra", AUTH, None, 404, "no_route"),
+        ("DELETE", "/v1/actors/alice/submissions", AUTH, None, 405, "method_not_allowed"),
+        ("POST", "/v1/actors/alice/tasks", AUTH, None, 405, "method_not_allowed"),
+        ("POST", "/v1/actors/alice/submissions", JSON, b"{not json", 400, "malformed_json"),
+        ("POST", "/v1/actors/alice/submissions", JSON, b"\xff\xfe", 400, "malformed_json"),
+        (
+            "PATCH",
+            "/v1/actors/alice/conversations/1/agent",
+            {**AUTH, "content-type": "application/merge-patch+json; charset=utf-8"},
+            b"{",
+            400,
+            "malformed_json",
+        ),
+        ("POST", "/v1/actors/alice/submissions", AUTH, b"x" * 1001, 413, "body_too_large"),
+        (
+            "POST",
+            "/v1/actors/alice/submissions",
+            {**AUTH, "content-length": "5000"},
+            None,
+            413,
+            "body_too_large",
+        ),
+        (
+            "POST",
+            "/v1/actors/alice/submissions",
+            {**AUTH, "content-length": "-1"},
+            None,
+            413,
+            "body_too_large",
+        ),
+    ],
+)
+def test_bad_requests_are_refused_at_the_worker(
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes | None,
+    status: int,
+    code: str | None,
+) -> None:
+    decision = DOOR.admit(method, path, headers, body)
+    assert isinstance(decision, Refusal), decision
+    assert decision.status == status
+    assert decision.code == (code or decision.code)
+    assert decision.body() == {"error": {"code": decision.code, "message": decision.message}}
+    if status == 401:
+        assert ("www-authenticate", "Bearer") in decision.headers
+    if status == 405:
+        assert dict(decision.headers)["allow"]
+
+
+def test_the_token_must_be_a_real_secret() -> None:
+    with pytest.raises(ValueError, match="16 characters"):
+        FrontDoor("short", ROUTES)
+
+
+# Requests both the front door and the local app refuse before touching any actor.
+SAME_AS_LOCAL: list[tuple[str, str, dict[str, str], bytes | None]] = [
+    ("GET", "/v1/actors/alice/tasks", {}, None),
+    ("GET", "/v1/actors/alice/tasks", {"authorization": "Bearer wrong-token"}, None),
+    ("GET", "/v1/actors/al.ce/tasks", AUTH, None),
+    ("GET", f"/v1/actors/{'a' * 65}/timers", AUTH, None),
+    ("GET", "/v1/actors/alice/nothing", AUTH, None),
+    ("DELETE", "/v1/actors/alice/submissions", AUTH, None),
+    ("POST", "/v1/actors/alice/submissions", JSON, b"{not json"),
+    ("POST", "/v1/actors/alice/submissions", AUTH, b"x" * 1001),
+]
+
+
+def _files(directory: Path) -> list[Path]:
+    return list(directory.iterdir())
+
+
+async def test_the_front_door_refuses_as_the_local_api_does(tmp_path: Path) -> None:
+    app = create_app(ActorHost(host_config(tmp_path)), ApiConfig(token=TOKEN, max_body_bytes=1000))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://local") as client:
+        for method, path, headers, body in SAME_AS_LOCAL:
+            decision = DOOR.admit(method, path, headers, body)
+            assert isinstance(decision, Refusal), (method, path)
+            response = await client.request(method, path, headers=headers, content=body)
+            local: Any = response.json()
+            assert (response.status_code, local["error"]["code"]) == (
+                decision.status,
+                decision.code,
+            ), (method, path, local)
+    assert _files(tmp_path) == []  # the local app did not create an actor either

@@ -1,0 +1,40 @@
+"""Durable Object storage inside Pyodide: the JS stand-in seen through the real SDK.
+
+``DurableObjectHome`` (JavaScript, ``tests/pyodide/durable_object.mjs``) holds the SQLite
+file and the alarm; each :meth:`Isolate.open` is a fresh ``DurableObjectState`` handed to
+a real ``workers.DurableObject`` subclass, so ``self.ctx.storage`` is the SDK's own
+wrapper around it, as in workerd.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perdure_do_standin import DurableObjectHome  # type: ignore[import-not-found]
+from workers import DurableObject  # type: ignore[import-not-found]
+
+from core.storage.sqlite import SqliteStorage
+from runtimes.cloudflare.storage import open_durable_object_storage
+
+__all__ = ["Home"]
+
+
+class _Probe(DurableObject):  # type: ignore[misc]
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+
+
+class Home:
+    """One Durable Object's durable half, on the host file ``path``."""
+
+    def __init__(self, path: str, name: str = "actor") -> None:
+        self.js = DurableObjectHome.new(path, name)
+
+    def state(self) -> Any:
+        """A new isolate's ``ctx`` as the SDK hands it to the object (evicts the last)."""
+        return _Probe(self.js.open(), {}).ctx
+
+    async def storage(self, *, native: bool = True) -> SqliteStorage:
+        """The harness storage in a fresh isolate (evicting the previous one);
+        ``native=False`` keeps every call on the SDK's wrapper."""
+        return await open_durable_object_storage(self.state().storage, native=native)

@@ -1,0 +1,463 @@
+"""The Cloudflare runtime's checks inside real Pyodide (run by ``tests/pyodide/run.py``).
+
+Runs in Pyodide's own event loop, as in workerd. Each check raises on failure; ``main``
+collects them into one JSON result with the timings the benchmark needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+started = time.perf_counter()
+import core.harness  # noqa: E402, F401  (timed: what an isolate imports first)
+import runtimes.cloudflare.alarm  # noqa: E402
+import runtimes.cloudflare.storage  # noqa: E402, F401
+
+core_imported = time.perf_counter()
+from tests.pyodide.inside.durable import Home  # noqa: E402  (pulls the Workers SDK)
+
+sdk_imported = time.perf_counter()
+
+from pydantic import BaseModel  # noqa: E402
+
+from core.harness import (  # noqa: E402
+    AssistantMessage,
+    Harness,
+    ModelRequest,
+    Registry,
+    ToolContext,
+    ToolResultMessage,
+    define_extension,
+    define_tool,
+)
+from core.storage import MemoryStorage, Storage  # noqa: E402
+from core.testing.clock import VirtualClock  # noqa: E402
+from core.testing.faux import FauxModel, FauxState, faux_message, faux_tool_call  # noqa: E402
+from core.testing.storage_conformance import storage_cases  # noqa: E402
+from core.testing.wrappers import ReopeningStorage  # noqa: E402
+from runtimes.cloudflare.storage import DurableObjectDatabase  # noqa: E402
+from tests.pyodide.inside import workload  # noqa: E402
+
+Check = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
+_CHECKS: list[tuple[str, Check]] = []
+
+
+def check(fn: Check) -> Check:
+    _CHECKS.append((fn.__name__, fn))
+    return fn
+
+
+def _path(options: dict[str, Any], name: str) -> str:
+    return f"{options['scratch']}/{name}"
+
+
+@check
+async def cold_start_10k(options: dict[str, Any]) -> dict[str, Any] | None:
+    """Open a harness on the actor CPython built with 10,000 entries (a copy of it).
+
+    Runs first, so its time includes every first-use cost a fresh isolate pays."""
+    if not options.get("long_actor"):
+        return None
+    home = Home(options["long_actor"])
+    result = await workload.cold_open(home.storage)
+    assert result["entries"] >= int(options.get("entries", 10_000)), result
+    return result
+
+
+@check
+async def storage_kit(options: dict[str, Any]) -> dict[str, Any]:
+    """The whole storage conformance kit on ``self.ctx.storage`` as the SDK hands it over:
+    the facade's native path, plain and evicted after every commit, and its portable
+    path through the SDK's wrapper."""
+    db = DurableObjectDatabase(Home(_path(options, "native.sqlite")).state().storage)
+    assert db.native, "the facade no longer finds the JS storage behind the SDK wrapper"
+    runs = 0
+    for i, case in enumerate(storage_cases()):
+        for variant in ("native", "evicting", "sdk"):
+            home = Home(_path(options, f"kit-{variant}-{i}.sqlite"))
+            storage: Storage
+            if variant == "evicting":
+                storage = await ReopeningStorage.open(home.storage)
+            else:
+                storage = await home.storage(native=variant == "native")
+            try:
+                await case.run(storage)
+            finally:
+                await storage.close()
+            runs += 1
+    return {"case_runs": runs}
+
+
+@check
+async def sql_limits_bite(options: dict[str, Any]) -> None:
+    """The JS stand-in refuses what workerd refuses, as seen from Python."""
+    sql = Home(_path(options, "limits.sqlite")).state().storage.sql
+    sql.exec("CREATE TABLE t (v TEXT)")
+    refusals = {
+        "BEGIN": (),
+        "SAVEPOINT s": (),
+        "PRAGMA journal_mode = WAL": (),
+        "INSERT INTO t (v) VALUES (?)": ("x" * 2_000_001,),
+        "SELECT " + ", ".join("?" * 101): tuple(range(101)),
+        "SELECT 1 -- " + "x" * 100_000: (),
+    }
+    for statement, binds in refusals.items():
+        try:
+            sql.exec(statement, *binds)
+        except Exception:
+            continue
+        raise AssertionError(f"the stand-in accepted {statement[:40]!r}")
+
+
+def _travel(effects: list[str], gate: asyncio.Event) -> Registry:
+    class Route(BaseModel):
+        route: str
+
+    class Train(BaseModel):
+        train: str
+
+    async def search(args: Route, ctx: ToolContext) -> str:
+        effects.append("search start")
+        await gate.wait()
+        return f"Train IC 511 {args.route} departs 10:02"
+
+    async def book(args: Train, ctx: ToolContext) -> str:
+        effects.append("book start")
+        await gate.wait()
+        return f"Booked a seat on {args.train}"
+
+    return Registry(
+        [
+            define_extension(
+                "travel",
+                tools=[
+                    define_tool(
+                        "search",
+                        description="Search",
+                        parameters=Route,
+                        execute=search,
+                        replay="safe",
+                    ),
+                    define_tool("book", description="Book", parameters=Train, execute=book),
+                ],
+            )
+        ]
+    )
+
+
+def _travel_model(seen: list[list[dict[str, Any]]]) -> FauxModel:
+    def model(request: ModelRequest, state: FauxState) -> AssistantMessage:
+        if request.messages[-1].role == "user":
+            return faux_message(
+                "Searching and booking.",
+                faux_tool_call("search", {"route": "Vienna-Graz"}, id="call_search"),
+                faux_tool_call("book", {"train": "IC 511"}, id="call_book"),
+            )
+        seen.append(
+            [
+                {"tool": m.tool_name, "error": m.is_error, "content": m.content}
+                for m in request.messages
+                if isinstance(m, ToolResultMessage)
+            ]
+        )
+        return faux_message("The search worked; the booking was interrupted.")
+
+    return FauxModel(fallback=model)
+
+
+@check
+async def seed_scenario_across_eviction(options: dict[str, Any]) -> dict[str, Any]:
+    """search (safe) and book (unsafe) run; the isolate is evicted; a new one resumes:
+    search reruns, book is reported interrupted, job-42 resent returns the original."""
+    home = Home(_path(options, "seed.sqlite"))
+    clock = VirtualClock()
+    effects: list[str] = []
+    stuck = asyncio.Event()  # never set: the first isolate's tools hang until evicted
+    seen: list[list[dict[str, Any]]] = []
+    first = await Harness.open(
+        await home.storage(),
+        models=_travel_model(seen),
+        registry=_travel(effects, stuck),
+        clock=clock,
+        report=lambda error: None,  # it dies with its isolate; errors expected
+    )
+    root = await first.root(agent={"model": workload.MODEL})
+    sub = await root.submit("Find a train to Graz and book it", request_id="job-42")
+    for _ in range(200):
+        if {"search start", "book start"} <= set(effects):
+            break
+        await asyncio.sleep(0)
+    assert sorted(effects) == ["book start", "search start"], effects
+
+    free = asyncio.Event()
+    free.set()
+    second = await Harness.open(  # home.storage() evicts the first isolate
+        await home.storage(),
+        models=_travel_model(seen),
+        registry=_travel(effects, free),
+        clock=clock,
+    )
+    # The first isolate is gone; stop its leftovers here (workerd would drop them whole).
+    with contextlib.suppress(Exception):
+        await first.close()
+    second.resume()
+    root = await second.root()
+    again = await root.submit("Find a train to Graz and book it", request_id="job-42")
+    assert again.id == sub.id, (again.id, sub.id)
+    record = await again.wait()
+    assert record.status == "done", record
+    assert sorted(effects) == ["book start", "search start", "search start"], effects
+    (results,) = seen
+    by_tool = {r["tool"]: r for r in results}
+    assert not by_tool["search"]["error"]
+    assert by_tool["book"]["error"]
+    assert "interrupted" in str(by_tool["book"]["content"])
+    await second.close()
+    return {"effects": effects}
+
+
+async def _answer(h: Harness, entry_id: int | None) -> str:
+    entry = await h.session.storage.entry(entry_id or 0)
+    assert entry is not None and isinstance(entry.message, dict), entry
+    content = entry.message["content"]
+    return "".join(b["text"] for b in content) if isinstance(content, list) else str(content)
+
+
+@check
+async def harness_smoke_and_reopen(options: dict[str, Any]) -> dict[str, Any]:
+    """Open → submit → tool → answer → close; a new isolate reopens and continues."""
+    home = Home(_path(options, "smoke.sqlite"))
+    t0 = time.perf_counter()
+    storage = await home.storage()
+    faux = FauxModel(
+        [faux_message(faux_tool_call("noop", {}, id="c1")), faux_message("first answer")],
+        fallback=lambda r, s: faux_message("later answer"),
+    )
+    h = await Harness.open(
+        storage, models=faux, registry=workload.noop_registry(), clock=VirtualClock()
+    )
+    root = await h.root(agent={"model": workload.MODEL})
+    opened_ms = (time.perf_counter() - t0) * 1000
+    record = await (await root.submit("hello", request_id="r1")).wait()
+    assert record.status == "done" and await _answer(h, record.answer) == "first answer", record
+    await h.close()
+    h = await Harness.open(
+        await home.storage(), models=faux, registry=workload.noop_registry(), clock=VirtualClock()
+    )
+    h.resume()
+    root = await h.root()
+    assert (await root.submit("hello", request_id="r1")).id == record.id  # deduped
+    second = await (await root.submit("again")).wait()
+    assert await _answer(h, second.answer) == "later answer", second
+    await h.close()
+    return {"fresh_open_harness_ms": opened_ms}
+
+
+@check
+async def tool_rounds(options: dict[str, Any]) -> dict[str, Any]:
+    rounds = int(options.get("rounds", 100))
+    native = await workload.tool_rounds(
+        await Home(_path(options, "rounds.sqlite")).storage(), rounds
+    )
+    sdk = await workload.tool_rounds(
+        await Home(_path(options, "rounds-sdk.sqlite")).storage(native=False), rounds
+    )
+    memory = min(
+        [await workload.tool_rounds(MemoryStorage(), rounds) for _ in range(3)],
+        key=lambda r: r["ms_per_round"],
+    )
+    return {
+        "rounds": rounds,
+        **native,
+        "through_sdk_wrapper_ms_per_round": sdk["ms_per_round"],
+        "memory_storage_ms_per_round": memory["ms_per_round"],
+    }
+
+
+TOKEN = "pyodide-suite-token-0123456789"
+ROUTES = [  # a few of the actor API's routes (its router is not importable here yet)
+    ("POST", "/v1/actors/{actor}/submissions"),
+    ("GET", "/v1/actors/{actor}/submissions/{submission_id}"),
+    ("GET", "/v1/actors/{actor}/tasks"),
+    ("PATCH", "/v1/actors/{actor}/conversations/{conversation_id}/agent"),
+]
+
+
+def _js_request(method: str, path: str, headers: dict[str, str], body: str | None = None) -> Any:
+    from js import Object, Request  # type: ignore[import-not-found]
+    from pyodide.ffi import to_js  # type: ignore[import-not-found]
+
+    init: dict[str, Any] = {"method": method, "headers": headers}
+    if body is not None:
+        init["body"] = body
+    return Request.new(
+        f"https://perdure.example{path}", to_js(init, dict_converter=Object.fromEntries)
+    )
+
+
+@check
+async def worker_front_door(options: dict[str, Any]) -> dict[str, Any]:
+    """The real entry class on the real SDK: refusals never address a Durable Object;
+    an admitted request reaches ``getByName(actor)`` with its body intact."""
+    from js import Object  # type: ignore[import-not-found]
+    from perdure_do_standin import DurableObjectNamespace  # type: ignore[import-not-found]
+    from pyodide.ffi import to_js  # type: ignore[import-not-found]
+
+    from runtimes.cloudflare import worker
+    from runtimes.cloudflare.front_door import RouteTable
+
+    worker.configure(open_harness=_faux_opener([]), routes=RouteTable.from_routes(ROUTES))
+    namespace = DurableObjectNamespace.new()
+    env = to_js(
+        {"PERDURE_API_TOKEN": TOKEN, "ACTORS": namespace, "PERDURE_MAX_BODY_BYTES": "2000"},
+        dict_converter=Object.fromEntries,
+    )
+    entry = worker.Default(to_js({}, dict_converter=Object.fromEntries), env)
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    as_json = {**auth, "content-type": "application/json"}
+    refused = [
+        ("GET", "/v1/actors/alice/tasks", {}, None, 401, "unauthorized"),
+        (
+            "GET",
+            "/v1/actors/alice/tasks",
+            {"authorization": "Bearer wrong"},
+            None,
+            401,
+            "unauthorized",
+        ),
+        ("GET", "/v1/actors/al.ce/tasks", auth, None, 400, "invalid_actor"),
+        ("GET", "/v1/actors/alice/nowhere", auth, None, 404, "no_route"),
+        ("POST", "/v1/actors/alice/submissions", as_json, "{broken", 400, "malformed_json"),
+        ("POST", "/v1/actors/alice/submissions", as_json, "x" * 2001, 413, "body_too_large"),
+    ]
+    for method, path, headers, body, status, code in refused:
+        response = await entry.fetch(_js_request(method, path, headers, body))
+        got = await response.json()
+        assert (response.status, got["error"]["code"]) == (status, code), (path, got)
+    assert list(namespace.addressed) == [], "a refused request addressed a Durable Object"
+    payload = '{"type": "input", "content": "hi"}'
+    response = await entry.fetch(
+        _js_request("POST", "/v1/actors/alice/submissions", as_json, payload)
+    )
+    assert response.status == 200 and (await response.json()) == {"forwarded": "alice"}
+    assert [list(f) for f in namespace.fetched] == [
+        ["alice", "POST", "/v1/actors/alice/submissions", payload]
+    ]
+    return {"refusals": len(refused)}
+
+
+def _faux_opener(effects: list[str], gate: asyncio.Event | None = None) -> Any:
+    seen: list[list[dict[str, Any]]] = []
+    free = gate or asyncio.Event()
+    if gate is None:
+        free.set()
+    clock = VirtualClock()
+
+    async def open_harness(storage: Storage) -> Harness:
+        return await Harness.open(
+            storage,
+            models=_travel_model(seen),
+            registry=_travel(effects, free),
+            clock=clock,
+            report=lambda error: None,
+        )
+
+    return open_harness
+
+
+async def _fire_alarm(home: Home, obj: Any, tries: int = 7) -> int:
+    """workerd's delivery: clear the alarm, call ``alarm()``, retry (up to 6 times, no
+    backoff here) while it throws. Returns the attempts made."""
+    home.js.alarm = None
+    for attempt in range(tries):
+        try:
+            await obj.alarm(to_js_info(attempt))
+            return attempt + 1
+        except Exception:
+            continue
+    return tries
+
+
+def to_js_info(attempt: int) -> Any:
+    from js import Object  # type: ignore[import-not-found]
+    from pyodide.ffi import to_js  # type: ignore[import-not-found]
+
+    return to_js({"retryCount": attempt, "isRetry": attempt > 0}, dict_converter=Object.fromEntries)
+
+
+@check
+async def durable_object_class_evicted_then_alarm(options: dict[str, Any]) -> dict[str, Any]:
+    """The real ``PerdureActor`` class on the JS ``DurableObjectState``: a job runs, the
+    isolate is evicted mid-tools, the heartbeat alarm fires on a new instance, which
+    re-opens inside ``blockConcurrencyWhile`` and resumes: search reruns, book does not."""
+    from runtimes.cloudflare import worker
+    from runtimes.cloudflare.front_door import RouteTable
+
+    home = Home(_path(options, "do-class.sqlite"), "tree-7")
+    effects: list[str] = []
+    stuck = asyncio.Event()
+    worker.configure(
+        open_harness=_faux_opener(effects, stuck), routes=RouteTable.from_routes(ROUTES)
+    )
+    first = worker.PerdureActor(home.js.open(), {})
+    response = await first.fetch(_js_request("GET", "/v1/actors/tree-7/tasks", {}))
+    assert response.status == 501  # the API is not served here yet; the harness is open
+    assert first.actor.is_open
+    async with first.actor.serving() as harness:
+        root = await harness.root(agent={"model": workload.MODEL})
+        sub = await root.submit("Find a train to Graz and book it", request_id="job-42")
+    for _ in range(500):
+        if {"search start", "book start"} <= set(effects):
+            break
+        await asyncio.sleep(0)
+    await first.actor.settle()
+    assert home.js.alarm is not None  # the heartbeat while the tools run
+
+    worker.configure(open_harness=_faux_opener(effects), routes=RouteTable.from_routes(ROUTES))
+    second = worker.PerdureActor(home.js.open(), {})  # evicted: a new isolate, same file
+    with contextlib.suppress(Exception):
+        await first.actor.close()
+    attempts = await _fire_alarm(home, second)
+    assert attempts == 1 and second.actor.is_open
+    async with second.actor.serving() as harness:
+        again = await (await harness.root()).submit(
+            "Find a train to Graz and book it", request_id="job-42"
+        )
+        assert again.id == sub.id
+        record = await again.wait()
+    assert record.status == "done", record
+    assert sorted(effects) == ["book start", "search start", "search start"], effects
+    await second.actor.settle()
+    await second.actor.close()
+    return {"alarm_attempts": attempts}
+
+
+async def main(options: Any) -> dict[str, Any]:
+    opts: dict[str, Any] = options.to_py() if hasattr(options, "to_py") else dict(options)
+    only = set(opts.get("only") or [])
+    out: dict[str, Any] = {
+        "ok": True,
+        "checks": {},
+        "failures": {},
+        "timings": {
+            "import_core_and_runtime_ms": (core_imported - started) * 1000,
+            "import_workers_sdk_ms": (sdk_imported - core_imported) * 1000,
+        },
+    }
+    for name, fn in _CHECKS:
+        if only and name not in only:
+            continue
+        t = time.perf_counter()
+        try:
+            result = await fn(opts)
+        except BaseException:
+            out["ok"] = False
+            out["failures"][name] = traceback.format_exc()
+            continue
+        out["checks"][name] = {"ms": (time.perf_counter() - t) * 1000, **(result or {})}
+    return out

@@ -1,0 +1,126 @@
+"""Workloads run the same way on CPython and inside Pyodide, so their costs compare.
+
+Pure: the caller hands in an opened storage. ``tool_rounds`` is the agent-loop benchmark
+(one scripted model response asking for one no-op tool, the tool task, the hand-over;
+then the answer); ``long_actor`` fills a root conversation with ``entries`` entries by
+real submit/answer rounds; ``cold_open`` is what an isolate does on its first request:
+open the harness, take the root conversation, ``resume()``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from core.harness import (
+    AssistantMessage,
+    Harness,
+    ModelRequest,
+    Registry,
+    ToolContext,
+    define_extension,
+    define_tool,
+)
+from core.storage import Storage
+from core.testing.clock import VirtualClock
+from core.testing.faux import FauxModel, FauxState, faux_message, faux_tool_call
+
+__all__ = ["MODEL", "cold_open", "long_actor", "noop_registry", "tool_rounds"]
+
+MODEL = "faux/faux-1"
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+async def _noop(args: NoArgs, ctx: ToolContext) -> str:
+    return "ok"
+
+
+def noop_registry() -> Registry:
+    tool = define_tool("noop", description="does nothing", parameters=NoArgs, execute=_noop)
+    return Registry([define_extension("bench", tools=[tool])])
+
+
+async def tool_rounds(storage: Storage, rounds: int) -> dict[str, Any]:
+    """Seconds for ``rounds`` tool rounds on ``storage`` (closed afterwards)."""
+
+    def step(request: ModelRequest, state: FauxState) -> AssistantMessage:
+        if state.call_count <= rounds:
+            return faux_message(faux_tool_call("noop", {}, id=f"call_{state.call_count}"))
+        return faux_message("done")
+
+    faux = FauxModel([step] * (rounds + 1), record_requests=False)
+    harness = await Harness.open(
+        storage, models=faux, registry=noop_registry(), clock=VirtualClock()
+    )
+    commits = 0
+
+    def count(_: object) -> None:
+        nonlocal commits
+        commits += 1
+
+    harness.session.subscribe(count)
+    root = await harness.root(agent={"model": MODEL})
+    start = time.perf_counter()
+    record = await (await root.submit("loop")).wait()
+    elapsed = time.perf_counter() - start
+    assert record.status == "done", record
+    await harness.close()
+    return {"seconds": elapsed, "commits": commits, "ms_per_round": elapsed / rounds * 1000}
+
+
+async def long_actor(storage: Storage, entries: int) -> int:
+    """Fill the root conversation with at least ``entries`` entries; return the count."""
+    faux = FauxModel(fallback=lambda request, state: faux_message("noted."), record_requests=False)
+    harness = await Harness.open(
+        storage, models=faux, registry=noop_registry(), clock=VirtualClock()
+    )
+    root = await harness.root(agent={"model": MODEL})
+    count = 0
+    n = 0
+    while count < entries:
+        for _ in range(100):
+            n += 1
+            record = await (await root.submit(f"message {n}")).wait()
+            assert record.status == "done", record
+        count = await _count_entries(harness)
+    await harness.close()
+    return count
+
+
+async def _count_entries(harness: Harness) -> int:
+    total = 0
+    cursor = None
+    while True:
+        page = await harness.session.storage.scan_entries(1, limit=1000, cursor=cursor)
+        total += len(page.items)
+        if page.next is None:
+            return total
+        cursor = page.next
+
+
+async def cold_open(open_storage: Callable[[], Awaitable[Storage]]) -> dict[str, Any]:
+    """Milliseconds from nothing to a resumed harness on an existing actor."""
+    start = time.perf_counter()
+    storage = await open_storage()
+    opened = time.perf_counter()
+    faux = FauxModel(fallback=lambda request, state: faux_message("ok"), record_requests=False)
+    harness = await Harness.open(
+        storage, models=faux, registry=noop_registry(), clock=VirtualClock()
+    )
+    root = await harness.root(agent={"model": MODEL})
+    harness.resume()
+    await root.wait_for_idle()
+    ready = time.perf_counter()
+    entries = await _count_entries(harness)
+    await harness.close()
+    return {
+        "open_storage_ms": (opened - start) * 1000,
+        "open_harness_ms": (ready - start) * 1000,
+        "entries": entries,
+    }

@@ -1,0 +1,77 @@
+// Boots real Pyodide (314.0.7) under Node, installs the pinned wheels from local files,
+// mounts this repository, registers the Workers SDK's two runtime-internal modules as
+// stubs and the Durable Object stand-in, then runs a Python entry point inside Pyodide.
+//
+//   node runner.mjs <repo> <wheels dir> <python module> <json options>
+//
+// The module's `async def main(options) -> dict` runs in Pyodide's own event loop (as in
+// workerd); its result is printed as one JSON line prefixed with "RESULT ". A module
+// with `def main_sync(options) -> dict` is run synchronously instead (pytest inside
+// Pyodide drives its own loop). No network is used: everything comes from disk.
+
+import { readdirSync } from "node:fs";
+import path from "node:path";
+import { performance } from "node:perf_hooks";
+import { loadPyodide } from "pyodide";
+import * as standin from "./durable_object.mjs";
+
+const [repo, wheels, moduleName, optionsJson] = process.argv.slice(2);
+const options = JSON.parse(optionsJson || "{}");
+const timings = {};
+
+function heapMB(py) {
+  return py._module.HEAP8.length / (1024 * 1024);
+}
+
+let t = performance.now();
+const pyodide = await loadPyodide();
+// Raw writes, so pytest's progress dots stay on one line.
+pyodide.setStdout({ write: (buf) => (process.stdout.write(buf), buf.length) });
+pyodide.setStderr({ write: (buf) => (process.stderr.write(buf), buf.length) });
+timings.pyodide_load_ms = performance.now() - t;
+
+t = performance.now();
+const files = readdirSync(wheels).filter((f) => f.endsWith(".whl")).map((f) => path.resolve(wheels, f));
+await pyodide.loadPackage(files, { messageCallback: () => {} });
+timings.wheels_install_ms = performance.now() - t;
+
+pyodide.registerJsModule("_cloudflare_compat_flags", {});
+pyodide.registerJsModule("_pyodide_entrypoint_helper", {
+  patchWaitUntil() {},
+  cloudflareWorkersModule: { env: {}, waitUntil() {} },
+  cloudflareSocketsModule: {},
+  async doAnImport(name) {
+    throw new Error(`no runtime module ${name} under Node`);
+  },
+});
+pyodide.registerJsModule("perdure_do_standin", standin);
+
+pyodide.FS.mkdirTree("/perdure");
+pyodide.mountNodeFS("/perdure", path.resolve(repo));
+pyodide.FS.mkdirTree("/scratch");
+pyodide.mountNodeFS("/scratch", path.resolve(options.scratch || "/tmp"));
+pyodide.runPython(`
+import sys
+sys.dont_write_bytecode = True   # never write cpython-314 caches into the repository
+sys.path.insert(0, "/perdure")
+`);
+timings.heap_baseline_mb = heapMB(pyodide);
+
+try {
+  const mod = pyodide.pyimport(moduleName);
+  const opts = pyodide.toPy({ ...options, timings });
+  let result;
+  if (mod.main_sync !== undefined) {
+    result = mod.main_sync(opts);
+  } else {
+    result = await mod.main(opts);
+  }
+  const out = result.toJs({ dict_converter: Object.fromEntries });
+  out.timings = { ...timings, ...(out.timings || {}) };
+  out.timings.heap_final_mb = heapMB(pyodide);
+  console.log("RESULT " + JSON.stringify(out));
+  process.exit(out.ok === false ? 1 : 0);
+} catch (e) {
+  console.error("Pyodide run failed: " + (e && e.message ? e.message : String(e)));
+  process.exit(2);
+}
