@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from core.errors import InvalidJson
 from remote_env.protocol import (
-    MUTATING_KINDS,
     BashArgs,
     BashRequest,
     EditOutput,
@@ -49,6 +49,7 @@ from remote_env.protocol import (
     ReadRequest,
     WriteOutput,
     WriteRequest,
+    admit,
     fingerprint,
 )
 from remote_env.server import files
@@ -184,9 +185,11 @@ class OpManager:
         )
 
     def _precheck(self, workspace: str, request: OpRequest) -> None:
-        """Refusals that need no I/O, before anything is recorded."""
-        if request.kind in MUTATING_KINDS and request.op_id is None:
-            raise Rejected(422, "invalid", f"a {request.kind} op needs an op_id")
+        """Refusals that need no I/O, before anything is fingerprinted or recorded."""
+        try:
+            admit(request)
+        except InvalidJson as exc:
+            raise Rejected(422, "invalid", f"invalid request: {exc}") from None
         root = self._workspaces.path_of(workspace)
         if isinstance(request, BashRequest):
             if request.args.cwd is not None:
@@ -203,9 +206,8 @@ class OpManager:
             Rejected: 4xx refusals (nothing executed).
         """
         self._precheck(workspace, request)
-        if request.kind not in MUTATING_KINDS:
+        if not isinstance(request, WriteRequest | EditRequest | BashRequest):
             return await self._run_read_only(workspace, request)
-        assert request.op_id is not None
         key = (workspace, request.op_id)
         digest = fingerprint(request.kind, request.args)
         fresh = False
@@ -248,8 +250,9 @@ class OpManager:
             return live.record.model_copy(update={"replayed": replayed, "attempt": live.attempt})
         return live.running_record(replayed=replayed)
 
-    async def _admit(self, workspace: str, request: OpRequest, digest: str) -> _Live:
-        assert request.op_id is not None
+    async def _admit(
+        self, workspace: str, request: WriteRequest | EditRequest | BashRequest, digest: str
+    ) -> _Live:
         now = time.time()
         target = None if isinstance(request, BashRequest) else request.args.path
         await self._log.insert(
@@ -276,13 +279,15 @@ class OpManager:
         live.task = asyncio.create_task(self._execute(live, request))
         return live
 
-    async def _run_read_only(self, workspace: str, request: OpRequest) -> OpRecord:
+    async def _run_read_only(
+        self, workspace: str, request: ReadRequest | LsRequest | FindRequest | GrepRequest
+    ) -> OpRecord:
         now = time.time()
         try:
             result = await asyncio.to_thread(self._read_only_call, workspace, request)
         except ToolFailure as exc:
             return OpRecord(
-                op_id=request.op_id,
+                op_id=None,  # never recorded: there is nothing to look up later
                 kind=request.kind,
                 status="failed",
                 error=exc.body(),
@@ -291,7 +296,7 @@ class OpManager:
             )
         return OpRecord.model_validate(
             {
-                "op_id": request.op_id,
+                "op_id": None,
                 "kind": request.kind,
                 "status": "succeeded",
                 "result": result.model_dump(),

@@ -233,10 +233,17 @@ def test_read_only_ops_are_not_recorded(tmp_path: Path) -> None:
             running_app(settings(tmp_path / "root")) as app,
             asgi_client(app, "ws") as client,
         ):
+            response = await client.post("/v1/ops", json={"kind": "ls", "args": {"path": "."}})
+            assert response.status_code == 200
+            # Nothing is recorded, so no op id is echoed that could not be looked up.
+            assert response.json()["op_id"] is None
+            failed = await client.post("/v1/ops", json={"kind": "read", "args": {"path": "no"}})
+            assert failed.json()["status"] == "failed" and failed.json()["op_id"] is None
+            # ...and the schema has no op_id for them: sending one is refused.
             response = await client.post(
                 "/v1/ops", json={"op_id": "r:1", "kind": "ls", "args": {"path": "."}}
             )
-            assert response.status_code == 200
+            assert response.status_code == 422
             assert (await client.get("/v1/ops/r:1")).status_code == 404
 
     run(main())
