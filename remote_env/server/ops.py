@@ -53,6 +53,7 @@ from remote_env.protocol import (
     fingerprint,
 )
 from remote_env.server import files
+from remote_env.server.confine import Jail
 from remote_env.server.errors import Rejected, ToolFailure
 from remote_env.server.executor import CommandRun, ProcessIdentity, kill_orphan_group
 from remote_env.server.oplog import OpLog, OpRow
@@ -147,7 +148,18 @@ def _utf8_complete_prefix(data: bytes) -> int:
 class OpManager:
     """Owns the op log and every op executing in this server process."""
 
-    def __init__(self, settings: ServerSettings, workspaces: Workspaces, oplog: OpLog) -> None:
+    def __init__(
+        self,
+        settings: ServerSettings,
+        workspaces: Workspaces,
+        oplog: OpLog,
+        *,
+        jail: Jail,
+        bash_refusal: str | None = None,
+    ) -> None:
+        self._jail = jail
+        #: Why ``bash`` ops are refused on this host (no working bwrap), if they are.
+        self._bash_refusal = bash_refusal
         self._settings = settings
         self._workspaces = workspaces
         self._log = oplog
@@ -191,6 +203,8 @@ class OpManager:
         except InvalidJson as exc:
             raise Rejected(422, "invalid", f"invalid request: {exc}") from None
         root = self._workspaces.path_of(workspace)
+        if isinstance(request, BashRequest) and self._bash_refusal is not None:
+            raise Rejected(501, "unavailable", self._bash_refusal)
         if isinstance(request, BashRequest):
             if request.args.cwd is not None:
                 lexical_relative(request.args.cwd, root)
@@ -426,6 +440,8 @@ class OpManager:
             log_path=self.log_path(live.workspace, live.op_id),
             max_output_bytes=settings.max_output_bytes,
             on_output=on_output,
+            jail=self._jail,
+            key=f"{live.workspace}\x00{live.op_id}",
         )
         try:
             identity = await run.start(
@@ -435,6 +451,7 @@ class OpManager:
                 home=self._workspaces.path_of(live.workspace),
                 user=settings.run_as_user,
                 group=settings.run_as_group,
+                owner=self._workspaces.owner,
             )
         except ToolFailure as exc:
             return "failed", None, exc.body()
