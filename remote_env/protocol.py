@@ -8,8 +8,10 @@ Conventions:
   kinds (``write``, ``edit``, ``bash``) need an ``op_id`` and are recorded under it; read-only
   kinds are never recorded, so they take no ``op_id`` (nor ``attempt`` or ``wait_ms``) and
   answer ``op_id: null``.
-* Requests are strict, and the schemas say so: unknown fields are refused, integers are JSON
-  integers (not ``false``, not ``5406.0``), strings are strings. After parsing, every body
+* Requests are strict, and the schemas say so: unknown fields are refused, strings are
+  strings, booleans are ``true``/``false``, and integers are what JSON Schema calls integers:
+  numbers without a fractional part (``5406`` and ``5406.0``; not ``false``, ``"5406"`` or
+  ``5406.5``). After parsing, every body
   passes core's JSON gate (:func:`admit`): a lone surrogate anywhere is a 422, before the op
   is fingerprinted or recorded.
 * The request fingerprint is the SHA-256 of the canonical JSON of ``{kind, args}``;
@@ -26,7 +28,15 @@ import hashlib
 import json
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+)
 
 from core.jsonvalue import json_copy
 
@@ -117,6 +127,23 @@ def _check_path(value: str) -> str:
 _NO_NUL = r"^[^\x00]*$"
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
+
+def _json_integer(value: object) -> object:
+    # JSON Schema's "integer" is any number without a fractional part, so 5406.0 is one
+    # (refusing it would reject schema-valid requests); a boolean or a string is not.
+    if type(value) is float and value.is_integer():
+        return int(value)
+    if type(value) is not int:
+        raise ValueError("must be an integer")
+    return value
+
+
+_INTEGER = BeforeValidator(_json_integer)
+#: An integer as JSON Schema defines it (the models are otherwise strict). Constraints of an
+#: optional one go inside, before the validator: ``Annotated[int, Field(ge=1), _INTEGER]``
+#: (pydantic leaves them untranslated in the schema otherwise).
+JsonInt = Annotated[int, _INTEGER]
+
 PathStr = Annotated[
     str, Field(min_length=1, max_length=_MAX_PATH, pattern=_NO_NUL), AfterValidator(_check_path)
 ]
@@ -141,9 +168,9 @@ class ReadArgs(_Request):
     """Read a window of lines (see ``ExecutionEnv.read``)."""
 
     path: PathStr
-    offset: int = Field(default=1, ge=1, le=_MAX_INT)
-    limit: int | None = Field(default=None, ge=1, le=_MAX_INT)
-    max_bytes: int | None = Field(default=None, ge=1, le=_MAX_INT)
+    offset: JsonInt = Field(default=1, ge=1, le=_MAX_INT)
+    limit: Annotated[int, Field(ge=1, le=_MAX_INT), _INTEGER] | None = None
+    max_bytes: Annotated[int, Field(ge=1, le=_MAX_INT), _INTEGER] | None = None
 
 
 class WriteArgs(_Request):
@@ -171,7 +198,7 @@ class LsArgs(_Request):
     """List one directory."""
 
     path: PathStr = "."
-    limit: int = Field(default=500, ge=1, le=100_000)
+    limit: JsonInt = Field(default=500, ge=1, le=100_000)
 
 
 class FindArgs(_Request):
@@ -179,7 +206,7 @@ class FindArgs(_Request):
 
     pattern: str = Field(min_length=1, max_length=1024)
     path: PathStr = "."
-    limit: int = Field(default=1000, ge=1, le=100_000)
+    limit: JsonInt = Field(default=1000, ge=1, le=100_000)
 
 
 class GrepArgs(_Request):
@@ -190,9 +217,9 @@ class GrepArgs(_Request):
     glob: str | None = Field(default=None, min_length=1, max_length=1024)
     ignore_case: bool = False
     literal: bool = False
-    context: int = Field(default=0, ge=0, le=100)
-    limit: int = Field(default=100, ge=1, le=10_000)
-    max_line_length: int = Field(default=500, ge=1, le=100_000)
+    context: JsonInt = Field(default=0, ge=0, le=100)
+    limit: JsonInt = Field(default=100, ge=1, le=10_000)
+    max_line_length: JsonInt = Field(default=500, ge=1, le=100_000)
 
 
 class BashArgs(_Request):
@@ -201,7 +228,7 @@ class BashArgs(_Request):
     command: str = Field(min_length=1, max_length=1_000_000, pattern=_NO_NUL)
     cwd: PathStr | None = None
     env: EnvMap | None = None
-    timeout_ms: int | None = Field(default=None, ge=1, le=_MAX_INT)
+    timeout_ms: Annotated[int, Field(ge=1, le=_MAX_INT), _INTEGER] | None = None
 
     @field_validator("command")
     @classmethod
@@ -236,9 +263,9 @@ class _MutatingRequest(_Request):
     """A recorded op: ``op_id`` names it (retries with the same id join it)."""
 
     op_id: str = Field(pattern=OP_ID_REGEX)
-    attempt: int = Field(default=1, ge=1, le=2**31 - 1)
+    attempt: JsonInt = Field(default=1, ge=1, le=2**31 - 1)
     #: How long the POST may wait for the op to finish before answering 202.
-    wait_ms: int = Field(default=0, ge=0, le=60_000)
+    wait_ms: JsonInt = Field(default=0, ge=0, le=60_000)
 
 
 class ReadRequest(_ReadOnlyRequest):

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from remote_env import __version__
@@ -32,8 +33,9 @@ _ERROR_STATUSES = {
     401: "missing, malformed, forged or expired token",
     403: "path outside the workspace",
     404: "unknown op (or another workspace's)",
+    409: "op id already used for a different request",
     413: "request body too large",
-    422: "invalid request, or op id reused for a different request",
+    422: "invalid request",
 }
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": description}
@@ -47,7 +49,7 @@ _STREAM_ERRORS: dict[int | str, dict[str, Any]] = {
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
     }
     for status, description in _ERROR_STATUSES.items()
-    if status not in (400, 403, 413)  # the stream takes no body and names no path
+    if status not in (400, 403, 409, 413)  # the stream takes no body and names no path
 }
 
 
@@ -59,7 +61,20 @@ def _service(request: Request) -> SandboxService:
 Service = Annotated[SandboxService, Depends(_service)]
 
 
-def _workspace(request: Request, service: Service) -> str:
+# Declares the bearer scheme in the schema (so clients and fuzzers know every route but
+# /v1/health needs it); the token itself is checked by ``workspace_from_request``.
+_BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="workspace_token",
+    description="a workspace token minted with the server's secret (`perdure sandbox token`)",
+)
+
+
+def _workspace(
+    request: Request,
+    service: Service,
+    _declared: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
+) -> str:
     return workspace_from_request(request, service.settings.secret)
 
 
@@ -145,15 +160,17 @@ async def _existing_op(op_id: OpId, workspace: Workspace, service: Service) -> s
 
 def _resume_offset(
     offset: Annotated[int | None, Query(ge=0, description="resume from this byte")] = None,
+    # Not ``str | None``: a header is absent or a string, never JSON null.
     last_event_id: Annotated[
-        str | None,
+        str,
         Header(pattern=r"^[0-9]{1,19}$", description="resume after this event (a byte offset)"),
-    ] = None,
+    ] = "",
 ) -> int:
-    # A dependency, so a bad offset is a JSON 422 before the event stream starts.
+    # A dependency, so a bad offset is a JSON 422 before the event stream starts. (The
+    # default "" stands for "absent"; a header sent empty fails the pattern.)
     if offset is not None:
         return offset
-    return 0 if last_event_id is None else int(last_event_id)
+    return int(last_event_id) if last_event_id else 0
 
 
 @router.get("/ops/{op_id}/events", response_class=EventSourceResponse, responses=_STREAM_ERRORS)

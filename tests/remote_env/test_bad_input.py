@@ -99,17 +99,17 @@ def test_405_says_which_methods_are_allowed(client: httpx.Client) -> None:
 
 STRICT = [
     ("int-false", {"kind": "read", "args": {"path": "a", "offset": False}}),
-    ("int-float", {"kind": "read", "args": {"path": "a", "offset": 5406.0}}),
+    ("int-fraction", {"kind": "read", "args": {"path": "a", "offset": 5406.5}}),
     ("int-string", {"kind": "ls", "args": {"limit": "5"}}),
     ("bool-int", {"kind": "grep", "args": {"pattern": "x", "literal": 1}}),
     (
-        "attempt-float",
-        {"op_id": "t:1", "kind": "bash", "args": {"command": "true"}, "attempt": 1.0},
+        "attempt-true",
+        {"op_id": "t:1", "kind": "bash", "args": {"command": "true"}, "attempt": True},
     ),
     ("wait-false", {"op_id": "t:2", "kind": "bash", "args": {"command": "true"}, "wait_ms": False}),
     (
-        "timeout-float",
-        {"op_id": "t:3", "kind": "bash", "args": {"command": "x", "timeout_ms": 9.0}},
+        "timeout-fraction",
+        {"op_id": "t:3", "kind": "bash", "args": {"command": "x", "timeout_ms": 9.5}},
     ),
     (
         "timeout-huge",
@@ -130,6 +130,12 @@ def test_requests_are_strict(client: httpx.Client, body: dict[str, Any]) -> None
     assert_json_error(client.post("/v1/ops", json=body), 422)
     if "op_id" in body:
         assert client.get(f"/v1/ops/{body['op_id']}").status_code == 404
+
+
+def test_whole_number_floats_are_integers_as_json_schema_says(client: httpx.Client) -> None:
+    # JSON Schema calls 5406.0 an integer; refusing it would reject schema-valid requests.
+    ran = client.post("/v1/ops", json={"kind": "ls", "args": {"limit": 5406.0}})
+    assert ran.status_code == 200 and ran.json()["status"] == "succeeded"
 
 
 def test_an_unparsable_body_is_a_documented_json_400(client: httpx.Client) -> None:
