@@ -158,35 +158,49 @@ def json_copy(
         _refuse(where, None, problem)
     root: list[JsonValue] = [None]
     # Containers still to copy: (source, where its copy goes, slot there, path, depth).
-    # Scalars are checked and placed while their container is copied.
+    # Scalars are checked and placed while their container is copied; the common types
+    # are tested inline (this runs on every commit), the rest by ``_scalar_problem``.
     stack: list[tuple[Any, Any, Any, _Path, int]] = [(value, root, 0, None, 1)]
+    isfinite = math.isfinite
     while stack:
         source, target, slot, path, depth = stack.pop()
         if depth > MAX_DEPTH:
             _refuse(where, path, f"nests deeper than {MAX_DEPTH} levels")
-        pairs: Any
+        copy: Any
         if type(source) is dict:
-            copy: Any = {}
+            copy = {}
             for k in source:
                 if type(k) is not str:
                     _refuse(where, path, f"has a key of type {type(k).__name__}")
-                problem = _text_problem(k, max_string_chars)
-                if problem is not None:
-                    _refuse(where, path, f"has a key that {problem}")
-            pairs = source.items()
+                if len(k) > max_string_chars or (
+                    not k.isascii() and _SURROGATE.search(k) is not None
+                ):
+                    _refuse(where, path, f"has a key that {_text_problem(k, max_string_chars)}")
+            pairs: Any = source.items()
         else:
             copy = [None] * len(source)
             pairs = enumerate(source)
         target[slot] = copy
         for key, item in pairs:
-            problem = _scalar_problem(item, max_string_chars)
-            if problem is None:
+            t = type(item)
+            if t is str:
+                if len(item) > max_string_chars or (
+                    not item.isascii() and _SURROGATE.search(item) is not None
+                ):
+                    _refuse(where, (path, key), _text_problem(item, max_string_chars) or "")
                 copy[key] = item
-            elif problem is _CONTAINER:
+            elif t is dict or t is list:
                 copy[key] = None  # placeholder: keeps the caller's key order
                 stack.append((item, copy, key, (path, key), depth + 1))
+            elif (
+                item is None
+                or t is bool
+                or (t is int and _INT_MIN <= item <= _INT_MAX)
+                or (t is float and isfinite(item))
+            ):
+                copy[key] = item
             else:
-                _refuse(where, (path, key), problem)
+                _refuse(where, (path, key), _scalar_problem(item, max_string_chars) or "")
     return root[0]
 
 

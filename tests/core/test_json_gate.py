@@ -10,6 +10,9 @@ import pytest
 from core.errors import InvalidInput, InvalidJson
 from core.jsonvalue import MAX_DEPTH, MAX_STRING_CHARS, dumps, json_copy, json_equal, scrub_text
 from core.session import Tx
+from core.storage import MemoryState
+from tests.core.test_documents import NOTES
+from tests.core.test_documents import open_session as open_doc_session
 from tests.core.test_session import NOOP, open_session
 
 
@@ -81,3 +84,18 @@ async def test_session_boundaries_write_nothing(bad: Any, field: str) -> None:
         with pytest.raises(InvalidJson):
             await session.commit(write)
     assert session.last_seq == seq and storage.commits == commits
+
+
+@pytest.mark.parametrize(("bad", "field"), [(b, f) for _, b, f in BAD], ids=[i for i, _, _ in BAD])
+async def test_document_values_are_gated_and_nothing_is_written(bad: Any, field: str) -> None:
+    session = await open_doc_session(MemoryState())
+    seq = session.last_seq
+
+    async def write(tx: Tx) -> None:
+        doc = await tx.doc(NOTES, 1)
+        doc.value = {"items": [bad]}
+
+    with pytest.raises(InvalidJson) as caught:
+        await session.commit(write)
+    assert caught.value.field is not None and caught.value.field.startswith("document")
+    assert session.last_seq == seq
