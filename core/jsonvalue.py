@@ -41,6 +41,7 @@ __all__ = [
     "json_copy",
     "json_equal",
     "loads",
+    "scrub_json",
     "scrub_text",
 ]
 
@@ -98,6 +99,34 @@ def scrub_text(text: str) -> str:
     if text.isascii():
         return text
     return _SURROGATE.sub("\ufffd", text)
+
+
+def scrub_json(value: JsonValue) -> JsonValue:
+    """``value`` with :func:`scrub_text` applied to every string and key (a copy; iterative).
+
+    For results perdure builds from the outside world (a directory listing holding a file
+    name that is not UTF-8), which must still be served.
+    """
+    root: list[JsonValue] = [None]
+    stack: list[tuple[JsonValue, Any, Any]] = [(value, root, 0)]
+    while stack:
+        item, target, slot = stack.pop()
+        if type(item) is str:
+            target[slot] = scrub_text(item)
+        elif type(item) is dict:
+            copy: Any = {}
+            target[slot] = copy
+            for k, v in item.items():
+                key = scrub_text(k)
+                copy[key] = None
+                stack.append((v, copy, key))
+        elif type(item) is list:
+            copy = [None] * len(item)
+            target[slot] = copy
+            stack.extend((v, copy, i) for i, v in enumerate(item))
+        else:
+            target[slot] = item
+    return root[0]
 
 
 # A path is kept as a linked list ``(parent, key)`` and only spelled out on refusal.

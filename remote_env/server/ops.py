@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from core.errors import InvalidJson
+from core.jsonvalue import scrub_json
 from remote_env.protocol import (
     BashArgs,
     BashRequest,
@@ -300,20 +301,22 @@ class OpManager:
         try:
             result = await asyncio.to_thread(self._read_only_call, workspace, request)
         except ToolFailure as exc:
-            return OpRecord(
-                op_id=None,  # never recorded: there is nothing to look up later
-                kind=request.kind,
-                status="failed",
-                error=exc.body(),
-                created_at=now,
-                finished_at=time.time(),
+            return OpRecord.model_validate(
+                {
+                    "op_id": None,  # never recorded: there is nothing to look up later
+                    "kind": request.kind,
+                    "status": "failed",
+                    "error": _servable(exc.body().model_dump()),
+                    "created_at": now,
+                    "finished_at": time.time(),
+                }
             )
         return OpRecord.model_validate(
             {
                 "op_id": None,
                 "kind": request.kind,
                 "status": "succeeded",
-                "result": result.model_dump(),
+                "result": _servable(result.model_dump()),
                 "created_at": now,
                 "finished_at": time.time(),
             }
@@ -364,6 +367,8 @@ class OpManager:
         error: ErrorBody | None,
     ) -> None:
         finished = time.time()
+        result = None if result is None else _servable(result)
+        error_json = None if error is None else _servable(error.model_dump())
         record = OpRecord.model_validate(
             {
                 "op_id": live.op_id,
@@ -371,7 +376,7 @@ class OpManager:
                 "status": status,
                 "attempt": live.attempt,
                 "result": result,
-                "error": None if error is None else error.model_dump(),
+                "error": error_json,
                 "created_at": live.created_at,
                 "finished_at": finished,
                 "output_bytes": live.log_size,
@@ -383,7 +388,7 @@ class OpManager:
                 live.op_id,
                 status=status,
                 result=result,
-                error=None if error is None else error.model_dump(),
+                error=error_json,
                 output_bytes=live.log_size,
                 finished_at=finished,
                 expires_at=finished + self._settings.retention_s,
@@ -643,6 +648,14 @@ class OpManager:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _servable(value: dict[str, Any]) -> dict[str, Any]:
+    # File names are decoded with surrogateescape: a name that is not UTF-8 would make the
+    # answer unserializable (a 500 for every listing of that directory). Shown lossily.
+    scrubbed = scrub_json(value)
+    assert isinstance(scrubbed, dict)
+    return scrubbed
 
 
 def _file_size(path: Path) -> int:

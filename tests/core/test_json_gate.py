@@ -3,12 +3,21 @@ before anything is written; the walk is iterative (no input raises RecursionErro
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from core.errors import InvalidInput, InvalidJson
-from core.jsonvalue import MAX_DEPTH, MAX_STRING_CHARS, dumps, json_copy, json_equal, scrub_text
+from core.jsonvalue import (
+    MAX_DEPTH,
+    MAX_STRING_CHARS,
+    dumps,
+    json_copy,
+    json_equal,
+    scrub_json,
+    scrub_text,
+)
 from core.session import Tx
 from core.storage import MemoryState
 from tests.core.test_documents import NOTES
@@ -63,6 +72,11 @@ def test_deep_values_compare_without_recursion() -> None:
 def test_scrub_text_replaces_only_lone_surrogates() -> None:
     assert scrub_text("a\ud800b\U0001f600") == "a\ufffdb\U0001f600"
     assert scrub_text("plain") == "plain"
+    value = {"a\udce9": ["x\ud800", 1, {"k": None}], "deep": nested(50, "\udfff")}
+    scrubbed = scrub_json(value)
+    json.dumps(scrubbed, ensure_ascii=False).encode()  # no lone surrogate is left
+    assert scrub_json(nested(100_000, "\ud800")) is not None  # iterative: no RecursionError
+    assert scrubbed["a\ufffd"] == ["x\ufffd", 1, {"k": None}]  # type: ignore[index,call-overload]
 
 
 @pytest.mark.parametrize(("bad", "field"), [(b, f) for _, b, f in BAD], ids=[i for i, _, _ in BAD])

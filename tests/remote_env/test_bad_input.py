@@ -159,3 +159,24 @@ def test_the_schema_states_what_the_server_enforces(tmp_path: Path) -> None:
     assert "op_id" not in parts["ReadRequest"]["properties"]
     env = parts["BashArgs"]["properties"]["env"]["anyOf"][0]
     assert env["propertyNames"]["pattern"] and "patternProperties" not in env
+
+
+def test_file_names_that_are_not_utf8_are_listed_not_a_500(client: httpx.Client) -> None:
+    made = client.post(
+        "/v1/ops",
+        json={
+            "op_id": "n:1",
+            "kind": "bash",
+            "args": {"command": "mkdir -p n && printf x > n/$'caf\\xe9'"},
+            "wait_ms": 10_000,
+        },
+    )
+    assert made.status_code == 200 and made.json()["result"]["exit_code"] == 0
+    for body in [
+        {"kind": "ls", "args": {"path": "n"}},
+        {"kind": "find", "args": {"pattern": "*", "path": "n"}},
+        {"kind": "grep", "args": {"pattern": "x", "path": "n"}},
+    ]:
+        response = client.post("/v1/ops", json=body)
+        assert response.status_code == 200, response.text
+        assert "caf\ufffd" in json.dumps(response.json(), ensure_ascii=False)
