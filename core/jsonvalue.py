@@ -4,40 +4,66 @@ Everything perdure persists (task inputs, checkpoints, results, memos, entry dat
 document values) must be plain JSON: ``dict`` with ``str`` keys, ``list``, ``str``,
 ``int``, finite ``float``, ``bool`` and ``None``. :func:`json_copy` is the gate: it
 validates and detaches in one pass, so a value admitted into a commit can no longer
-be changed by the caller that handed it over, and a value that would not survive a
-round-trip through JSON (NaN, a tuple, a ``bytes``, an ``int`` dict key) is refused
-before any write.
+be changed by the caller that handed it over, and a value that could not be stored
+*and served back* is refused before any write:
+
+* anything that does not round-trip through JSON (NaN, Infinity, a tuple, ``bytes``,
+  an ``int`` dict key, a ``str`` subclass);
+* a string or dict key holding a code point that is not a Unicode scalar value (a lone
+  surrogate, U+D800-U+DFFF): storage could escape it, but no UTF-8 reply can carry it;
+* nesting deeper than :data:`MAX_DEPTH` containers (serializers and parsers elsewhere,
+  pydantic's included, give up long before Python's recursion limit would);
+* a string or key longer than :data:`MAX_STRING_CHARS`;
+* an integer outside the signed 64-bit range (beyond it JSON parsers disagree, and
+  Python refuses to print integers of more than 4300 digits).
+
+The walk is iterative, so no input can raise ``RecursionError``. A refusal raises
+:class:`~core.errors.InvalidJson` whose ``field`` is the path of the bad value, rooted
+at the caller's name for the whole value (``data.items[3].x``).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any, TypeAlias
+import re
+from typing import Any, Final, TypeAlias
 
 from core.errors import InvalidJson
 
 __all__ = [
+    "MAX_DEPTH",
+    "MAX_STRING_CHARS",
     "JsonObject",
     "JsonValue",
+    "check_text",
     "dumps",
     "json_copy",
     "json_equal",
     "loads",
+    "scrub_json",
+    "scrub_text",
 ]
 
 JsonValue: TypeAlias = "dict[str, JsonValue] | list[JsonValue] | str | int | float | bool | None"
 JsonObject: TypeAlias = "dict[str, JsonValue]"
 
+#: Containers nested deeper than this are refused (a top-level list is depth 1).
+MAX_DEPTH: Final = 64
+#: Longest string (or dict key) admitted, in code points: 1 MiB. Tool outputs are capped
+#: far lower (50 KiB by default), so only a hostile or broken caller gets near it.
+MAX_STRING_CHARS: Final = 1024 * 1024
+
+_INT_MIN: Final = -(2**63)
+_INT_MAX: Final = 2**63 - 1
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
 def dumps(value: JsonValue) -> str:
-    """Encode compactly as ASCII.
-
-    ``ensure_ascii`` keeps lone surrogates (``"\\ud800"``) lossless: they become
-    escapes instead of failing UTF-8 encoding at the database driver.
-    """
+    """Encode compactly as ASCII (values admitted by :func:`json_copy` always encode)."""
     return _encoder.encode(value)
 
 
@@ -45,47 +71,195 @@ def loads(text: str) -> Any:
     return json.loads(text)
 
 
-def json_copy(value: object, where: str = "value") -> JsonValue:
-    """Return a detached deep copy of ``value``; raise :class:`InvalidJson` if it is not JSON."""
-    return _copy(value, where)
+def _text_problem(text: str, max_chars: int) -> str | None:
+    if len(text) > max_chars:
+        return f"is longer than {max_chars} characters"
+    if not text.isascii() and _SURROGATE.search(text) is not None:
+        return "holds a lone surrogate (U+D800-U+DFFF), which UTF-8 cannot carry"
+    return None
 
 
-def _copy(value: object, where: str) -> JsonValue:
+def check_text(text: str, field: str, *, max_chars: int = MAX_STRING_CHARS) -> str:
+    """Return ``text`` if it can be stored and served back; raise :class:`InvalidJson`.
+
+    For strings that reach storage outside a JSON value (entry kinds, request ids).
+    """
+    if type(text) is not str:
+        raise InvalidJson(f"{field} must be a string", field=field)
+    problem = _text_problem(text, max_chars)
+    if problem is not None:
+        raise InvalidJson(f"{field} {problem}", field=field)
+    return text
+
+
+def scrub_text(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD, for text perdure produces
+    itself from outside sources (tool output, file names decoded with ``surrogateescape``)
+    where refusing would lose the whole result."""
+    if text.isascii():
+        return text
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def scrub_json(value: JsonValue) -> JsonValue:
+    """``value`` with :func:`scrub_text` applied to every string and key (a copy; iterative).
+
+    For results perdure builds from the outside world (a directory listing holding a file
+    name that is not UTF-8), which must still be served.
+    """
+    root: list[JsonValue] = [None]
+    stack: list[tuple[JsonValue, Any, Any]] = [(value, root, 0)]
+    while stack:
+        item, target, slot = stack.pop()
+        if type(item) is str:
+            target[slot] = scrub_text(item)
+        elif type(item) is dict:
+            copy: Any = {}
+            target[slot] = copy
+            for k, v in item.items():
+                key = scrub_text(k)
+                copy[key] = None
+                stack.append((v, copy, key))
+        elif type(item) is list:
+            copy = [None] * len(item)
+            target[slot] = copy
+            stack.extend((v, copy, i) for i, v in enumerate(item))
+        else:
+            target[slot] = item
+    return root[0]
+
+
+# A path is kept as a linked list ``(parent, key)`` and only spelled out on refusal.
+_Path: TypeAlias = "tuple[_Path, str | int] | None"
+
+
+def _spell(where: str, path: _Path) -> str:
+    parts: list[str] = []
+    while path is not None:
+        path, key = path
+        if type(key) is int:
+            parts.append(f"[{key}]")
+        elif _IDENTIFIER.fullmatch(key):  # type: ignore[arg-type]
+            parts.append(f".{key}")
+        else:
+            # Keys are quoted as JSON, escaped to ASCII so the message itself is servable.
+            parts.append(f"[{json.dumps(key)}]")
+    return where + "".join(reversed(parts))
+
+
+_CONTAINER: Final = "container"
+
+
+def _scalar_problem(item: object, max_string_chars: int) -> str | None:
+    """Why a scalar is refused, ``None`` if it is fine, :data:`_CONTAINER` for a dict/list."""
     # Exact type checks: subclasses (IntEnum, OrderedDict, str subclasses) are not
     # guaranteed to round-trip, and bool must not be confused with int elsewhere.
-    t = type(value)
-    if t is str or t is int or t is bool or value is None:
-        return value  # type: ignore[return-value]
+    t = type(item)
+    if t is str:
+        return _text_problem(item, max_string_chars)  # type: ignore[arg-type]
+    if item is None or t is bool:
+        return None
+    if t is int:
+        if _INT_MIN <= item <= _INT_MAX:  # type: ignore[operator]
+            return None
+        return "is an integer outside the signed 64-bit range"
     if t is float:
-        if not math.isfinite(value):  # type: ignore[arg-type]
-            raise InvalidJson(f"{where} is {value!r}, which JSON cannot represent")
+        if math.isfinite(item):  # type: ignore[arg-type]
+            return None
+        return f"is {item!r}, which JSON cannot represent"
+    if t is dict or t is list:
+        return _CONTAINER
+    return f"contains a {t.__name__}, which is not a JSON value"
+
+
+def json_copy(
+    value: object, where: str = "value", *, max_string_chars: int = MAX_STRING_CHARS
+) -> JsonValue:
+    """Return a detached deep copy of ``value``; raise :class:`InvalidJson` if it is not
+    JSON that can be stored and served back (see the module docstring).
+
+    ``where`` names the whole value; the error's ``field`` extends it to the bad part.
+    """
+    problem = _scalar_problem(value, max_string_chars)
+    if problem is None:
         return value  # type: ignore[return-value]
-    if t is dict:
-        out: dict[str, JsonValue] = {}
-        for k, v in value.items():  # type: ignore[attr-defined]
-            if type(k) is not str:
-                raise InvalidJson(f"{where} has a non-string key {k!r}")
-            out[k] = _copy(v, where)
-        return out
-    if t is list:
-        return [_copy(v, where) for v in value]  # type: ignore[attr-defined]
-    raise InvalidJson(f"{where} contains a {t.__name__}, which is not a JSON value")
+    if problem is not _CONTAINER:
+        _refuse(where, None, problem)
+    root: list[JsonValue] = [None]
+    # Containers still to copy: (source, where its copy goes, slot there, path, depth).
+    # Scalars are checked and placed while their container is copied; the common types
+    # are tested inline (this runs on every commit), the rest by ``_scalar_problem``.
+    stack: list[tuple[Any, Any, Any, _Path, int]] = [(value, root, 0, None, 1)]
+    isfinite = math.isfinite
+    while stack:
+        source, target, slot, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            _refuse(where, path, f"nests deeper than {MAX_DEPTH} levels")
+        copy: Any
+        if type(source) is dict:
+            copy = {}
+            for k in source:
+                if type(k) is not str:
+                    _refuse(where, path, f"has a key of type {type(k).__name__}")
+                if len(k) > max_string_chars or (
+                    not k.isascii() and _SURROGATE.search(k) is not None
+                ):
+                    _refuse(where, path, f"has a key that {_text_problem(k, max_string_chars)}")
+            pairs: Any = source.items()
+        else:
+            copy = [None] * len(source)
+            pairs = enumerate(source)
+        target[slot] = copy
+        for key, item in pairs:
+            t = type(item)
+            if t is str:
+                if len(item) > max_string_chars or (
+                    not item.isascii() and _SURROGATE.search(item) is not None
+                ):
+                    _refuse(where, (path, key), _text_problem(item, max_string_chars) or "")
+                copy[key] = item
+            elif t is dict or t is list:
+                copy[key] = None  # placeholder: keeps the caller's key order
+                stack.append((item, copy, key, (path, key), depth + 1))
+            elif (
+                item is None
+                or t is bool
+                or (t is int and _INT_MIN <= item <= _INT_MAX)
+                or (t is float and isfinite(item))
+            ):
+                copy[key] = item
+            else:
+                _refuse(where, (path, key), _scalar_problem(item, max_string_chars) or "")
+    return root[0]
+
+
+def _refuse(where: str, path: _Path, problem: str) -> None:
+    field = _spell(where, path)
+    raise InvalidJson(f"{field} {problem}", field=field)
 
 
 def json_equal(a: JsonValue, b: JsonValue) -> bool:
     """Structural equality that, unlike ``==``, tells ``True`` from ``1`` and ``1`` from ``1.0``.
 
-    Key order is ignored. Used to decide whether a phase made durable progress.
+    Key order is ignored. Used to decide whether a phase made durable progress. Iterative,
+    like :func:`json_copy`, so a deep value cannot raise ``RecursionError``.
     """
-    ta, tb = type(a), type(b)
-    if ta is not tb:
-        return False
-    if ta is dict:
-        assert isinstance(a, dict) and isinstance(b, dict)
-        if a.keys() != b.keys():
+    pending: list[tuple[JsonValue, JsonValue]] = [(a, b)]
+    while pending:
+        x, y = pending.pop()
+        tx = type(x)
+        if tx is not type(y):
             return False
-        return all(json_equal(v, b[k]) for k, v in a.items())
-    if ta is list:
-        assert isinstance(a, list) and isinstance(b, list)
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
+        if tx is dict:
+            assert isinstance(x, dict) and isinstance(y, dict)
+            if x.keys() != y.keys():
+                return False
+            pending.extend((v, y[k]) for k, v in x.items())
+        elif tx is list:
+            assert isinstance(x, list) and isinstance(y, list)
+            if len(x) != len(y):
+                return False
+            pending.extend(zip(x, y, strict=True))
+        elif x != y:
+            return False
+    return True

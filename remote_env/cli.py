@@ -41,6 +41,23 @@ def sandbox(
     no_openat2: Annotated[
         bool, typer.Option("--no-openat2", help="force the portable path walk")
     ] = False,
+    unconfined: Annotated[
+        bool,
+        typer.Option(
+            "--unconfined",
+            help="run commands WITHOUT bubblewrap: they can read other workspaces and the "
+            "server's state (default: bash ops need a working bwrap)",
+        ),
+    ] = False,
+    allow_network: Annotated[
+        bool, typer.Option("--allow-network", help="let commands use the host's network")
+    ] = False,
+    max_processes: Annotated[
+        int, typer.Option(help="processes and threads one command may have")
+    ] = 512,
+    max_memory: Annotated[
+        int, typer.Option(help="address space per command process, bytes (0: unlimited)")
+    ] = 8 * 1024**3,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",
 ) -> None:
     """Run the sandbox server in the foreground."""
@@ -62,6 +79,10 @@ def sandbox(
             run_as_user=run_as_user,
             run_as_group=run_as_group,
             use_openat2=False if no_openat2 else None,
+            unconfined=unconfined,
+            allow_network=allow_network,
+            max_processes=max_processes,
+            max_memory_bytes=max_memory,
         )
     except (ValueError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)

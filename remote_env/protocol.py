@@ -5,8 +5,15 @@ Conventions:
 * Every route lives under ``/v1``. Times are **milliseconds** on the wire (``wait_ms``,
   ``timeout_ms``); the ``ExecutionEnv`` port uses seconds and the client converts.
 * ``POST /v1/ops`` takes one :data:`OpRequest`, a union discriminated by ``kind``. Mutating
-  kinds (``write``, ``edit``, ``bash``) need an ``op_id``; read-only kinds run unrecorded when
-  they have none.
+  kinds (``write``, ``edit``, ``bash``) need an ``op_id`` and are recorded under it; read-only
+  kinds are never recorded, so they take no ``op_id`` (nor ``attempt`` or ``wait_ms``) and
+  answer ``op_id: null``.
+* Requests are strict, and the schemas say so: unknown fields are refused, strings are
+  strings, booleans are ``true``/``false``, and integers are what JSON Schema calls integers:
+  numbers without a fractional part (``5406`` and ``5406.0``; not ``false``, ``"5406"`` or
+  ``5406.5``). After parsing, every body
+  passes core's JSON gate (:func:`admit`): a lone surrogate anywhere is a 422, before the op
+  is fingerprinted or recorded.
 * The request fingerprint is the SHA-256 of the canonical JSON of ``{kind, args}``;
   ``op_id``, ``attempt`` and ``wait_ms`` are transport fields outside it.
 * An op that ran answers ``200`` (finished) or ``202`` (still running) with an
@@ -21,7 +28,17 @@ import hashlib
 import json
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+)
+
+from core.jsonvalue import json_copy
 
 __all__ = [
     "MUTATING_KINDS",
@@ -64,6 +81,7 @@ __all__ = [
     "WriteArgs",
     "WriteOutput",
     "WriteRequest",
+    "admit",
     "fingerprint",
 ]
 
@@ -81,11 +99,15 @@ TERMINAL_STATUSES: Final[frozenset[str]] = frozenset(
 )
 
 _MAX_PATH = 4096
+#: Bound of the open-ended integers: the largest integer a JSON number holds exactly (and
+#: within the 64-bit range core's JSON gate admits).
+_MAX_INT = 2**53 - 1
 
 
 class _Request(BaseModel):
-    # Requests are strict at the boundary: unknown fields are errors, not silently dropped.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Requests are strict at the boundary: unknown fields are errors, not silently dropped,
+    # and no coercion (``false`` or ``5406.0`` is not an integer, ``1`` is not a boolean).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class _Response(BaseModel):
@@ -101,7 +123,42 @@ def _check_path(value: str) -> str:
     return value
 
 
-PathStr = Annotated[str, Field(max_length=_MAX_PATH), AfterValidator(_check_path)]
+#: Text without NUL (which no path, command or environment value can hold).
+_NO_NUL = r"^[^\x00]*$"
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def _json_integer(value: object) -> object:
+    # JSON Schema's "integer" is any number without a fractional part, so 5406.0 is one
+    # (refusing it would reject schema-valid requests); a boolean or a string is not.
+    if type(value) is float and value.is_integer():
+        return int(value)
+    if type(value) is not int:
+        raise ValueError("must be an integer")
+    return value
+
+
+_INTEGER = BeforeValidator(_json_integer)
+#: An integer as JSON Schema defines it (the models are otherwise strict). Constraints of an
+#: optional one go inside, before the validator: ``Annotated[int, Field(ge=1), _INTEGER]``
+#: (pydantic leaves them untranslated in the schema otherwise).
+JsonInt = Annotated[int, _INTEGER]
+
+PathStr = Annotated[
+    str, Field(min_length=1, max_length=_MAX_PATH, pattern=_NO_NUL), AfterValidator(_check_path)
+]
+# The schema states the name rule as ``propertyNames`` (pydantic would write
+# ``patternProperties``, which lets every other name through).
+EnvMap = Annotated[
+    dict[str, str],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "propertyNames": {"pattern": _ENV_NAME},
+            "additionalProperties": {"type": "string", "pattern": _NO_NUL},
+        }
+    ),
+]
 
 
 # ---------------------------------------------------------------------------- arguments
@@ -111,9 +168,9 @@ class ReadArgs(_Request):
     """Read a window of lines (see ``ExecutionEnv.read``)."""
 
     path: PathStr
-    offset: int = Field(default=1, ge=1)
-    limit: int | None = Field(default=None, ge=1)
-    max_bytes: int | None = Field(default=None, ge=1)
+    offset: JsonInt = Field(default=1, ge=1, le=_MAX_INT)
+    limit: Annotated[int, Field(ge=1, le=_MAX_INT), _INTEGER] | None = None
+    max_bytes: Annotated[int, Field(ge=1, le=_MAX_INT), _INTEGER] | None = None
 
 
 class WriteArgs(_Request):
@@ -141,7 +198,7 @@ class LsArgs(_Request):
     """List one directory."""
 
     path: PathStr = "."
-    limit: int = Field(default=500, ge=1, le=100_000)
+    limit: JsonInt = Field(default=500, ge=1, le=100_000)
 
 
 class FindArgs(_Request):
@@ -149,7 +206,7 @@ class FindArgs(_Request):
 
     pattern: str = Field(min_length=1, max_length=1024)
     path: PathStr = "."
-    limit: int = Field(default=1000, ge=1, le=100_000)
+    limit: JsonInt = Field(default=1000, ge=1, le=100_000)
 
 
 class GrepArgs(_Request):
@@ -160,18 +217,18 @@ class GrepArgs(_Request):
     glob: str | None = Field(default=None, min_length=1, max_length=1024)
     ignore_case: bool = False
     literal: bool = False
-    context: int = Field(default=0, ge=0, le=100)
-    limit: int = Field(default=100, ge=1, le=10_000)
-    max_line_length: int = Field(default=500, ge=1, le=100_000)
+    context: JsonInt = Field(default=0, ge=0, le=100)
+    limit: JsonInt = Field(default=100, ge=1, le=10_000)
+    max_line_length: JsonInt = Field(default=500, ge=1, le=100_000)
 
 
 class BashArgs(_Request):
     """Run a shell command; stdout and stderr are merged."""
 
-    command: str = Field(min_length=1, max_length=1_000_000)
+    command: str = Field(min_length=1, max_length=1_000_000, pattern=_NO_NUL)
     cwd: PathStr | None = None
-    env: dict[str, str] | None = None
-    timeout_ms: int | None = Field(default=None, ge=1)
+    env: EnvMap | None = None
+    timeout_ms: Annotated[int, Field(ge=1, le=_MAX_INT), _INTEGER] | None = None
 
     @field_validator("command")
     @classmethod
@@ -198,56 +255,62 @@ class BashArgs(_Request):
 # ---------------------------------------------------------------------------- requests
 
 
-class _OpRequestBase(_Request):
-    op_id: str | None = Field(default=None, pattern=OP_ID_REGEX)
-    attempt: int = Field(default=1, ge=1)
+class _ReadOnlyRequest(_Request):
+    """A read-only op: run at once and never recorded, so it has no op id."""
+
+
+class _MutatingRequest(_Request):
+    """A recorded op: ``op_id`` names it (retries with the same id join it)."""
+
+    op_id: str = Field(pattern=OP_ID_REGEX)
+    attempt: JsonInt = Field(default=1, ge=1, le=2**31 - 1)
     #: How long the POST may wait for the op to finish before answering 202.
-    wait_ms: int = Field(default=0, ge=0, le=60_000)
+    wait_ms: JsonInt = Field(default=0, ge=0, le=60_000)
 
 
-class ReadRequest(_OpRequestBase):
+class ReadRequest(_ReadOnlyRequest):
     """``POST /v1/ops`` for ``read``."""
 
     kind: Literal["read"]
     args: ReadArgs
 
 
-class WriteRequest(_OpRequestBase):
+class WriteRequest(_MutatingRequest):
     """``POST /v1/ops`` for ``write`` (needs ``op_id``)."""
 
     kind: Literal["write"]
     args: WriteArgs
 
 
-class EditRequest(_OpRequestBase):
+class EditRequest(_MutatingRequest):
     """``POST /v1/ops`` for ``edit`` (needs ``op_id``)."""
 
     kind: Literal["edit"]
     args: EditArgs
 
 
-class LsRequest(_OpRequestBase):
+class LsRequest(_ReadOnlyRequest):
     """``POST /v1/ops`` for ``ls``."""
 
     kind: Literal["ls"]
     args: LsArgs
 
 
-class FindRequest(_OpRequestBase):
+class FindRequest(_ReadOnlyRequest):
     """``POST /v1/ops`` for ``find``."""
 
     kind: Literal["find"]
     args: FindArgs
 
 
-class GrepRequest(_OpRequestBase):
+class GrepRequest(_ReadOnlyRequest):
     """``POST /v1/ops`` for ``grep``."""
 
     kind: Literal["grep"]
     args: GrepArgs
 
 
-class BashRequest(_OpRequestBase):
+class BashRequest(_MutatingRequest):
     """``POST /v1/ops`` for ``bash`` (needs ``op_id``)."""
 
     kind: Literal["bash"]
@@ -267,6 +330,20 @@ class CancelRequest(_Request):
     """
 
     mode: Literal["abort", "kill"] = "abort"
+
+
+def admit(request: BaseModel) -> None:
+    """Run a parsed request through core's JSON gate.
+
+    Raises:
+        core.errors.InvalidJson: a string holds a lone surrogate (pydantic's ``str`` takes
+            them; UTF-8, and so the fingerprint, the op log and every reply, cannot). String
+            lengths are bounded by the models and the body limit, not by the gate's default.
+    """
+    json_copy(request.model_dump(), "body", max_string_chars=_MAX_GATED_STRING)
+
+
+_MAX_GATED_STRING: Final = 2**62
 
 
 def fingerprint(kind: str, args: BaseModel) -> str:

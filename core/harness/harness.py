@@ -61,7 +61,7 @@ from core.harness.watch import (
     document_name,
     task_node,
 )
-from core.jsonvalue import JsonObject, JsonValue, json_copy
+from core.jsonvalue import JsonObject, JsonValue, check_text, json_copy
 from core.records import ROOT_CONVERSATION_ID, ConversationParent, DocumentRecord, Entry, Task
 from core.records import Conversation as ConversationRecord
 from core.records import Submission as SubmissionRecord
@@ -243,7 +243,7 @@ class Harness:
             if raw is None:
                 value.pop(key, None)
                 continue
-            item = json_copy(raw, f"agent {key}")
+            item = json_copy(raw, key)
             if key == "thinking" and item not in _THINKING:
                 raise ValueError(f"thinking must be one of {_THINKING}, got {item!r}")
             if key in ("model", "instructions", "cwd") and not isinstance(item, str):
@@ -699,6 +699,7 @@ class Conversation:
         original submission, before any write and across restarts."""
         if not isinstance(content, str) or not content.strip():
             raise ValueError("input content must be a non-empty string")
+        check_text(content, "content")
         if when_busy not in ("follow_up", "steer", "reject"):
             raise ValueError(f"when_busy must be follow_up, steer or reject, got {when_busy!r}")
         _check_request_id(request_id)
@@ -744,11 +745,11 @@ class Conversation:
         a valid message (it joins the model's context)."""
         if not isinstance(kind, str) or not kind or kind in _HARNESS_KINDS:
             raise ValueError(f"a write entry needs an application kind, not {kind!r}")
-        draft: JsonObject = {"kind": kind}
+        draft: JsonObject = {"kind": check_text(kind, "kind", max_chars=_MAX_KIND_CHARS)}
         if message is not None:
             draft["message"] = _valid_message(message)
         if data is not None:
-            draft["data"] = json_copy(data, "write data")
+            draft["data"] = json_copy(data, "data")
         return await self._write(draft, request_id)
 
     async def compact(self, instructions: str | None = None) -> int:
@@ -756,8 +757,8 @@ class Conversation:
         ``instructions`` as extra focus); returns the compaction task's id. The summary
         lands at once when idle, else at the current run's next boundary (after its
         tool round, or its answer)."""
-        if instructions is not None and not isinstance(instructions, str):
-            raise ValueError("compaction instructions must be a string")
+        if instructions is not None:
+            check_text(instructions, "instructions")
         conv = self.id
 
         async def start(tx: Tx) -> int:
@@ -793,8 +794,8 @@ class Conversation:
     ) -> Submission:
         """Start a new context range: the model sees only ``handoff`` (if given) and what
         follows. Nothing is deleted. When busy, the reset lands after the current run."""
-        if handoff is not None and not isinstance(handoff, str):
-            raise ValueError("a reset handoff must be a string")
+        if handoff is not None:
+            check_text(handoff, "handoff")
         draft: JsonObject = {"kind": "reset", "head": "self"}
         if handoff:
             draft["message"] = message_to_json(UserMessage(content=handoff))
@@ -995,12 +996,13 @@ async def _seen(
 
 
 _HARNESS_KINDS = ("user", "assistant", "tool_result", "system", "compaction", "reset")
+_MAX_KIND_CHARS = 256
 
 
 def _valid_message(message: JsonValue) -> JsonObject:
     """A write's message, checked to be one the context can hold."""
     try:
-        return message_to_json(message_from_json(json_copy(message, "write message")))
+        return message_to_json(message_from_json(json_copy(message, "message")))
     except ValidationError as e:
         raise ValueError(f"a write message must be a valid message: {e}") from None
 
@@ -1010,3 +1012,5 @@ def _check_request_id(request_id: str | None) -> None:
         not isinstance(request_id, str) or not 1 <= len(request_id) <= 256
     ):
         raise ValueError("a request id is a string of 1 to 256 characters")
+    if request_id is not None:
+        check_text(request_id, "request_id")

@@ -44,7 +44,7 @@ from core.harness.messages import (
 from core.harness.registry import Block, ResolvedAgent, ToolDefinition
 from core.harness.runs import TOOL
 from core.harness.tools import Diagnostic, ToolContext, ToolResult, bound_output
-from core.jsonvalue import JsonObject, json_copy
+from core.jsonvalue import JsonObject, json_copy, scrub_text
 from core.records import Aborted, Completed, ErrorInfo, Failed, Task
 from core.session.session import ensure_outside_commit
 from core.session.transaction import Tx
@@ -147,13 +147,15 @@ class _Call:
         await self.stop_output()
         limits = self.tool
         content, cut = bound_output(
-            result.content,
+            scrub_text(result.content),
             limits.max_output_bytes if limits else None,
             limits.max_output_lines if limits else None,
         )
         if limits is None:
             content, cut = bound_output(
-                result.content, self.h.settings.max_output_bytes, self.h.settings.max_output_lines
+                scrub_text(result.content),
+                self.h.settings.max_output_bytes,
+                self.h.settings.max_output_lines,
             )
         if cut is not None:
             diagnostics = [*diagnostics, cut]
@@ -269,6 +271,12 @@ async def _call(h: Harness, task: Task, rt: TaskRuntime) -> None:
 
 
 def _validate(tool: ToolDefinition, arguments: JsonObject) -> BaseModel | str:
+    # The JSON gate first: pydantic's str fields take lone surrogates, and a hook may
+    # hand back arguments that never went through an entry.
+    try:
+        json_copy(arguments, "arguments")
+    except InvalidJson as e:
+        return f"Invalid arguments for tool {tool.name}: {e}"
     try:
         return tool.parameters.model_validate(arguments)
     except ValidationError as e:

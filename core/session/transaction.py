@@ -27,7 +27,7 @@ from core.errors import (
     UnknownRecord,
     UnknownTaskKind,
 )
-from core.jsonvalue import JsonObject, JsonValue, json_copy
+from core.jsonvalue import JsonObject, JsonValue, check_text, json_copy
 from core.records import (
     ROOT_CONVERSATION_ID,
     Aborted,
@@ -277,6 +277,7 @@ class Tx:
             raise UnknownRecord(f"Unknown conversation {conversation_id}")
         if not kind or type(kind) is not str:
             raise ValueError("an entry kind is a non-empty string")
+        check_text(kind, "entry kind")
         entry_id = await self.mint_id()
         entry = Entry(
             id=entry_id,

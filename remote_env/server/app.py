@@ -20,7 +20,12 @@ from remote_env.server.settings import ServerSettings
 __all__ = ["create_app"]
 
 # "no_route", not "not_found": that code means a missing *file* to clients.
-_HTTP_CODES = {404: "no_route", 405: "method_not_allowed", 401: "unauthorized"}
+_HTTP_CODES = {
+    400: "malformed_body",
+    401: "unauthorized",
+    404: "no_route",
+    405: "method_not_allowed",
+}
 
 
 def _error(
@@ -49,7 +54,13 @@ async def _on_invalid(request: Request, exc: Exception) -> JSONResponse:
 
 async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    return _error(exc.status_code, _HTTP_CODES.get(exc.status_code, "http_error"), str(exc.detail))
+    # Keep the exception's headers: a 405 must say which methods are ``Allow``-ed.
+    return _error(
+        exc.status_code,
+        _HTTP_CODES.get(exc.status_code, "http_error"),
+        str(exc.detail),
+        headers=dict(exc.headers) if exc.headers else None,
+    )
 
 
 async def _on_crash(request: Request, exc: Exception) -> JSONResponse:

@@ -16,7 +16,9 @@ server finds every started command's group in the op log and kills it.
 
 The command is over when its leader has exited and the pipe has drained; descendants that keep
 the pipe open get a short grace period, then the server stops reading (they are left alone
-unless the command timed out or was cancelled, which kills the whole group).
+unless the command timed out or was cancelled, which kills the whole group). Confined
+commands (see :mod:`remote_env.server.confine`) run under ``bwrap`` in their own pid
+namespace, so their descendants end with them.
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from remote_env.protocol import BashOutput
+from remote_env.server.confine import Jail, bwrap_argv, resource_limiter
 from remote_env.server.errors import ToolFailure
 
 # Wait at the gate (see the module docstring), then become ``<shell> -c <command>``.
@@ -161,7 +165,11 @@ class CommandRun:
         log_path: Path,
         max_output_bytes: int,
         on_output: Callable[[int], None],
+        jail: Jail,
+        key: str,
     ) -> None:
+        self._jail = jail
+        self._key = key  # names the command's pids cgroup
         self._log_path = log_path
         self._cap = max_output_bytes
         self._on_output = on_output
@@ -191,8 +199,9 @@ class CommandRun:
         home: str,
         user: str | None,
         group: str | None,
+        owner: tuple[int, int] | None = None,
     ) -> ProcessIdentity:
-        """Spawn the command.
+        """Spawn the command, confined to ``home`` (its workspace) unless the jail is open.
 
         Raises:
             ToolFailure: ``spawn_error`` when the shell cannot be started.
@@ -218,10 +227,35 @@ class CommandRun:
         )
         # Our own pipe rather than asyncio's: descendants may keep its write end open after
         # the command exits, and we must be able to close our read end regardless.
+        jail = self._jail
+        prefix: list[str] = []
+        inherit: tuple[int, ...] = ()
+        try:
+            if jail.bwrap is not None:
+                workspace_fd = os.open(
+                    home, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+                )
+                inherit = (workspace_fd,)
+                prefix = bwrap_argv(
+                    jail.bwrap,
+                    workspace=home,
+                    cwd=cwd,
+                    allow_network=jail.allow_network,
+                    workspace_fd=workspace_fd,
+                )
+            cgroup = None
+            if jail.pids is not None:
+                cgroup = jail.pids.create(self._key, jail.max_processes, owner)
+        except OSError as exc:
+            os.close(self._log_fd)
+            for fd in inherit:
+                os.close(fd)
+            raise ToolFailure("spawn_error", f"cannot confine the command: {exc}") from None
         read_fd, write_fd = os.pipe()
         gate_read, self._gate = os.pipe()
         try:
             self._process = await asyncio.create_subprocess_exec(
+                *prefix,
                 shell,
                 "-c",
                 _GATED,
@@ -236,8 +270,10 @@ class CommandRun:
                 user=user,
                 group=group,
                 extra_groups=[] if user is not None else None,
+                preexec_fn=resource_limiter(jail, cgroup),
+                pass_fds=inherit,
             )
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, subprocess.SubprocessError) as exc:
             os.close(read_fd)
             os.close(self._log_fd)
             self._close_gate()
@@ -245,6 +281,8 @@ class CommandRun:
         finally:
             os.close(write_fd)
             os.close(gate_read)
+            for fd in inherit:
+                os.close(fd)
         self._output = asyncio.StreamReader(limit=_CHUNK)
         reader = self._output
         self._output_transport, _ = await asyncio.get_running_loop().connect_read_pipe(
@@ -325,6 +363,8 @@ class CommandRun:
             if self._output_transport is not None:
                 self._output_transport.close()
             os.close(self._log_fd)
+            if self._jail.pids is not None:
+                await self._jail.pids.remove(self._key)
         code = process.returncode
         exit_code = code if code is not None and code >= 0 else None
         sig = -code if code is not None and code < 0 else None

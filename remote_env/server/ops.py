@@ -4,7 +4,7 @@ The life of a mutating op:
 
 1. **Admission** (serialised by one lock, so concurrent duplicates cannot both insert): the
    row is inserted as ``running`` *before* anything is executed. If the key exists, the
-   request's fingerprint must match (else 422 ``op_conflict``) and the caller joins the
+   request's fingerprint must match (else 409 ``op_conflict``) and the caller joins the
    existing op instead of starting another.
 2. **Execution** runs in its own asyncio task, detached from the HTTP request: a client that
    disconnects or times out does not stop it. Every path through the task writes a terminal
@@ -32,8 +32,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from core.errors import InvalidJson
+from core.jsonvalue import scrub_json
 from remote_env.protocol import (
-    MUTATING_KINDS,
     BashArgs,
     BashRequest,
     EditOutput,
@@ -49,9 +50,11 @@ from remote_env.protocol import (
     ReadRequest,
     WriteOutput,
     WriteRequest,
+    admit,
     fingerprint,
 )
 from remote_env.server import files
+from remote_env.server.confine import Jail
 from remote_env.server.errors import Rejected, ToolFailure
 from remote_env.server.executor import CommandRun, ProcessIdentity, kill_orphan_group
 from remote_env.server.oplog import OpLog, OpRow
@@ -146,7 +149,18 @@ def _utf8_complete_prefix(data: bytes) -> int:
 class OpManager:
     """Owns the op log and every op executing in this server process."""
 
-    def __init__(self, settings: ServerSettings, workspaces: Workspaces, oplog: OpLog) -> None:
+    def __init__(
+        self,
+        settings: ServerSettings,
+        workspaces: Workspaces,
+        oplog: OpLog,
+        *,
+        jail: Jail,
+        bash_refusal: str | None = None,
+    ) -> None:
+        self._jail = jail
+        #: Why ``bash`` ops are refused on this host (no working bwrap), if they are.
+        self._bash_refusal = bash_refusal
         self._settings = settings
         self._workspaces = workspaces
         self._log = oplog
@@ -184,10 +198,14 @@ class OpManager:
         )
 
     def _precheck(self, workspace: str, request: OpRequest) -> None:
-        """Refusals that need no I/O, before anything is recorded."""
-        if request.kind in MUTATING_KINDS and request.op_id is None:
-            raise Rejected(422, "invalid", f"a {request.kind} op needs an op_id")
+        """Refusals that need no I/O, before anything is fingerprinted or recorded."""
+        try:
+            admit(request)
+        except InvalidJson as exc:
+            raise Rejected(422, "invalid", f"invalid request: {exc}") from None
         root = self._workspaces.path_of(workspace)
+        if isinstance(request, BashRequest) and self._bash_refusal is not None:
+            raise Rejected(501, "unavailable", self._bash_refusal)
         if isinstance(request, BashRequest):
             if request.args.cwd is not None:
                 lexical_relative(request.args.cwd, root)
@@ -203,9 +221,8 @@ class OpManager:
             Rejected: 4xx refusals (nothing executed).
         """
         self._precheck(workspace, request)
-        if request.kind not in MUTATING_KINDS:
+        if not isinstance(request, WriteRequest | EditRequest | BashRequest):
             return await self._run_read_only(workspace, request)
-        assert request.op_id is not None
         key = (workspace, request.op_id)
         digest = fingerprint(request.kind, request.args)
         fresh = False
@@ -225,7 +242,7 @@ class OpManager:
                 known, current = row.request_sha256, row.attempt
             if known != digest:
                 raise Rejected(
-                    422,
+                    409,
                     "op_conflict",
                     f"op id {request.op_id} was already used for a different request",
                 )
@@ -248,8 +265,9 @@ class OpManager:
             return live.record.model_copy(update={"replayed": replayed, "attempt": live.attempt})
         return live.running_record(replayed=replayed)
 
-    async def _admit(self, workspace: str, request: OpRequest, digest: str) -> _Live:
-        assert request.op_id is not None
+    async def _admit(
+        self, workspace: str, request: WriteRequest | EditRequest | BashRequest, digest: str
+    ) -> _Live:
         now = time.time()
         target = None if isinstance(request, BashRequest) else request.args.path
         await self._log.insert(
@@ -276,25 +294,29 @@ class OpManager:
         live.task = asyncio.create_task(self._execute(live, request))
         return live
 
-    async def _run_read_only(self, workspace: str, request: OpRequest) -> OpRecord:
+    async def _run_read_only(
+        self, workspace: str, request: ReadRequest | LsRequest | FindRequest | GrepRequest
+    ) -> OpRecord:
         now = time.time()
         try:
             result = await asyncio.to_thread(self._read_only_call, workspace, request)
         except ToolFailure as exc:
-            return OpRecord(
-                op_id=request.op_id,
-                kind=request.kind,
-                status="failed",
-                error=exc.body(),
-                created_at=now,
-                finished_at=time.time(),
+            return OpRecord.model_validate(
+                {
+                    "op_id": None,  # never recorded: there is nothing to look up later
+                    "kind": request.kind,
+                    "status": "failed",
+                    "error": _servable(exc.body().model_dump()),
+                    "created_at": now,
+                    "finished_at": time.time(),
+                }
             )
         return OpRecord.model_validate(
             {
-                "op_id": request.op_id,
+                "op_id": None,
                 "kind": request.kind,
                 "status": "succeeded",
-                "result": result.model_dump(),
+                "result": _servable(result.model_dump()),
                 "created_at": now,
                 "finished_at": time.time(),
             }
@@ -345,6 +367,8 @@ class OpManager:
         error: ErrorBody | None,
     ) -> None:
         finished = time.time()
+        result = None if result is None else _servable(result)
+        error_json = None if error is None else _servable(error.model_dump())
         record = OpRecord.model_validate(
             {
                 "op_id": live.op_id,
@@ -352,7 +376,7 @@ class OpManager:
                 "status": status,
                 "attempt": live.attempt,
                 "result": result,
-                "error": None if error is None else error.model_dump(),
+                "error": error_json,
                 "created_at": live.created_at,
                 "finished_at": finished,
                 "output_bytes": live.log_size,
@@ -364,7 +388,7 @@ class OpManager:
                 live.op_id,
                 status=status,
                 result=result,
-                error=None if error is None else error.model_dump(),
+                error=error_json,
                 output_bytes=live.log_size,
                 finished_at=finished,
                 expires_at=finished + self._settings.retention_s,
@@ -421,6 +445,8 @@ class OpManager:
             log_path=self.log_path(live.workspace, live.op_id),
             max_output_bytes=settings.max_output_bytes,
             on_output=on_output,
+            jail=self._jail,
+            key=f"{live.workspace}\x00{live.op_id}",
         )
         try:
             identity = await run.start(
@@ -430,6 +456,7 @@ class OpManager:
                 home=self._workspaces.path_of(live.workspace),
                 user=settings.run_as_user,
                 group=settings.run_as_group,
+                owner=self._workspaces.owner,
             )
         except ToolFailure as exc:
             return "failed", None, exc.body()
@@ -621,6 +648,14 @@ class OpManager:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _servable(value: dict[str, Any]) -> dict[str, Any]:
+    # File names are decoded with surrogateescape: a name that is not UTF-8 would make the
+    # answer unserializable (a 500 for every listing of that directory). Shown lossily.
+    scrubbed = scrub_json(value)
+    assert isinstance(scrubbed, dict)
+    return scrubbed
 
 
 def _file_size(path: Path) -> int:

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from remote_env import __version__
@@ -27,15 +28,28 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/v1")
 
+_ERROR_STATUSES = {
+    400: "request body that cannot be parsed (nested too deeply for the JSON parser, ...)",
+    401: "missing, malformed, forged or expired token",
+    403: "path outside the workspace",
+    404: "unknown op (or another workspace's)",
+    409: "op id already used for a different request",
+    413: "request body too large",
+    422: "invalid request",
+}
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": description}
-    for status, description in {
-        401: "missing, malformed, forged or expired token",
-        403: "path outside the workspace",
-        404: "unknown op (or another workspace's)",
-        413: "request body too large",
-        422: "invalid request, or op id reused for a different request",
-    }.items()
+    for status, description in _ERROR_STATUSES.items()
+}
+# A streaming route's refusals are plain JSON: FastAPI would document them under the
+# route's own media type (text/event-stream), so they name their content themselves.
+_STREAM_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
+    }
+    for status, description in _ERROR_STATUSES.items()
+    if status not in (400, 403, 409, 413)  # the stream takes no body and names no path
 }
 
 
@@ -47,7 +61,20 @@ def _service(request: Request) -> SandboxService:
 Service = Annotated[SandboxService, Depends(_service)]
 
 
-def _workspace(request: Request, service: Service) -> str:
+# Declares the bearer scheme in the schema (so clients and fuzzers know every route but
+# /v1/health needs it); the token itself is checked by ``workspace_from_request``.
+_BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="workspace_token",
+    description="a workspace token minted with the server's secret (`perdure sandbox token`)",
+)
+
+
+def _workspace(
+    request: Request,
+    service: Service,
+    _declared: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
+) -> str:
     return workspace_from_request(request, service.settings.secret)
 
 
@@ -131,21 +158,31 @@ async def _existing_op(op_id: OpId, workspace: Workspace, service: Service) -> s
     return op_id
 
 
-@router.get("/ops/{op_id}/events", response_class=EventSourceResponse, responses=_ERRORS)
+def _resume_offset(
+    offset: Annotated[int | None, Query(ge=0, description="resume from this byte")] = None,
+    # Not ``str | None``: a header is absent or a string, never JSON null.
+    last_event_id: Annotated[
+        str,
+        Header(pattern=r"^[0-9]{1,19}$", description="resume after this event (a byte offset)"),
+    ] = "",
+) -> int:
+    # A dependency, so a bad offset is a JSON 422 before the event stream starts. (The
+    # default "" stands for "absent"; a header sent empty fails the pattern.)
+    if offset is not None:
+        return offset
+    return int(last_event_id) if last_event_id else 0
+
+
+@router.get("/ops/{op_id}/events", response_class=EventSourceResponse, responses=_STREAM_ERRORS)
 async def op_events(
     op_id: Annotated[str, Depends(_existing_op)],
+    start: Annotated[int, Depends(_resume_offset)],
     workspace: Workspace,
     service: Service,
-    offset: Annotated[int | None, Query(ge=0, description="resume from this byte")] = None,
-    last_event_id: Annotated[str | None, Header()] = None,
 ) -> AsyncIterable[ServerSentEvent]:
     """Server-sent events: ``output`` chunks (``id`` = byte offset after the chunk), then
-    ``result`` with the final record. Resume with ``Last-Event-ID`` or ``?offset=``."""
-    start = offset or 0
-    if last_event_id is not None and offset is None:
-        if not last_event_id.isdigit():
-            raise Rejected(422, "invalid", "Last-Event-ID must be a byte offset")
-        start = int(last_event_id)
+    ``result`` with the final record. Resume with ``Last-Event-ID`` or ``?offset=``
+    (``offset`` wins when both are sent)."""
     async for item in service.ops.events(workspace, op_id, start):
         yield ServerSentEvent(event=item.event, id=item.id, data=item.data)
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from pathlib import Path
 
+from remote_env.server.confine import open_jail
 from remote_env.server.oplog import OpLog
 from remote_env.server.ops import OpManager
 from remote_env.server.settings import ServerSettings
@@ -34,9 +36,10 @@ class SandboxService:
         # The state folder holds other workspaces' outputs: owner-only.
         os.chmod(state, 0o700)
         workspaces = Workspaces(settings)
+        jail, refusal = await open_jail(settings, Path(workspaces.root))
         oplog = await OpLog.open(state / "ops.sqlite")
         try:
-            ops = OpManager(settings, workspaces, oplog)
+            ops = OpManager(settings, workspaces, oplog, jail=jail, bash_refusal=refusal)
             await ops.recover()
             await ops.sweep()
         except BaseException:

@@ -36,6 +36,14 @@ class ServerSettings:
         max_read_bytes: ``read`` refuses files larger than this (the window is cut server
             side, but the whole file is scanned).
         max_scan_bytes: ``grep`` stops after reading this many bytes in one call.
+        unconfined: run commands without bubblewrap (the operator's explicit choice; by
+            default a server without a working ``bwrap`` refuses ``bash`` ops).
+        allow_network: let commands use the host's network (default: loopback only).
+        max_processes: processes and threads one command may have at once (a pids cgroup
+            where the host has one; ``RLIMIT_NPROC``, per user and ignored for root, always).
+        max_memory_bytes: address space of each process of a command (``RLIMIT_AS``);
+            ``0`` for no limit.
+        bwrap: the ``bwrap`` executable (default: found on the system path).
     """
 
     root: Path
@@ -53,6 +61,11 @@ class ServerSettings:
     use_openat2: bool | None = None
     max_read_bytes: int = 64 * _MiB
     max_scan_bytes: int = 256 * _MiB
+    unconfined: bool = False
+    allow_network: bool = False
+    max_processes: int = 512
+    max_memory_bytes: int = 8 * 1024 * _MiB
+    bwrap: str | None = None
 
     def __post_init__(self) -> None:
         if len(self.secret) < MIN_SECRET_BYTES:
@@ -64,6 +77,8 @@ class ServerSettings:
                 raise ValueError(f"{name} must be positive")
         if self.max_wait_s < 0 or self.retention_s < 0 or self.sweep_interval_s <= 0:
             raise ValueError("waits, retention and sweep interval must be non-negative")
+        if self.max_processes < 1 or self.max_memory_bytes < 0:
+            raise ValueError("max_processes must be positive, max_memory_bytes non-negative")
         if self.run_as_group is not None and self.run_as_user is None:
             raise ValueError("run_as_group needs run_as_user")
 

@@ -192,6 +192,26 @@ def pid_alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2 :].split()[0] != "Z"
 
 
+def host_pids(*args: str) -> list[int]:
+    """Live processes whose arguments after ``argv[0]`` are exactly ``args``.
+
+    Confined commands run in their own pid namespace, so ``$$`` and ``$!`` inside are not
+    host pids: tests find their processes by command line instead.
+    """
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        argv = raw.split(b"\0")[:-1]
+        if [a.decode(errors="replace") for a in argv[1:]] == list(args) and pid_alive(int(entry)):
+            found.append(int(entry))
+    return found
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
     """Poll ``predicate`` until true or ``timeout``; return its last value."""
     deadline = time.monotonic() + timeout

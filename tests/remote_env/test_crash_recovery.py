@@ -18,6 +18,7 @@ from tests.remote_env.support import (
     asgi_env,
     auth,
     free_port,
+    host_pids,
     pid_alive,
     run,
     running_app,
@@ -27,7 +28,7 @@ from tests.remote_env.support import (
     wait_until,
 )
 
-_COMMAND = "echo $$ > leader.pid; (sleep 60) & echo $! > child.pid; sleep 60"
+_COMMAND = "(sleep 60.25; true) & sleep 60.5"
 
 
 def _start_orphan_command(server: ServerProcess, op_id: str) -> tuple[int, int]:
@@ -38,19 +39,26 @@ def _start_orphan_command(server: ServerProcess, op_id: str) -> tuple[int, int]:
         timeout=10,
     )
     assert response.status_code == 202
-    ws = server.root / "ws"
-    assert wait_until(lambda: (ws / "child.pid").exists() and (ws / "leader.pid").exists())
-    assert wait_until(lambda: (ws / "child.pid").read_text().strip() != "")
-    return int((ws / "leader.pid").read_text()), int((ws / "child.pid").read_text())
+    # Host pids (the command's own $$ and $! are in its pid namespace).
+    # The leader shell and its subshell share a command line; the leader came first.
+    assert wait_until(lambda: len(host_pids("60.25")) == 1 and len(host_pids("-c", _COMMAND)) == 2)
+    return min(host_pids("-c", _COMMAND)), host_pids("60.25")[0]
 
 
-def test_sigkilled_server_reports_lost_and_kills_the_orphans(tmp_path: Path) -> None:
-    with server_process(tmp_path) as server:
+@pytest.mark.parametrize("unconfined", [False, True], ids=["bwrap", "unconfined"])
+def test_sigkilled_server_reports_lost_and_kills_the_orphans(
+    tmp_path: Path, unconfined: bool
+) -> None:
+    with server_process(tmp_path, *(["--unconfined"] if unconfined else [])) as server:
         leader, child = _start_orphan_command(server, "crash:1")
         server.kill()
-        # The command's session outlives the server...
-        assert pid_alive(leader)
-        assert pid_alive(child)
+        if unconfined:
+            # The command's session outlives the server...
+            assert pid_alive(leader)
+            assert pid_alive(child)
+        else:
+            # ...unless confined: bwrap runs it --die-with-parent, so it dies with the server.
+            assert wait_until(lambda: not pid_alive(leader) and not pid_alive(child), timeout=5)
         server.port = free_port()
         server.start()
         # ...and the restarted server kills its whole group before serving.
@@ -185,7 +193,12 @@ def test_a_command_whose_process_was_never_recorded_never_runs(tmp_path: Path) -
     """The server dies between spawning a command and recording its process group in the
     op log: the gate it holds closes with it, so the command does nothing (a restarted
     server could not have found and killed it). Released, the same command runs."""
+    from remote_env.server.confine import Jail, find_bwrap
     from remote_env.server.executor import CommandRun
+
+    bwrap = find_bwrap()
+    assert bwrap is not None, "the sandbox host needs bubblewrap"
+    jail = Jail(bwrap, allow_network=False, max_processes=64, max_memory_bytes=0)
 
     async def attempt(released: bool) -> tuple[int | None, bool]:
         effect = tmp_path / "effect.txt"
@@ -194,6 +207,8 @@ def test_a_command_whose_process_was_never_recorded_never_runs(tmp_path: Path) -
             log_path=tmp_path / f"op-{released}.log",
             max_output_bytes=1024,
             on_output=lambda _: None,
+            jail=jail,
+            key=f"gate-{released}",
         )
         await command.start(
             f"echo ran > {effect}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -19,11 +20,13 @@ from tests.remote_env.support import (
     asgi_client,
     asgi_env,
     auth,
+    host_pids,
     pid_alive,
     run,
     running_app,
     server_process,
     settings,
+    wait_until,
 )
 
 
@@ -68,7 +71,8 @@ def test_same_id_different_request_is_422_and_runs_nothing(tmp_path: Path) -> No
             first = await client.post("/v1/ops", json=_bash("c:1", "echo a > a.txt", 5000))
             assert first.status_code == 200
             other = await client.post("/v1/ops", json=_bash("c:1", "echo b > b.txt", 5000))
-            assert other.status_code == 422
+            # A conflict with the recorded op, not a malformed request: 409.
+            assert other.status_code == 409
             assert other.json()["error"]["code"] == "op_conflict"
             # attempt and wait_ms are outside the fingerprint: a retry is a replay, not a conflict.
             retry = await client.post(
@@ -233,10 +237,17 @@ def test_read_only_ops_are_not_recorded(tmp_path: Path) -> None:
             running_app(settings(tmp_path / "root")) as app,
             asgi_client(app, "ws") as client,
         ):
+            response = await client.post("/v1/ops", json={"kind": "ls", "args": {"path": "."}})
+            assert response.status_code == 200
+            # Nothing is recorded, so no op id is echoed that could not be looked up.
+            assert response.json()["op_id"] is None
+            failed = await client.post("/v1/ops", json={"kind": "read", "args": {"path": "no"}})
+            assert failed.json()["status"] == "failed" and failed.json()["op_id"] is None
+            # ...and the schema has no op_id for them: sending one is refused.
             response = await client.post(
                 "/v1/ops", json={"op_id": "r:1", "kind": "ls", "args": {"path": "."}}
             )
-            assert response.status_code == 200
+            assert response.status_code == 422
             assert (await client.get("/v1/ops/r:1")).status_code == 404
 
     run(main())
@@ -270,22 +281,38 @@ def test_openapi_schema_is_served(tmp_path: Path) -> None:
     run(main())
 
 
-def test_background_children_do_not_hold_the_op_open(tmp_path: Path) -> None:
-    ws = tmp_path / "root" / "ws"
+@pytest.mark.parametrize("unconfined", [False, True], ids=["bwrap", "unconfined"])
+def test_background_children_do_not_hold_the_op_open(tmp_path: Path, unconfined: bool) -> None:
+    seen: list[int] = []
 
     async def main() -> float:
-        async with running_app(settings(tmp_path / "root")) as app, asgi_env(app, "ws") as env:
+        config = settings(tmp_path / "root", unconfined=unconfined)
+        async with running_app(config) as app, asgi_env(app, "ws") as env:
             began = time.monotonic()
-            result = await env.exec("echo hi; sleep 30 & echo $! > bg.pid", op=OpRef("bg:1"))
+
+            async def spot() -> None:
+                while not seen:
+                    seen.extend(host_pids("30.375"))
+                    await asyncio.sleep(0.02)
+
+            spotter = asyncio.ensure_future(spot())
+            result = await env.exec("sleep 30.375 & echo hi; sleep 0.3", op=OpRef("bg:1"))
+            spotter.cancel()
             assert result.output == "hi\n"
             return time.monotonic() - began
 
     elapsed = run(main())
     # The op ends with its leader (after a short drain) even though a child keeps the pipe.
     assert elapsed < 3
-    background = int((ws / "bg.pid").read_text())
+    assert len(seen) >= 1
+    background = seen[0]
     try:
-        # Normal completion leaves background processes alone (only timeouts/cancel kill).
-        assert pid_alive(background)
+        if unconfined:
+            # Normal completion leaves background processes alone (only timeouts/cancel kill).
+            assert pid_alive(background)
+        else:
+            # A confined command's pid namespace ends with it: nothing is left behind.
+            assert wait_until(lambda: not pid_alive(background), timeout=5)
     finally:
-        os.kill(background, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(background, signal.SIGKILL)

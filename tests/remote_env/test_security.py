@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
 import threading
@@ -20,6 +21,7 @@ from tests.remote_env.support import (
     asgi_client,
     asgi_env,
     auth,
+    host_pids,
     pid_alive,
     run,
     running_app,
@@ -353,13 +355,22 @@ def test_oversized_bodies_are_413(tmp_path: Path) -> None:
 
 def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     ws = tmp_path / "root" / "ws"
-    command = "(sleep 30; echo survived > late.txt) & echo $! > grandchild.pid; sleep 30"
+    command = "(sleep 30.125; echo survived > late.txt) & sleep 30"
+    grandchildren: list[int] = []
 
     async def main() -> float:
         async with running_app(settings(tmp_path / "root")) as app, asgi_env(app, "ws") as env:
             started = time.monotonic()
+
+            async def spot() -> None:
+                while not grandchildren:
+                    grandchildren.extend(host_pids("30.125"))
+                    await asyncio.sleep(0.02)
+
+            spotter = asyncio.ensure_future(spot())
             with pytest.raises(CommandTimeout) as caught:
                 await env.exec(command, op=OpRef("slow:1"), timeout=0.5)
+            spotter.cancel()
             assert caught.value.result is not None
             assert caught.value.result.timed_out
             assert caught.value.result.exit_code is None
@@ -369,8 +380,8 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
 
     elapsed = run(main())
     assert elapsed < 5
-    grandchild = int((ws / "grandchild.pid").read_text())
-    assert wait_until(lambda: not pid_alive(grandchild), timeout=5), "grandchild survived"
+    assert len(grandchildren) == 1
+    assert wait_until(lambda: not pid_alive(grandchildren[0]), timeout=5), "grandchild survived"
     assert not (ws / "late.txt").exists()
 
 
@@ -404,6 +415,12 @@ def test_commands_do_not_inherit_the_server_environment(
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
 def test_commands_can_run_as_an_unprivileged_user(tmp_path: Path) -> None:
+    # The command user must be able to reach its workspace (bwrap mounts it as that user);
+    # pytest's own temporary directories are root-only.
+    for parent in (tmp_path, *tmp_path.parents):
+        if parent != Path("/"):
+            parent.chmod(parent.stat().st_mode | 0o011)
+
     async def main() -> None:
         config = settings(tmp_path / "root", run_as_user="nobody", run_as_group="nogroup")
         async with running_app(config) as app, asgi_env(app, "ws") as env:

@@ -1,0 +1,115 @@
+"""The JSON gate: what cannot be stored *and served back* is refused, with its field,
+before anything is written; the walk is iterative (no input raises RecursionError)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from core.errors import InvalidInput, InvalidJson
+from core.jsonvalue import (
+    MAX_DEPTH,
+    MAX_STRING_CHARS,
+    dumps,
+    json_copy,
+    json_equal,
+    scrub_json,
+    scrub_text,
+)
+from core.session import Tx
+from core.storage import MemoryState
+from tests.core.test_documents import NOTES
+from tests.core.test_documents import open_session as open_doc_session
+from tests.core.test_session import NOOP, open_session
+
+
+def nested(depth: int, leaf: Any = 0) -> Any:
+    value = leaf
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+BAD: list[tuple[str, Any, str]] = [
+    ("surrogate", {"a": [1, {"x": "x\ud800"}]}, "v.a[1].x"),
+    ("low-surrogate", ["ok", "\udc00"], "v[1]"),
+    ("surrogate-key", {"k": {"\udfff": 1}}, "v.k"),
+    ("odd-key-path", {"a b": [float("nan")]}, 'v["a b"][0]'),
+    ("too-deep", nested(MAX_DEPTH + 1), "v" + "[0]" * MAX_DEPTH),
+    ("255-deep", nested(255), "v" + "[0]" * MAX_DEPTH),
+    ("far-too-deep", nested(100_000), "v" + "[0]" * MAX_DEPTH),
+    ("deep-dicts", {"d": nested(1000, {})}, "v.d" + "[0]" * (MAX_DEPTH - 1)),
+    ("long-string", {"s": "x" * (MAX_STRING_CHARS + 1)}, "v.s"),
+    ("long-key", {"x" * (MAX_STRING_CHARS + 1): 1}, "v"),
+    ("infinity", [1, float("inf")], "v[1]"),
+    ("big-int", {"n": 2**64}, "v.n"),
+]
+
+
+@pytest.mark.parametrize(("bad", "field"), [(b, f) for _, b, f in BAD], ids=[i for i, _, _ in BAD])
+def test_the_gate_refuses_with_the_path_of_the_bad_value(bad: Any, field: str) -> None:
+    with pytest.raises(InvalidJson) as caught:
+        json_copy(bad, "v")
+    assert caught.value.field == field
+    assert isinstance(caught.value, InvalidInput) and isinstance(caught.value, ValueError)
+    dumps(str(caught.value))  # the message itself can be served
+
+
+def test_the_limits_themselves_are_admitted() -> None:
+    value = {"deep": nested(MAX_DEPTH - 1), "s": "é" * MAX_STRING_CHARS, "n": -(2**63)}
+    copied = json_copy(value)
+    assert json_equal(copied, value) and copied is not value
+    assert json_copy("\U0001f600 astral is fine") == "\U0001f600 astral is fine"
+
+
+def test_deep_values_compare_without_recursion() -> None:
+    assert json_equal(nested(100_000), nested(100_000))
+    assert not json_equal(nested(100_000), nested(100_000, 1))
+
+
+def test_scrub_text_replaces_only_lone_surrogates() -> None:
+    assert scrub_text("a\ud800b\U0001f600") == "a\ufffdb\U0001f600"
+    assert scrub_text("plain") == "plain"
+    value = {"a\udce9": ["x\ud800", 1, {"k": None}], "deep": nested(50, "\udfff")}
+    scrubbed = scrub_json(value)
+    json.dumps(scrubbed, ensure_ascii=False).encode()  # no lone surrogate is left
+    assert scrub_json(nested(100_000, "\ud800")) is not None  # iterative: no RecursionError
+    assert scrubbed["a\ufffd"] == ["x\ufffd", 1, {"k": None}]  # type: ignore[index,call-overload]
+
+
+@pytest.mark.parametrize(("bad", "field"), [(b, f) for _, b, f in BAD], ids=[i for i, _, _ in BAD])
+async def test_session_boundaries_write_nothing(bad: Any, field: str) -> None:
+    session, storage = await open_session()
+    await session.commit(lambda tx: tx.ensure_root())
+    seq, commits = session.last_seq, storage.commits
+
+    async def task(tx: Tx) -> None:
+        await tx.create_task(NOOP, bad)
+
+    async def entry(tx: Tx) -> None:
+        await tx.append_entry(1, "custom", data=bad)
+
+    async def kind(tx: Tx) -> None:
+        await tx.append_entry(1, "custom\ud800")
+
+    for write in (task, entry, kind):
+        with pytest.raises(InvalidJson):
+            await session.commit(write)
+    assert session.last_seq == seq and storage.commits == commits
+
+
+@pytest.mark.parametrize(("bad", "field"), [(b, f) for _, b, f in BAD], ids=[i for i, _, _ in BAD])
+async def test_document_values_are_gated_and_nothing_is_written(bad: Any, field: str) -> None:
+    session = await open_doc_session(MemoryState())
+    seq = session.last_seq
+
+    async def write(tx: Tx) -> None:
+        doc = await tx.doc(NOTES, 1)
+        doc.value = {"items": [bad]}
+
+    with pytest.raises(InvalidJson) as caught:
+        await session.commit(write)
+    assert caught.value.field is not None and caught.value.field.startswith("document")
+    assert session.last_seq == seq
