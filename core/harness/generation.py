@@ -60,6 +60,7 @@ from core.harness.messages import (
     ToolResultMessage,
     message_from_json,
     message_to_json,
+    servable_message,
 )
 from core.harness.models import (
     Deferred,
@@ -86,7 +87,7 @@ from core.harness.runs import (
     settle_run,
     withdraw_inputs,
 )
-from core.jsonvalue import JsonObject, JsonValue, dumps
+from core.jsonvalue import JsonObject, JsonValue, dumps, scrub_text
 from core.records import Aborted, Completed, ErrorInfo, Failed, Faulted, Orphaned, Task, Waiting
 from core.session.documents import DocHandle
 from core.session.session import ensure_outside_commit
@@ -309,17 +310,19 @@ class _Partial:
     calls: dict[int, dict[str, str]] = field(default_factory=dict)
 
     def add(self, event: StreamEvent) -> None:
+        # A provider may stream lone surrogates; they are replaced here, because the
+        # partial is committed to ``live`` and storage refuses what it cannot serve back.
         if isinstance(event, TextDelta):
-            self.text += event.text
+            self.text += scrub_text(event.text)
         elif isinstance(event, ThinkingDelta):
-            self.thinking += event.text
+            self.thinking += scrub_text(event.text)
         elif isinstance(event, ToolCallDelta):
             call = self.calls.setdefault(event.index, {"id": "", "name": "", "arguments": ""})
             if event.id:
-                call["id"] = event.id
+                call["id"] = scrub_text(event.id)
             if event.name:
-                call["name"] = event.name
-            call["arguments"] += event.arguments
+                call["name"] = scrub_text(event.name)
+            call["arguments"] += scrub_text(event.arguments)
 
     @property
     def empty(self) -> bool:
@@ -388,7 +391,7 @@ async def _consume(
             if isinstance(event, StreamStart):
                 continue
             if isinstance(event, StreamDone):
-                response.final = event.message
+                response.final = servable_message(event.message)
                 break
             if isinstance(event, Deferred):
                 response.deferred = event

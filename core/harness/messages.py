@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from core.jsonvalue import JsonObject, JsonValue
+from core.jsonvalue import JsonObject, JsonValue, scrub_json
 
 __all__ = [
     "AssistantMessage",
@@ -32,6 +32,7 @@ __all__ = [
     "message_chars",
     "message_from_json",
     "message_to_json",
+    "servable_message",
     "strip_extensions",
     "to_openai",
 ]
@@ -136,6 +137,17 @@ def message_to_json(message: Message) -> JsonObject:
 
 def message_from_json(value: JsonValue) -> Message:
     return _MESSAGE.validate_python(value)
+
+
+def servable_message(message: AssistantMessage) -> AssistantMessage:
+    """``message`` with lone surrogates replaced by U+FFFD (the same object when it has
+    none): a model's answer is outside input that must still be stored and served back,
+    so it is repaired rather than refused."""
+    value = message_to_json(message)
+    clean = scrub_json(value)
+    if clean == value:
+        return message
+    return AssistantMessage.model_validate(clean)
 
 
 def message_chars(message: Message) -> int:

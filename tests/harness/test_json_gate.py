@@ -109,3 +109,31 @@ async def test_tool_output_with_lone_surrogates_is_scrubbed_not_lost(tmp_path: P
     result = next(e for e in await entries(h) if e.kind == "tool_result")
     assert result.message is not None and result.message["content"] == "name: caf\ufffd"  # type: ignore[index,call-overload]
     await h.close()
+
+
+async def test_model_output_with_lone_surrogates_is_repaired_not_a_failed_run(
+    tmp_path: Path,
+) -> None:
+    """A provider can stream lone surrogates (JSON escapes of half a pair). The answer is
+    outside input the run cannot refuse: it is stored with U+FFFD, streamed partials too."""
+    rig = Rig(
+        tmp_path,
+        "sqlite",
+        steps=[
+            faux_message(faux_tool_call("echo", {"text": "x\ud800"}, id="a"), "half \udc00"),
+            faux_message("done \ud83d"),
+        ],
+    )
+    rig.registry.install(extension("e", tool("echo", echo)))
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    record = await (await root.submit("go")).wait()
+    assert record.status == "done", record
+    answer = next(e for e in await entries(h) if e.id == record.answer)
+    assert answer.message is not None
+    assert answer.message["content"][0]["text"] == "done \ufffd"  # type: ignore[index,call-overload]
+    stored = dumps([e.message for e in await entries(h)])
+    assert "\\ud800" not in stored and "\\udc00" not in stored and "\\ud83d" not in stored
+    assert "echo: x\\ufffd" in stored
+    assert "\\ud8" not in dumps(await root.view())
+    await h.close()
