@@ -38,7 +38,7 @@ def demo(
     """The travel agent: kill -9 mid-tools, resume, and a reminder across eviction."""
     if ctx.invoked_subcommand is not None:
         return
-    from runtimes.local.demo.run import run_demo
+    from runtimes.cli.demo.run import run_demo
 
     if not run_demo(workdir):
         raise typer.Exit(1)
@@ -51,7 +51,7 @@ def demo_counter(
     interval_ms: int = typer.Option(500, min=0, help="Milliseconds between ticks."),
 ) -> None:
     """Count durably: kill it mid-count and run it again to see it carry on."""
-    from runtimes.local.counter import run_counter
+    from runtimes.cli.counter import run_counter
 
     result = asyncio.run(run_counter(db, to=to, interval_ms=interval_ms))
     typer.echo(f"done: {result}")
@@ -88,7 +88,7 @@ def dev(
     ] = None,
 ) -> None:
     """Run the actor HTTP API on 127.0.0.1 for development (Ctrl-C stops it cleanly)."""
-    from runtimes.local.dev import DevOptions, run_dev
+    from runtimes.cli.dev import DevOptions, run_dev
 
     if (sandbox is None) != (sandbox_secret is None):
         raise typer.BadParameter("--sandbox and --sandbox-secret go together")
@@ -129,7 +129,7 @@ def inspect_actor(
     from rich.console import Console
 
     from runtimes.local.host import HostError
-    from runtimes.local.taskview import (
+    from runtimes.cli.taskview import (
         TaskGraphUnavailable,
         fetch_task_graph,
         read_task_graph,
@@ -168,7 +168,7 @@ def chat(
 ) -> None:
     """Talk to an actor: lines you type are sent (while it works, they steer it); its
     answers stream in. Ctrl-C aborts the run; Ctrl-C when idle, Ctrl-D or /quit exits."""
-    from runtimes.local.chat import ChatOptions, chat_main
+    from runtimes.cli.chat import ChatOptions, chat_main
 
     if not token:
         raise typer.BadParameter("--token (or PERDURE_TOKEN) is required")

@@ -1,7 +1,7 @@
 """The demo's worker process: a local actor host serving the HTTP API on loopback, with the
 travel scenario's model and tools, and the tools' shell on the sandbox server.
 
-``python -m runtimes.local.demo.worker --data DIR --port P --token T --sandbox URL
+``python -m runtimes.cli.demo.worker --data DIR --port P --token T --sandbox URL
 --sandbox-secret FILE [--trace FILE] [--idle-evict S]``
 
 It prints one JSON object per line on stdout: ``{"event": "ready", "url": ...}`` once it
@@ -23,8 +23,8 @@ from core.harness.reminders import reminders_extension
 from core.testing.faux import FAUX_MODEL
 from remote_env.auth import load_secret
 from runtimes.local.api import ApiConfig, bind, make_server
-from runtimes.local.demo.scenario import scenario_model, travel_tools
-from runtimes.local.dev import sandbox_env
+from runtimes.cli.demo.scenario import scenario_model, travel_tools
+from runtimes.cli.dev import sandbox_env
 from runtimes.local.host import ActorHost, HostConfig
 
 __all__ = ["main"]

@@ -3,7 +3,7 @@ eviction — on embedded defaults, without network or credentials, in well under
 
 The demo is an orchestrator (this process) driving two real processes over loopback: a
 sandbox server (:mod:`remote_env.server`, where ``book_seat``'s shell command runs) and a
-worker (:mod:`runtimes.local.demo.worker`: the local actor host and its HTTP API). Every
+worker (:mod:`runtimes.cli.demo.worker`: the local actor host and its HTTP API). Every
 step is narrated, every claim is checked, and the demo fails (exit 1) if one does not hold:
 
 1. ``Find a train to Graz and book it`` (request id ``job-42``) → the scripted model calls
@@ -43,8 +43,8 @@ from rich.panel import Panel
 from rich.text import Text
 
 from remote_env.auth import mint_token, write_new_secret
-from runtimes.local.demo.scenario import BOOKINGS_FILE, REMINDER_TEXT
-from runtimes.local.taskview import read_task_graph, render_task_graph
+from runtimes.cli.demo.scenario import BOOKINGS_FILE, REMINDER_TEXT
+from runtimes.cli.taskview import read_task_graph, render_task_graph
 
 __all__ = ["run_demo"]
 
@@ -206,7 +206,7 @@ class _Demo:
                 sys.executable,
                 "-u",
                 "-m",
-                "runtimes.local.demo.worker",
+                "runtimes.cli.demo.worker",
                 "--data",
                 str(self.data),
                 "--token",
