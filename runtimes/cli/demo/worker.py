@@ -22,9 +22,9 @@ from pathlib import Path
 from core.harness.reminders import reminders_extension
 from core.testing.faux import FAUX_MODEL
 from remote_env.auth import load_secret
-from runtimes.local.api import ApiConfig, bind, make_server
 from runtimes.cli.demo.scenario import scenario_model, travel_tools
 from runtimes.cli.dev import sandbox_env
+from runtimes.local.api import ApiConfig, bind, make_server
 from runtimes.local.host import ActorHost, HostConfig
 
 __all__ = ["main"]
