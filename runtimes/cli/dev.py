@@ -20,8 +20,10 @@ from core.harness.reminders import reminders_extension
 from core.jsonvalue import JsonObject
 from core.testing.faux import FAUX_MODEL, FauxModel, FauxState, faux_message
 from core.tools import coding_tools
-from runtimes.local.api import ApiConfig, bind, make_server
-from runtimes.local.host import ActorEnvProvider, ActorHost, HostConfig
+from runtimes.actor import ActorConfig, ActorEnvProvider
+from runtimes.actor.api import ApiConfig
+from runtimes.local.host import ActorHost, HostConfig
+from runtimes.local.server import bind, make_server
 
 __all__ = ["DevOptions", "ModelChoice", "choose_model", "demo_model", "run_dev", "sandbox_env"]
 
@@ -130,10 +132,9 @@ def run_dev(options: DevOptions, say: Callable[[str], None] = print) -> None:
     host = ActorHost(
         HostConfig(
             data_dir=options.data_dir,
-            models=choice.models,
-            extensions=extensions,
-            env=env,
-            default_agent=agent,
+            actor=ActorConfig(
+                models=choice.models, extensions=extensions, env=env, default_agent=agent
+            ),
             idle_evict_s=options.idle_evict_s,
         )
     )

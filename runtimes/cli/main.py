@@ -128,13 +128,13 @@ def inspect_actor(
     """Print an actor's live task tree, from its storage (--data) or its host (--url)."""
     from rich.console import Console
 
+    from runtimes.actor import HostError
     from runtimes.cli.taskview import (
         TaskGraphUnavailable,
         fetch_task_graph,
         read_task_graph,
         render_task_graph,
     )
-    from runtimes.local.host import HostError
 
     if (data is None) == (url is None):
         raise typer.BadParameter("give exactly one of --data DIR or --url URL")

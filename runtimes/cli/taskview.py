@@ -13,17 +13,22 @@ Two sources, same answer (the ``GET /v1/actors/{actor}/tasks`` model):
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 from rich.text import Text
 from rich.tree import Tree
 
-from core.testing.faux import FauxModel
-from runtimes.local.api.schemas import TaskGraph, TaskNode
-from runtimes.local.api.taskgraph import task_graph
-from runtimes.local.host import ActorHost, HostConfig, check_actor_id
+from core import JsonValue
+from core.harness import ModelError, ModelInfo, ModelRequest
+from core.tasks import CancelSignal
+from runtimes.actor import ActorConfig, check_actor_id
+from runtimes.actor.api.schemas import TaskGraph, TaskNode
+from runtimes.actor.api.taskgraph import task_graph
+from runtimes.local.host import ActorHost, HostConfig
 
 __all__ = ["TaskGraphUnavailable", "fetch_task_graph", "read_task_graph", "render_task_graph"]
 
@@ -46,12 +51,37 @@ async def read_task_graph(data_dir: Path, actor: str) -> TaskGraph:
     Raises ``UnknownActor`` / ``ActorLocked`` / ``InvalidActorId`` from the host.
     """
     # No model is ever called: the harness is opened but never resumed.
-    config = HostConfig(data_dir=data_dir, models=FauxModel(), recover_on_start=False)
+    config = HostConfig(
+        data_dir=data_dir, actor=ActorConfig(models=_NoModels()), recover_on_start=False
+    )
     host = ActorHost(config)
     try:
         return task_graph(await host.inspect(actor))
     finally:
         await host.close()
+
+
+class _NoModels:
+    """The models of a harness that is only looked at: it knows no model and refuses
+    every request (none is ever made, since the harness is never resumed)."""
+
+    def info(self, model_id: str) -> ModelInfo | None:
+        return None
+
+    def stream(self, request: ModelRequest, signal: CancelSignal) -> AsyncIterator[Any]:
+        return self._refuse(request.model)
+
+    def fetch(self, model_id: str, handle: JsonValue, signal: CancelSignal) -> AsyncIterator[Any]:
+        return self._refuse(model_id)
+
+    async def cancel_deferred(self, model_id: str, handle: JsonValue) -> None:
+        return None
+
+    async def _refuse(self, model_id: str) -> AsyncIterator[Any]:
+        nothing: tuple[Any, ...] = ()
+        for event in nothing:  # an async generator (iteration raises), yielding nothing
+            yield event
+        raise ModelError(f"the task view calls no model ({model_id})")
 
 
 def fetch_task_graph(url: str, actor: str, token: str, *, timeout: float = 10.0) -> TaskGraph:

@@ -22,10 +22,12 @@ from pathlib import Path
 from core.harness.reminders import reminders_extension
 from core.testing.faux import FAUX_MODEL
 from remote_env.auth import load_secret
+from runtimes.actor import ActorConfig
+from runtimes.actor.api import ApiConfig
 from runtimes.cli.demo.scenario import scenario_model, travel_tools
 from runtimes.cli.dev import sandbox_env
-from runtimes.local.api import ApiConfig, bind, make_server
 from runtimes.local.host import ActorHost, HostConfig
+from runtimes.local.server import bind, make_server
 
 __all__ = ["main"]
 
@@ -50,15 +52,17 @@ def main(argv: list[str] | None = None) -> None:
     host = ActorHost(
         HostConfig(
             data_dir=args.data,
-            models=scenario_model(),
-            extensions=[tools, reminders],
-            env=sandbox_env(args.sandbox, load_secret(args.sandbox_secret)),
-            default_agent={
-                "model": FAUX_MODEL.id,
-                "tools": [t.name for t in (*tools.tools, *reminders.tools)],
-            },
+            actor=ActorConfig(
+                models=scenario_model(),
+                extensions=[tools, reminders],
+                env=sandbox_env(args.sandbox, load_secret(args.sandbox_secret)),
+                default_agent={
+                    "model": FAUX_MODEL.id,
+                    "tools": [t.name for t in (*tools.tools, *reminders.tools)],
+                },
+                observe=lambda actor, event, wake: _say(event=event, actor=actor, wake_at=wake),
+            ),
             idle_evict_s=args.idle_evict,
-            observe=lambda actor, event, wake: _say(event=event, actor=actor, wake_at=wake),
         )
     )
     server = make_server(host, ApiConfig(args.token))

@@ -1,4 +1,4 @@
-"""Errors the local actor host raises (typed, so the HTTP layer can map each one)."""
+"""Errors every actor host raises (typed, so the actor API maps each one to a status)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ __all__ = ["ActorLocked", "HostClosed", "HostError", "InvalidActorId", "UnknownA
 
 
 class HostError(Exception):
-    """Base class of the local host's errors."""
+    """Base class of the hosts' errors."""
 
 
 class InvalidActorId(HostError, ValueError):
@@ -14,11 +14,12 @@ class InvalidActorId(HostError, ValueError):
 
 
 class UnknownActor(HostError, LookupError):
-    """The actor has no storage in the data directory (and the call may not create one)."""
+    """The actor has no storage (and the call may not create one)."""
 
 
 class ActorLocked(HostError):
-    """Another process holds the actor's file lock: one writer per actor (invariant 14)."""
+    """Another writer holds the actor (a file lock, a lease): one writer per actor
+    (invariant 14)."""
 
 
 class HostClosed(HostError):

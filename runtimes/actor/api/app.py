@@ -1,4 +1,4 @@
-"""The ASGI application of the actor HTTP API, around one :class:`ActorHost`."""
+"""The ASGI application of the actor HTTP API, around one :class:`Host`."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI
 
-from runtimes.local.api.errors import install_error_handlers
-from runtimes.local.api.middleware import BearerAuth, BodyLimit
-from runtimes.local.api.routes import ApiSettings, router
-from runtimes.local.host import ActorHost
+from runtimes.actor.api.errors import install_error_handlers
+from runtimes.actor.api.middleware import BearerAuth, BodyLimit
+from runtimes.actor.api.routes import ApiSettings, router
+from runtimes.actor.host import Host
 
 __all__ = ["ApiConfig", "create_app"]
 
@@ -38,7 +38,7 @@ class ApiConfig:
 
 
 def create_app(
-    host: ActorHost,
+    host: Host,
     config: ApiConfig,
     *,
     on_shutdown: Sequence[Callable[[], Awaitable[None]]] = (),

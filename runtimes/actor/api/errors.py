@@ -28,7 +28,7 @@ from core.errors import (
     UnknownRecord,
     UnknownTool,
 )
-from runtimes.local.host import ActorLocked, HostClosed, HostError, InvalidActorId, UnknownActor
+from runtimes.actor.errors import ActorLocked, HostClosed, HostError, InvalidActorId, UnknownActor
 
 __all__ = ["ApiError", "error_body", "install_error_handlers", "refused_input"]
 

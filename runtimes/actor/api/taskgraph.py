@@ -7,7 +7,7 @@ Derived from ``harness.inspect()`` in this one function, so switching to a riche
 from __future__ import annotations
 
 from core.tasks import Inspection
-from runtimes.local.api.schemas import TaskGraph, TaskNode
+from runtimes.actor.api.schemas import TaskGraph, TaskNode
 
 __all__ = ["task_graph"]
 

@@ -16,8 +16,8 @@ from core.harness.reminders import MAX_DELAY_S, REMINDER
 from core.jsonvalue import JsonObject
 from core.records import MAX_ID, ROOT_CONVERSATION_ID
 from core.records import Submission as SubmissionRecord
-from runtimes.local.api.errors import ApiError, refused_input
-from runtimes.local.api.schemas import (
+from runtimes.actor.api.errors import ApiError, refused_input
+from runtimes.actor.api.schemas import (
     AbortBody,
     Aborted,
     AgentChange,
@@ -41,9 +41,10 @@ from runtimes.local.api.schemas import (
     TimerCancelled,
     Timers,
 )
-from runtimes.local.api.sse import WatchStream
-from runtimes.local.api.taskgraph import task_graph
-from runtimes.local.host import ACTOR_ID_PATTERN, ActorHost
+from runtimes.actor.api.sse import WatchStream
+from runtimes.actor.api.taskgraph import task_graph
+from runtimes.actor.host import Host
+from runtimes.actor.ids import ACTOR_ID_PATTERN
 
 __all__ = ["ApiSettings", "router"]
 
@@ -63,21 +64,23 @@ class ApiSettings:
 _bearer = HTTPBearer(auto_error=False, description="the host's API token")
 
 
-def _documented_auth(_: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+async def _documented_auth(
+    _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
     return None
 
 
-def _host(request: Request) -> ActorHost:
-    host: ActorHost = request.app.state.host
+async def _host(request: Request) -> Host:
+    host: Host = request.app.state.host
     return host
 
 
-def _settings(request: Request) -> ApiSettings:
+async def _settings(request: Request) -> ApiSettings:
     settings: ApiSettings = request.app.state.api_settings
     return settings
 
 
-HostDep = Annotated[ActorHost, Depends(_host)]
+HostDep = Annotated[Host, Depends(_host)]
 SettingsDep = Annotated[ApiSettings, Depends(_settings)]
 ActorId = Annotated[
     str, Path(pattern=ACTOR_ID_PATTERN, description="the conversation-tree id of the actor")
@@ -106,7 +109,7 @@ async def submit(
     # Only the root conversation may be created by a submission, so only then may the
     # actor itself be created: a request for an unknown conversation writes nothing.
     async with host.use(actor, create=cid == ROOT_CONVERSATION_ID) as harness:
-        conversation = await _conversation(harness, cid, host.config.default_agent)
+        conversation = await _conversation(harness, cid, host.actor_config.default_agent)
         with refused_input():
             if isinstance(body, InputSubmission):
                 submission = await conversation.submit(
@@ -175,7 +178,9 @@ async def configure_agent(
             except UnknownRecord:
                 if not root:
                     raise
-                conversation = await harness.root(agent={**host.config.default_agent, **fields})
+                conversation = await harness.root(
+                    agent={**host.actor_config.default_agent, **fields}
+                )
                 agent = await conversation.agent()
             else:
                 agent = (

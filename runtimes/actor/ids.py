@@ -1,10 +1,11 @@
-"""Actor ids: the conversation-tree id, also the stem of the actor's files."""
+"""Actor ids: the conversation-tree id (also the stem of a local actor's files, a Durable
+Object's name, a lease key)."""
 
 from __future__ import annotations
 
 import re
 
-from runtimes.local.host.errors import InvalidActorId
+from runtimes.actor.errors import InvalidActorId
 
 __all__ = ["ACTOR_ID_PATTERN", "check_actor_id"]
 

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import uvicorn
 
-from runtimes.local.api.app import ApiConfig, create_app
+from runtimes.actor.api import ApiConfig, create_app
 from runtimes.local.host import ActorHost
 
 __all__ = ["HostServer", "bind", "make_server"]

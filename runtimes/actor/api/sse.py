@@ -37,7 +37,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from core.harness.watch import Frame, Watch
-from runtimes.local.host import ActorHost
+from runtimes.actor.host import Host
 
 __all__ = ["WatchStream", "encode_frame"]
 
@@ -70,9 +70,7 @@ class WatchStream(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(
-        self, host: ActorHost, actor: str, conversation_id: int, *, heartbeat_s: float
-    ) -> None:
+    def __init__(self, host: Host, actor: str, conversation_id: int, *, heartbeat_s: float) -> None:
         super().__init__(status_code=200, media_type=self.media_type)
         self.host = host
         self.actor = actor
