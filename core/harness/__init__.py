@@ -1,6 +1,17 @@
 """The agent harness: conversations, submissions, generation and tool tasks, models."""
 
-from core.harness.harness import Conversation, EnvFactory, Harness, Submission, WhenBusy
+from core.harness.harness import (
+    HARNESS_KINDS,
+    Answer,
+    Conversation,
+    EnvFactory,
+    Harness,
+    Reminder,
+    Submission,
+    WhenBusy,
+    agent_change,
+    write_draft,
+)
 from core.harness.messages import (
     AssistantMessage,
     Message,
@@ -34,12 +45,14 @@ from core.harness.settings import (
 from core.harness.tools import ToolContext, ToolResult
 
 __all__ = [
+    "Answer",
     "AssistantMessage",
     "Block",
     "CompactionSettings",
     "Conversation",
     "EnvFactory",
     "Extension",
+    "HARNESS_KINDS",
     "Harness",
     "HarnessSettings",
     "Hooks",
@@ -50,6 +63,7 @@ __all__ = [
     "Models",
     "ProgressSettings",
     "Registry",
+    "Reminder",
     "ResolvedAgent",
     "RetrySettings",
     "Section",
@@ -65,7 +79,9 @@ __all__ = [
     "Usage",
     "UserMessage",
     "WhenBusy",
+    "agent_change",
     "define_extension",
     "define_tool",
     "section",
+    "write_draft",
 ]

@@ -8,8 +8,7 @@ refuse bad input before an actor is even opened.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -18,8 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core.errors import (
     ConversationBusy,
-    InvalidJson,
-    PerdureError,
+    InvalidInput,
+    ReminderFired,
     RequestIdConflict,
     SessionClosed,
     SessionPoisoned,
@@ -28,9 +27,9 @@ from core.errors import (
     UnknownRecord,
     UnknownTool,
 )
-from runtimes.actor.errors import ActorLocked, HostClosed, HostError, InvalidActorId, UnknownActor
+from runtimes.actor.errors import ActorLocked, HostClosed, InvalidActorId, UnknownActor
 
-__all__ = ["ApiError", "error_body", "install_error_handlers", "refused_input"]
+__all__ = ["ApiError", "error_body", "install_error_handlers"]
 
 _log = logging.getLogger("perdure.api")
 
@@ -43,10 +42,11 @@ _MAPPED: tuple[tuple[type[Exception], int, str], ...] = (
     (HostClosed, 503, "shutting_down"),
     (ConversationBusy, 409, "conversation_busy"),
     (RequestIdConflict, 409, "request_id_conflict"),
+    (ReminderFired, 409, "already_fired"),
     (UnknownRecord, 404, "not_found"),
     (TaskNotFound, 404, "not_found"),
     (UnknownTool, 422, "unknown_tool"),
-    (InvalidJson, 422, "invalid"),
+    (InvalidInput, 422, "invalid"),  # InvalidJson too: the one mapping of bad input
     (SessionPoisoned, 503, "storage_failed"),
     (SessionClosed, 503, "shutting_down"),
     (StorageClosed, 503, "shutting_down"),  # an actor closed under a request
@@ -69,21 +69,10 @@ def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
     return {"error": {"code": code, "message": message}}
 
 
-def _response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse(status_code=status, content=error_body(code, message))
-
-
-@contextmanager
-def refused_input() -> Iterator[None]:
-    """Around a core call that validates its arguments: the plain ``ValueError`` it
-    raises for bad input (before writing anything) becomes a ``422 invalid``. Typed core
-    errors pass through to their own mapping."""
-    try:
-        yield
-    except (PerdureError, HostError):
-        raise
-    except ValueError as error:
-        raise ApiError(422, "invalid", str(error)) from error
+def _response(
+    status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(status_code=status, content=error_body(code, message), headers=headers)
 
 
 async def _on_api_error(request: Request, exc: Exception) -> JSONResponse:
@@ -115,7 +104,8 @@ async def _on_invalid(request: Request, exc: Exception) -> JSONResponse:
 async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _HTTP_CODES.get(exc.status_code, "http_error")
-    return _response(exc.status_code, code, str(exc.detail))
+    # Keep the exception's headers: a 405 must say what is allowed (RFC 9110 §15.5.6).
+    return _response(exc.status_code, code, str(exc.detail), headers=exc.headers)
 
 
 async def _on_crash(request: Request, exc: Exception) -> JSONResponse:

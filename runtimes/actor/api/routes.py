@@ -9,14 +9,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from core.errors import UnknownRecord
-from core.harness import AssistantMessage, Conversation, Harness, Submission
-from core.harness.messages import assistant_text, message_from_json
-from core.harness.reminders import MAX_DELAY_S, REMINDER
-from core.jsonvalue import JsonObject
+from core import JsonObject, UnknownRecord
+from core.harness import Conversation, Harness, Submission, agent_change, write_draft
 from core.records import MAX_ID, ROOT_CONVERSATION_ID
 from core.records import Submission as SubmissionRecord
-from runtimes.actor.api.errors import ApiError, refused_input
+from runtimes.actor.api.errors import ApiError
 from runtimes.actor.api.schemas import (
     AbortBody,
     Aborted,
@@ -106,24 +103,26 @@ async def submit(
     ``when_busy`` is ``reject`` and the conversation is busy; a known ``request_id``
     answers the original submission."""
     cid = body.conversation_id or ROOT_CONVERSATION_ID
+    if not isinstance(body, InputSubmission):
+        # Checked before the actor is opened: a refused write creates no actor.
+        write_draft(body.content.kind, message=body.content.message, data=body.content.data)
     # Only the root conversation may be created by a submission, so only then may the
-    # actor itself be created: a request for an unknown conversation writes nothing.
+    # actor itself be created: a request for an unknown conversation writes nothing. The
+    # root is created in the same commit as the submission's admission.
     async with host.use(actor, create=cid == ROOT_CONVERSATION_ID) as harness:
         conversation = await _conversation(harness, cid, host.actor_config.default_agent)
-        with refused_input():
-            if isinstance(body, InputSubmission):
-                submission = await conversation.submit(
-                    body.content, request_id=body.request_id, when_busy=body.when_busy
-                )
-            else:
-                submission = await conversation.write(
-                    body.content.kind,
-                    message=body.content.message,
-                    data=body.content.data,
-                    request_id=body.request_id,
-                )
-        record = await submission.status()
-    return SubmissionAccepted.of(record)
+        if isinstance(body, InputSubmission):
+            submission = await conversation.submit(
+                body.content, request_id=body.request_id, when_busy=body.when_busy
+            )
+        else:
+            submission = await conversation.write(
+                body.content.kind,
+                message=body.content.message,
+                data=body.content.data,
+                request_id=body.request_id,
+            )
+    return SubmissionAccepted.of(_committed(submission))
 
 
 @router.get("/submissions/{submission_id}", response_model=SubmissionState)
@@ -148,7 +147,7 @@ async def submission_state(
             # it shuts down, so a long poll never holds up a graceful exit.
             finished, settled = await host.until_shutdown(_settled_within(submission, timeout))
             record = settled if finished and settled is not None else await submission.status()
-        answer = await _answer(harness, record)
+        answer = await submission.answer(record)
     return SubmissionState(
         id=record.id,
         conversation_id=record.conversation_id,
@@ -156,7 +155,7 @@ async def submission_state(
         status=record.status,
         request_id=record.request_id,
         entry_id=record.entry,
-        answer=answer,
+        answer=None if answer is None else Answer(text=answer.text, entry=answer.entry.to_json()),
         reason=record.reason,
         detail=record.detail,
     )
@@ -170,22 +169,16 @@ async def configure_agent(
     cwd) in one commit; ``null`` clears a field. The root conversation of a new actor is
     created with the host's default agent and the change, in one commit."""
     fields = change.model_dump(exclude_unset=True)
+    agent_change(host.registry, {}, fields)  # refused before the actor is opened
     root = conversation_id == ROOT_CONVERSATION_ID
     async with host.use(actor, create=root) as harness:
-        with refused_input():
-            try:
-                conversation = await harness.conversation(conversation_id)
-            except UnknownRecord:
-                if not root:
-                    raise
-                conversation = await harness.root(
-                    agent={**host.actor_config.default_agent, **fields}
-                )
-                agent = await conversation.agent()
-            else:
-                agent = (
-                    await conversation.configure(**fields) if fields else await conversation.agent()
-                )
+        conversation = await _conversation(
+            harness, conversation_id, host.actor_config.default_agent
+        )
+        # A new root is created with the default agent and the change in one commit.
+        agent = (
+            await conversation.configure(**fields) if fields or root else await conversation.agent()
+        )
     return AgentState(conversation_id=conversation_id, agent=dict(agent))
 
 
@@ -257,11 +250,10 @@ async def fork(
     change = body.agent.model_dump(exclude_unset=True) if body.agent is not None else None
     async with host.use(actor) as harness:
         conversation = await harness.conversation(conversation_id)
-        with refused_input():
-            try:
-                child = await conversation.fork(body.at_entry, agent=change)
-            except UnknownRecord as error:
-                raise ApiError(422, "invalid_entry", str(error)) from error
+        try:
+            child = await conversation.fork(body.at_entry, agent=change)
+        except UnknownRecord as error:
+            raise ApiError(422, "invalid_entry", str(error)) from error
     return Forked(conversation_id=child.id)
 
 
@@ -281,8 +273,7 @@ async def compact(
     instructions = body.instructions if body is not None else None
     async with host.use(actor) as harness:
         conversation = await harness.conversation(conversation_id)
-        with refused_input():
-            task = await conversation.compact(instructions)
+        task = await conversation.compact(instructions)
     return CompactionStarted(task=task)
 
 
@@ -302,10 +293,8 @@ async def reset(
     request_id = body.request_id if body is not None else None
     async with host.use(actor) as harness:
         conversation = await harness.conversation(conversation_id)
-        with refused_input():
-            submission = await conversation.reset(handoff, request_id=request_id)
-        record = await submission.status()
-    return SubmissionAccepted.of(record)
+        submission = await conversation.reset(handoff, request_id=request_id)
+    return SubmissionAccepted.of(_committed(submission))
 
 
 @router.post(
@@ -317,17 +306,10 @@ async def remind(
     """Submit ``message`` to the conversation later: at ``at`` (epoch ms; a past time fires
     at once) or ``after`` seconds, at most a year ahead. A durable background timer: it
     fires once, even across evictions and restarts. ``DELETE /timers/{task}`` cancels it."""
-    if body.at is not None and body.at > host.clock.now() + int(MAX_DELAY_S * 1000):
-        raise ApiError(422, "invalid", "a reminder may be set at most a year ahead")
     async with host.use(actor) as harness:
         conversation = await harness.conversation(conversation_id)
-        with refused_input():
-            task_id = await conversation.remind(body.message, at=body.at, after=body.after)
-        task = await harness.session.storage.task(task_id)
-    due = task.input.get("at") if task is not None and isinstance(task.input, dict) else None
-    if not isinstance(due, int):  # pragma: no cover - the reminder task records its time
-        raise ApiError(500, "internal", "the reminder has no due time")
-    return ReminderSet(task=task_id, at=due)
+        reminder = await conversation.remind(body.message, at=body.at, after=body.after)
+    return ReminderSet(task=reminder.task, at=reminder.at)
 
 
 @router.get("/timers", response_model=Timers)
@@ -347,23 +329,23 @@ async def cancel_timer(actor: ActorId, task_id: TaskId, host: HostDep) -> TimerC
     task, a task that is not a reminder, or a reminder no longer pending; ``409
     already_fired`` if it fired while being cancelled."""
     async with host.use(actor) as harness:
-        pending = {t["task"]: t for t in harness.timers()}
-        if pending.get(task_id, {}).get("kind") != REMINDER:
-            raise ApiError(404, "not_found", f"no pending reminder {task_id}")
-        await harness.abort_task(task_id)
-        finished, ended = await host.until_shutdown(harness.wait_for_task(task_id))
-    if not finished or ended is None:
+        finished, _ended = await host.until_shutdown(harness.cancel_reminder(task_id))
+    if not finished:
         raise ApiError(503, "shutting_down", "the host is shutting down; the abort is recorded")
-    outcome = ended.outcome
-    if outcome is not None and outcome.kind == "completed":
-        raise ApiError(409, "already_fired", f"reminder {task_id} fired before it was cancelled")
     return TimerCancelled(task=task_id)
 
 
 async def _conversation(harness: Harness, cid: int, default_agent: JsonObject) -> Conversation:
     if cid == ROOT_CONVERSATION_ID:
-        return await harness.root(agent=default_agent)  # writes only if it is new
+        # Deferred: a new root is created by the request's own admission commit.
+        return await harness.root(agent=default_agent, defer=True)
     return await harness.conversation(cid)
+
+
+def _committed(submission: Submission) -> SubmissionRecord:
+    record = submission.record
+    assert record is not None  # admissions return the record they committed
+    return record
 
 
 async def _settled_within(submission: Submission, timeout: float) -> SubmissionRecord | None:
@@ -372,16 +354,3 @@ async def _settled_within(submission: Submission, timeout: float) -> SubmissionR
     except TimeoutError:
         return None
     return record
-
-
-async def _answer(harness: Harness, record: SubmissionRecord) -> Answer | None:
-    if record.answer is None:
-        return None
-    entry = await harness.session.storage.entry(record.answer)
-    if entry is None:
-        return None
-    text = ""
-    if entry.message is not None:
-        message = message_from_json(entry.message)
-        text = assistant_text(message) if isinstance(message, AssistantMessage) else ""
-    return Answer(text=text, entry=entry.to_json())
