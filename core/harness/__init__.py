@@ -45,6 +45,7 @@ from core.harness.settings import (
 from core.harness.tools import ToolContext, ToolResult
 
 __all__ = [
+    "HARNESS_KINDS",
     "Answer",
     "AssistantMessage",
     "Block",
@@ -52,7 +53,6 @@ __all__ = [
     "Conversation",
     "EnvFactory",
     "Extension",
-    "HARNESS_KINDS",
     "Harness",
     "HarnessSettings",
     "Hooks",
