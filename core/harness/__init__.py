@@ -36,6 +36,7 @@ from core.harness.registry import (
     define_tool,
     section,
 )
+from core.harness.reminders import MAX_DELAY_S, MAX_REMINDER_CHARS, reminders_extension
 from core.harness.settings import (
     CompactionSettings,
     HarnessSettings,
@@ -43,9 +44,12 @@ from core.harness.settings import (
     RetrySettings,
 )
 from core.harness.tools import ToolContext, ToolResult
+from core.harness.watch import Frame, Watch
 
 __all__ = [
     "HARNESS_KINDS",
+    "MAX_DELAY_S",
+    "MAX_REMINDER_CHARS",
     "Answer",
     "AssistantMessage",
     "Block",
@@ -53,6 +57,7 @@ __all__ = [
     "Conversation",
     "EnvFactory",
     "Extension",
+    "Frame",
     "Harness",
     "HarnessSettings",
     "Hooks",
@@ -78,10 +83,12 @@ __all__ = [
     "ToolResultMessage",
     "Usage",
     "UserMessage",
+    "Watch",
     "WhenBusy",
     "agent_change",
     "define_extension",
     "define_tool",
+    "reminders_extension",
     "section",
     "write_draft",
 ]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from core.engine import Engine
+from core import Engine
 from core.records import Task, Terminal
 from core.tasks import TaskRegistry, TaskRuntime, define_task
 from runtimes.local.clock import SystemClock

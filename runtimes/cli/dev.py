@@ -14,11 +14,18 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.harness import AssistantMessage, EnvFactory, Extension, ModelInfo, ModelRequest, Models
-from core.harness.messages import UserMessage
-from core.harness.reminders import reminders_extension
+from core.faux import FAUX_MODEL, FauxModel, FauxState, faux_message
+from core.harness import (
+    AssistantMessage,
+    EnvFactory,
+    Extension,
+    ModelInfo,
+    ModelRequest,
+    Models,
+    UserMessage,
+    reminders_extension,
+)
 from core.jsonvalue import JsonObject
-from core.testing.faux import FAUX_MODEL, FauxModel, FauxState, faux_message
 from core.tools import coding_tools
 from runtimes.actor import ActorConfig, ActorEnvProvider
 from runtimes.actor.api import ApiConfig

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from core.faux import faux_message, faux_tool_call
 from core.harness.reminders import REMINDER, reminders_extension
 from core.records import Aborted, Completed, Submission, Terminal
-from core.testing.faux import faux_message, faux_tool_call
 from core.testing.wrappers import CommitFault
 from tests.core.support import settle, until
 from tests.harness.support import MODEL, Rig, entries, kinds

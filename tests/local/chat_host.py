@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from core.faux import FauxModel, FauxState, faux_message, faux_tool_call
 from core.harness import (
     ModelRequest,
     ToolContext,
@@ -28,7 +29,6 @@ from core.harness import (
     define_extension,
     define_tool,
 )
-from core.testing.faux import FauxModel, FauxState, faux_message, faux_tool_call
 from runtimes.actor.api import ApiConfig
 from runtimes.local.host import ActorHost
 from runtimes.local.server import bind, make_server

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
+from core.faux import FauxModel, FauxState, faux_error, faux_message, faux_tool_call
 from core.harness import (
     HarnessSettings,
     ModelRequest,
@@ -31,7 +32,6 @@ from core.harness import (
     define_tool,
 )
 from core.harness.compaction import SUMMARY_PROMPT
-from core.testing.faux import FauxModel, FauxState, faux_error, faux_message, faux_tool_call
 from runtimes.actor import ActorConfig
 from runtimes.actor.api import ApiConfig
 from runtimes.local.host import ActorHost, HostConfig

@@ -11,8 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from core import json_copy
-from core.harness import WhenBusy
-from core.harness.reminders import MAX_DELAY_S, MAX_REMINDER_CHARS
+from core.harness import MAX_DELAY_S, MAX_REMINDER_CHARS, WhenBusy
 from core.records import MAX_ID, SubmissionStatus, SubmissionType
 from core.records import Submission as SubmissionRecord
 

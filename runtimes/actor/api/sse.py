@@ -36,7 +36,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from core.harness.watch import Frame, Watch
+from core.harness import Frame, Watch
 from runtimes.actor.host import Host
 
 __all__ = ["WatchStream", "encode_frame"]

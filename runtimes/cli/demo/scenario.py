@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from core.faux import FauxModel, FauxState, faux_message, faux_tool_call
 from core.harness import (
     AssistantMessage,
     Extension,
@@ -31,7 +32,6 @@ from core.harness import (
     define_extension,
     define_tool,
 )
-from core.testing.faux import FauxModel, FauxState, faux_message, faux_tool_call
 
 __all__ = [
     "BOOKINGS_FILE",

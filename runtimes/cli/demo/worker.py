@@ -19,8 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from core.harness.reminders import reminders_extension
-from core.testing.faux import FAUX_MODEL
+from core.faux import FAUX_MODEL
+from core.harness import reminders_extension
 from remote_env.auth import load_secret
 from runtimes.actor import ActorConfig
 from runtimes.actor.api import ApiConfig

@@ -1,4 +1,4 @@
-"""FauxModel: a scripted :class:`~core.harness.models.Models` adapter for tests and demos.
+"""FauxModel: a scripted :class:`~core.harness.Models` adapter for tests and demos.
 
 Each request consumes the next *step* of the script:
 
