@@ -39,6 +39,7 @@ from rich.text import Text
 
 from core.docops import InvalidOp, apply_ops
 from core.jsonvalue import JsonObject, JsonValue
+from remote_env.client.sse import parse_sse
 
 __all__ = ["ChatOptions", "Screen", "Transcript", "chat_main", "run_chat", "sse_events"]
 
@@ -73,22 +74,9 @@ class ChatOptions:
 
 async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, JsonValue]]:
     """``(event, data)`` per Server-Sent Event of ``lines`` (data parsed as JSON);
-    comments (heartbeats) are skipped."""
-    event, data = "message", list[str]()
-    async for line in lines:
-        if line == "":
-            if data:
-                yield event, json.loads("\n".join(data))
-            event, data = "message", []
-        elif line.startswith(":"):
-            continue
-        else:
-            name, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if name == "event":
-                event = value
-            elif name == "data":
-                data.append(value)
+    comments (heartbeats) are skipped. The parsing is the sandbox client's (one parser)."""
+    async for event in parse_sse(lines):
+        yield event.event, json.loads(event.data)
 
 
 # --------------------------------------------------------------------------- screen

@@ -217,6 +217,8 @@ def _seam_violations(path: Path) -> list[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             modules = [node.module]
         for module in modules:
+            if module == "core.testing" and path.name == "testing.py":
+                continue  # a shipped test kit may build on core's (not production code)
             if module.split(".")[0] == "core" and module not in PUBLIC_CORE:
                 found.append(f"{rel}:{node.lineno} imports core internals ({module})")
         if (

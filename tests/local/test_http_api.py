@@ -282,6 +282,24 @@ def test_oversized_bodies_get_413_and_write_nothing(running: Running, client: ht
     assert snapshot(db_of(running, "nobody")) is None
 
 
+def test_twenty_refused_32_mib_bodies_in_a_row_all_receive_the_json_error(
+    running: Running,
+) -> None:
+    """A refused body is drained before the answer, so the connection is closed with
+    nothing unread and no reset can eat the 413 (each POST on a fresh connection)."""
+    body = b"x" * (32 * 1024 * 1024)
+    for _ in range(20):
+        with running.client() as fresh:
+            r = fresh.post(
+                f"/v1/actors/{ACTOR}/submissions",
+                content=body,
+                headers={"content-type": "application/json"},
+            )
+        assert r.status_code == 413, r.status_code
+        assert r.json()["error"]["code"] == "body_too_large"
+    assert snapshot(db_of(running)) is None
+
+
 def test_an_idle_actor_is_evicted_and_the_next_request_reopens_it(tmp_path: Path) -> None:
     config = host_config(tmp_path / "data", idle_evict_s=0.2)
     with serve_in_thread(config) as running, running.client() as client:

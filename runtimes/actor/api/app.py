@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI
 
+from remote_env.limits import BodyLimit
 from runtimes.actor.api.errors import install_error_handlers
-from runtimes.actor.api.middleware import BearerAuth, BodyLimit
+from runtimes.actor.api.middleware import BearerAuth
 from runtimes.actor.api.routes import ApiSettings, router
 from runtimes.actor.host import Host
 
