@@ -253,6 +253,13 @@ def test_openapi_describes_the_routes_and_the_bearer_scheme(running: Running) ->
     assert "202" in post["responses"] and "409" in post["responses"]
     watch = spec["paths"]["/v1/actors/{actor}/conversations/{conversation_id}/watch"]["get"]
     assert "text/event-stream" in watch["responses"]["200"]["content"]
+    # The schema says what the server does: errors are JSON, also on the stream route...
+    assert set(watch["responses"]["404"]["content"]) == {"application/json"}
+    schemas = spec["components"]["schemas"]
+    # ...a reminder takes exactly one of at/after, agents name installed tools only.
+    assert len(schemas["ReminderBody"]["oneOf"]) == 2
+    tools = schemas["AgentChange"]["properties"]["tools"]["anyOf"][0]
+    assert tools["items"]["enum"] == ["echo"]
     fork = spec["paths"]["/v1/actors/{actor}/conversations/{conversation_id}/fork"]["post"]
     assert "201" in fork["responses"]
 
@@ -515,7 +522,7 @@ def test_fork_sees_the_history_up_to_its_entry_and_takes_an_agent_change(
     before = snapshot(db_of(running))
     child_entry = entries_of(client, child)[-1]["id"]
     r = client.post(f"/v1/actors/{ACTOR}/conversations/1/fork", json={"at_entry": child_entry})
-    assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_entry"
+    assert r.status_code == 404 and r.json()["error"]["code"] == "invalid_entry"
     assert snapshot(db_of(running)) == before
 
 
@@ -621,3 +628,19 @@ def test_a_reminder_wakes_its_evicted_actor(tmp_path: Path) -> None:
         assert running.host.wakes == {ACTOR: reminder["at"]}
         wait_until(lambda: running.host.active == {ACTOR}, timeout=20)
         wait_until(lambda: "assistant: echo: wake up" in texts(entries_of(client)))
+
+
+def test_whole_number_floats_are_integers_as_json_schema_says(
+    running: Running, client: httpx.Client
+) -> None:
+    poll(client, submit(client, "one")["id"])
+    entry = entries_of(client)[0]["id"]
+    r = client.post(f"/v1/actors/{ACTOR}/conversations/1/fork", json={"at_entry": float(entry)})
+    assert r.status_code == 201, r.text
+    r = client.post(
+        f"/v1/actors/{ACTOR}/submissions",
+        json={"type": "input", "content": "two", "conversation_id": 1.0},
+    )
+    assert r.status_code == 202 and r.json()["conversation_id"] == 1, r.text
+    r = client.post(f"/v1/actors/{ACTOR}/conversations/1/fork", json={"at_entry": entry + 0.5})
+    assert r.status_code == 422

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import FastAPI
 
 from remote_env.limits import BodyLimit
 from runtimes.actor.api.errors import install_error_handlers
 from runtimes.actor.api.middleware import BearerAuth
+from runtimes.actor.api.openapi import complete_openapi
 from runtimes.actor.api.routes import ApiSettings, router
 from runtimes.actor.host import Host
 
@@ -74,6 +76,14 @@ def create_app(
     )
     app.include_router(router)
     install_error_handlers(app)
+    derive_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = complete_openapi(derive_openapi(), host.registry)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     # Added last = outermost: authentication first, then the body limit.
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(BearerAuth, token=config.token)

@@ -80,9 +80,14 @@ async def _settings(request: Request) -> ApiSettings:
 HostDep = Annotated[Host, Depends(_host)]
 SettingsDep = Annotated[ApiSettings, Depends(_settings)]
 ActorId = Annotated[
-    str, Path(pattern=ACTOR_ID_PATTERN, description="the conversation-tree id of the actor")
+    str,
+    Path(
+        pattern=ACTOR_ID_PATTERN,
+        description="the conversation-tree id of the actor",
+        examples=["demo"],
+    ),
 ]
-ConversationId = Annotated[int, Path(ge=1, le=MAX_ID)]
+ConversationId = Annotated[int, Path(ge=1, le=MAX_ID, examples=[1])]
 SubmissionId = Annotated[int, Path(ge=1, le=MAX_ID)]
 TaskId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
@@ -105,7 +110,7 @@ async def submit(
     cid = body.conversation_id or ROOT_CONVERSATION_ID
     if not isinstance(body, InputSubmission):
         # Checked before the actor is opened: a refused write creates no actor.
-        write_draft(body.content.kind, message=body.content.message, data=body.content.data)
+        write_draft(body.content.kind, message=body.content.message_json(), data=body.content.data)
     # Only the root conversation may be created by a submission, so only then may the
     # actor itself be created: a request for an unknown conversation writes nothing. The
     # root is created in the same commit as the submission's admission.
@@ -118,7 +123,7 @@ async def submit(
         else:
             submission = await conversation.write(
                 body.content.kind,
-                message=body.content.message,
+                message=body.content.message_json(),
                 data=body.content.data,
                 request_id=body.request_id,
             )
@@ -246,14 +251,15 @@ async def fork(
 ) -> Forked:
     """A new conversation that sees this one's history up to ``at_entry`` (nothing is
     copied) with its documents per their fork policy; ``agent`` changes the child's agent.
-    ``422 invalid_entry`` when ``at_entry`` is not visible in this conversation."""
+    ``404 invalid_entry`` when ``at_entry`` is not visible in this conversation (it
+    depends on the conversation's state, which no schema can say)."""
     change = body.agent.model_dump(exclude_unset=True) if body.agent is not None else None
     async with host.use(actor) as harness:
         conversation = await harness.conversation(conversation_id)
         try:
             child = await conversation.fork(body.at_entry, agent=change)
         except UnknownRecord as error:
-            raise ApiError(422, "invalid_entry", str(error)) from error
+            raise ApiError(404, "invalid_entry", str(error)) from error
     return Forked(conversation_id=child.id)
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from core import json_copy
-from core.harness import MAX_DELAY_S, MAX_REMINDER_CHARS, WhenBusy
+from core import JsonValue, json_copy
+from core.harness import HARNESS_KINDS, MAX_DELAY_S, MAX_REMINDER_CHARS, Message, WhenBusy
+from core.harness.messages import message_to_json
 from core.records import MAX_ID, SubmissionStatus, SubmissionType
 from core.records import Submission as SubmissionRecord
 
@@ -45,10 +46,23 @@ __all__ = [
 ]
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
-# Entries the harness writes itself; a write names an application kind.
-_HARNESS_KINDS = frozenset({"user", "assistant", "tool_result"})
+# Text that is not blank (JSON Schema patterns search, so one non-space is enough).
+_NOT_BLANK = r"\S"
 
-ConversationId = Annotated[int, Field(ge=1, le=MAX_ID, description="a conversation id")]
+
+def _whole_number(value: Any) -> Any:
+    """JSON Schema calls ``5.0`` an integer; so does the API (``5.5`` stays refused)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+WHOLE = BeforeValidator(_whole_number)
+"""Put after an integer field's constraints (``Annotated[int, Field(...), WHOLE]``, so
+the schema keeps them as ``minimum``/``maximum``): a whole-number float (``5.0``) is
+accepted as that integer; booleans and strings stay refused (strict)."""
+
+ConversationId = Annotated[int, Field(ge=1, le=MAX_ID, description="a conversation id"), WHOLE]
 RequestId = Annotated[
     str,
     Field(
@@ -70,7 +84,7 @@ class InputSubmission(BaseModel):
     model_config = _STRICT
 
     type: Literal["input"]
-    content: str = Field(min_length=1, description="the user's message")
+    content: str = Field(min_length=1, pattern=_NOT_BLANK, description="the user's message")
     conversation_id: ConversationId | None = Field(
         None, description="defaults to the root conversation (1), created on first use"
     )
@@ -90,18 +104,27 @@ class WriteEntry(BaseModel):
 
     model_config = _STRICT
 
-    kind: str = Field(min_length=1, max_length=64, description="an application entry kind")
-    message: Any = None
+    kind: str = Field(
+        min_length=1,
+        max_length=64,
+        description="an application entry kind (not one the harness writes itself)",
+        json_schema_extra={"not": {"enum": list(sorted(HARNESS_KINDS))}},
+    )
+    message: Message | None = Field(None, description="a message that joins the context")
     data: Any = None
 
     @field_validator("kind")
     @classmethod
     def _application_kind(cls, kind: str) -> str:
-        if kind in _HARNESS_KINDS:
+        if kind in HARNESS_KINDS:
             raise ValueError(f"{kind!r} entries are written by the harness itself")
         return kind
 
-    @field_validator("message", "data")
+    def message_json(self) -> JsonValue:
+        """The message as the core takes it (plain JSON), or ``None``."""
+        return None if self.message is None else message_to_json(self.message)
+
+    @field_validator("data")
     @classmethod
     def _json(cls, value: Any) -> Any:
         return _plain_json(value)
@@ -223,7 +246,9 @@ class ForkBody(BaseModel):
 
     model_config = _STRICT
 
-    at_entry: Annotated[int, Field(ge=1, le=MAX_ID, description="the last entry the fork sees")]
+    at_entry: Annotated[
+        int, Field(ge=1, le=MAX_ID, description="the last entry the fork sees"), WHOLE
+    ]
     agent: AgentChange | None = None
 
 
@@ -256,10 +281,23 @@ class ReminderBody(BaseModel):
     """Exactly one of ``at`` (epoch milliseconds; a past time fires at once) and ``after``
     (seconds from now)."""
 
-    model_config = _STRICT
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        # What _one_time enforces, stated in the schema: exactly one of the two is given
+        # (as a number; null counts as absent).
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["at"], "properties": {"at": {"type": "integer"}}},
+                {"required": ["after"], "properties": {"after": {"type": "number"}}},
+            ]
+        },
+    )
 
-    message: str = Field(min_length=1, max_length=MAX_REMINDER_CHARS)
-    at: int | None = Field(None, ge=0, description="when, in epoch milliseconds")
+    message: str = Field(min_length=1, max_length=MAX_REMINDER_CHARS, pattern=_NOT_BLANK)
+    at: Annotated[int, Field(ge=0), WHOLE] | None = Field(
+        None, description="when, in epoch milliseconds"
+    )
     after: float | None = Field(None, gt=0, le=MAX_DELAY_S, description="when, in seconds from now")
 
     @field_validator("message")
