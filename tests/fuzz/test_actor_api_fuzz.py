@@ -121,6 +121,8 @@ def test_schemathesis_finds_nothing_and_refusals_write_nothing(
     result = subprocess.run(
         [
             cli,
+            "--config-file",
+            str(Path(__file__).with_name("schemathesis.toml")),
             "run",
             f"{url}/openapi.json",
             "--checks",

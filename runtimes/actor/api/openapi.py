@@ -2,7 +2,8 @@
 
 FastAPI derives the document from the routes and models; two things it cannot know are
 added here: errors are always JSON (also on the watch, whose 200 is an event stream),
-and the tool and extension names an agent may name are the installed ones.
+the tool and extension names an agent may name are the installed ones, and a tagged
+union's tag is required.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ def complete_openapi(spec: dict[str, Any], registry: Registry) -> dict[str, Any]
             for status, response in operation.get("responses", {}).items():
                 if str(status)[:1] in ("4", "5"):
                     response["content"] = dict(_ERROR)
-    change = spec.get("components", {}).get("schemas", {}).get("AgentChange")
+    schemas = spec.get("components", {}).get("schemas", {})
+    _require_discriminators(spec, schemas)
+    change = schemas.get("AgentChange")
     if change is not None:
         installed = {
             "tools": sorted(registry.tool_names()),
@@ -39,3 +42,21 @@ def complete_openapi(spec: dict[str, Any], registry: Registry) -> dict[str, Any]
                     else:
                         option["maxItems"] = 0
     return spec
+
+
+def _require_discriminators(node: Any, schemas: dict[str, Any]) -> None:
+    """A tagged union's tag is required in every member it maps to: the server cannot
+    pick a member without it (a member's default for its own tag does not help)."""
+    if isinstance(node, dict):
+        discriminator = node.get("discriminator")
+        if isinstance(discriminator, dict):
+            tag = discriminator.get("propertyName")
+            for ref in dict(discriminator.get("mapping", {})).values():
+                member = schemas.get(str(ref).rsplit("/", 1)[-1])
+                if member is not None and tag not in member.setdefault("required", []):
+                    member["required"].append(tag)
+        for value in node.values():
+            _require_discriminators(value, schemas)
+    elif isinstance(node, list):
+        for value in node:
+            _require_discriminators(value, schemas)

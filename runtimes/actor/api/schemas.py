@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    WrapValidator,
+    field_validator,
+    model_validator,
+)
 
 from core import JsonValue, json_copy
 from core.harness import HARNESS_KINDS, MAX_DELAY_S, MAX_REMINDER_CHARS, Message, WhenBusy
@@ -73,6 +82,15 @@ RequestId = Annotated[
 ]
 
 
+_MESSAGE = TypeAdapter(Message)
+
+
+def _strict_message(value: Any, _lax: Any) -> Any:
+    # Strict like the rest of the request (``is_error: 0`` is not a boolean); a model's
+    # own config would coerce, and a tagged union takes no ``strict`` constraint.
+    return _MESSAGE.validate_python(value, strict=True)
+
+
 def _plain_json(value: Any) -> Any:
     # core's own definition of JSON: refuses NaN/Infinity (which json.loads accepts).
     return json_copy(value, "value")
@@ -110,7 +128,9 @@ class WriteEntry(BaseModel):
         description="an application entry kind (not one the harness writes itself)",
         json_schema_extra={"not": {"enum": list(sorted(HARNESS_KINDS))}},
     )
-    message: Message | None = Field(None, description="a message that joins the context")
+    message: Annotated[Message, WrapValidator(_strict_message)] | None = Field(
+        None, description="a message that joins the context"
+    )
     data: Any = None
 
     @field_validator("kind")
