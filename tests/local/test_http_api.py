@@ -102,10 +102,22 @@ def test_a_request_id_dedupes_and_a_reused_id_of_the_other_type_conflicts(
     assert snapshot(db_of(running)) == before
 
 
+def settled_snapshot(db: Path, quiet_s: float = 0.2) -> Any:
+    """The actor's rows once they stopped changing for ``quiet_s`` (a 202 returns as
+    soon as the admission commits; the run it started commits its own start after)."""
+    last = snapshot(db)
+    while True:
+        time.sleep(quiet_s)
+        now = snapshot(db)
+        if now == last:
+            return now
+        last = now
+
+
 def test_reject_when_busy_is_409_and_writes_nothing(running: Running, client: httpx.Client) -> None:
     gate = running.data_dir.parent / "gate"
     busy = submit(client, f"gate:{gate}")
-    before = snapshot(db_of(running))
+    before = settled_snapshot(db_of(running))  # the run's own start-up commits are done
     r = client.post(
         f"/v1/actors/{ACTOR}/submissions",
         json={"type": "input", "content": "now?", "when_busy": "reject"},
