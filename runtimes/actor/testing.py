@@ -26,14 +26,16 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import httpx
 from pydantic import BaseModel
 
 from core import Clock, JsonObject
+from core.env import ExecResult, ExecutionEnv, OpRef, OpStatus
 from core.faux import FauxModel, FauxState, faux_message, faux_tool_call
 from core.harness import (
+    EnvFactory,
     Extension,
     ModelRequest,
     ToolContext,
@@ -45,7 +47,7 @@ from core.harness import (
 )
 from core.testing import VirtualClock
 from runtimes.actor.api import ApiConfig, create_app
-from runtimes.actor.config import ActorConfig
+from runtimes.actor.config import ActorConfig, ActorEnvProvider
 from runtimes.actor.errors import ActorLocked
 from runtimes.actor.host import Host
 from runtimes.actor.memory import MemoryActorStore, MemoryHost
@@ -53,7 +55,9 @@ from runtimes.actor.memory import MemoryActorStore, MemoryHost
 __all__ = [
     "HOST_CHECKS",
     "KIT_TOKEN",
+    "KitEnv",
     "KitHost",
+    "KitOpLog",
     "KitTarget",
     "KitTools",
     "MemoryTarget",
@@ -71,7 +75,11 @@ __all__ = [
 ]
 
 KIT_TOKEN = "kit-token-0123456789abcdef"
-KIT_AGENT: JsonObject = {"model": "faux/faux-1", "tools": ["kit_search", "kit_book", "remind"]}
+KIT_AGENT: JsonObject = {
+    "model": "faux/faux-1",
+    "tools": ["kit_search", "kit_book", "kit_hold", "remind"],
+}
+_KIT_TOOLS = {"kit_search", "kit_book", "kit_hold"}
 _TIMEOUT_S = 30.0  # a real-time bound on every wait, so a broken host fails, not hangs
 
 
@@ -138,6 +146,58 @@ class MemoryTarget:
 
 
 @dataclass
+class KitOpLog:
+    """The kit's stand-in for a sandbox's op log: it outlives hosts (as the sandbox
+    outlives the processes that call it), records each op by id, and answers a repeated
+    op id with the recorded result instead of running it again."""
+
+    ops: dict[str, ExecResult | None] = field(default_factory=dict)  # None: running
+    finished: dict[str, asyncio.Event] = field(default_factory=dict)
+    runs: int = 0
+
+    def finish_running(self, output: str) -> None:
+        """Let ops still running (their host is gone) finish, as the sandbox would."""
+        for op_id, result in self.ops.items():
+            if result is None:
+                self.ops[op_id] = ExecResult(0, output, False, len(output), 0)
+                self.finished[op_id].set()
+
+
+class KitEnv:
+    """The slice of :class:`~core.env.ExecutionEnv` the kit's recoverable tool uses:
+    ``exec`` (deduped on the op id) and ``op_status``/``cancel``."""
+
+    def __init__(self, log: KitOpLog, gate: Callable[[], Awaitable[None]] | None) -> None:
+        self.log = log
+        self.gate = gate
+
+    async def exec(self, command: str, *, op: OpRef, **_: Any) -> ExecResult:
+        if op.id in self.log.ops:
+            await self.log.finished[op.id].wait()
+            result = self.log.ops[op.id]
+            assert result is not None
+            return result
+        self.log.ops[op.id] = None
+        self.log.finished[op.id] = asyncio.Event()
+        self.log.runs += 1
+        if self.gate is not None:
+            await self.gate()
+        result = ExecResult(0, f"ran {command}", False, 0, 0)
+        self.log.ops[op.id] = result
+        self.log.finished[op.id].set()
+        return result
+
+    async def op_status(self, op_id: str) -> OpStatus:
+        if op_id not in self.log.ops:
+            return OpStatus("unknown")
+        result = self.log.ops[op_id]
+        return OpStatus("running") if result is None else OpStatus("done", "exec", result)
+
+    async def cancel(self, op_id: str) -> OpStatus:
+        return await self.op_status(op_id)
+
+
+@dataclass
 class KitTools:
     """The kit's tools and what they did. ``gate``: awaited by each tool before it
     answers (default: open); ``started``: called as each tool starts (e.g. to tell a
@@ -147,6 +207,17 @@ class KitTools:
     gate: Callable[[], Awaitable[None]] | None = None
     started: Callable[[str], None] | None = None
     running: set[str] = field(default_factory=set)
+    oplog: KitOpLog = field(default_factory=KitOpLog)
+
+    def env_provider(self) -> ActorEnvProvider:
+        """Every actor's conversations get a :class:`KitEnv` on :attr:`oplog`."""
+
+        @asynccontextmanager
+        async def provide(actor: str) -> AsyncIterator[EnvFactory]:
+            env = cast(ExecutionEnv, KitEnv(self.oplog, self.gate))
+            yield lambda conversation_id, cwd: env
+
+        return provide
 
     async def _run(self, name: str, answer: str) -> str:
         self.runs[name] += 1
@@ -167,6 +238,12 @@ class KitTools:
         async def book(args: Args, ctx: ToolContext) -> str:
             return await self._run("kit_book", f"booked {args.what}")
 
+        async def hold(args: Args, ctx: ToolContext) -> str:
+            self.runs["kit_hold"] += 1
+            self.running.add("kit_hold")
+            result = await ctx.env.exec(f"hold {args.what}", op=ctx.op)
+            return result.output
+
         return define_extension(
             "kit-tools",
             tools=[
@@ -184,25 +261,33 @@ class KitTools:
                     execute=book,
                     replay="unsafe",
                 ),
+                define_tool(
+                    "kit_hold",
+                    description="Hold a seat (a sandbox op: recoverable).",
+                    parameters=Args,
+                    execute=hold,
+                    replay="recoverable",
+                ),
             ],
         )
 
 
 def kit_model() -> FauxModel:
-    """``tools``: one round calling both tools, then ``done: <results>``; anything else
-    is answered ``echo: <text>``."""
+    """``tools``: one round calling the three tools, then ``done: <results>``; anything
+    else is answered ``echo: <text>``."""
 
     def step(request: ModelRequest, state: FauxState) -> Any:
         last = request.messages[-1] if request.messages else None
         if isinstance(last, ToolResultMessage):
             results = [m for m in request.messages if isinstance(m, ToolResultMessage)]
-            return faux_message("done: " + "; ".join(r.content for r in results[-2:]))
+            return faux_message("done: " + "; ".join(r.content for r in results[-3:]))
         users = [m for m in request.messages if isinstance(m, UserMessage)]
         text = users[-1].content if users else ""
         if text == "tools":
             return faux_message(
                 faux_tool_call("kit_search", {"what": "train"}, id="call_search"),
                 faux_tool_call("kit_book", {"what": "seat"}, id="call_book"),
+                faux_tool_call("kit_hold", {"what": "seat"}, id="call_hold"),
             )
         return faux_message(f"echo: {text}")
 
@@ -215,6 +300,7 @@ def kit_config(tools: KitTools | None = None) -> ActorConfig:
     return ActorConfig(
         models=kit_model(),
         extensions=[tools.extension(), reminders_extension()],
+        env=tools.env_provider(),
         default_agent=dict(KIT_AGENT),
     )
 
@@ -295,8 +381,9 @@ async def check_submit_tool_answer(target: KitTarget) -> None:
         assert accepted["status"] in ("placed", "queued"), accepted
         state = await _settled(client, "kit-a", accepted["id"])
         assert state["status"] == "done", state
-        assert state["answer"]["text"] == "done: found train; booked seat", state
-        assert tools.runs == Counter({"kit_search": 1, "kit_book": 1})
+        assert state["answer"]["text"] == "done: found train; booked seat; ran hold seat", state
+        assert tools.runs == Counter({"kit_search": 1, "kit_book": 1, "kit_hold": 1})
+        assert tools.oplog.runs == 1
 
 
 async def check_request_id_dedupes_across_reopen(target: KitTarget) -> None:
@@ -313,27 +400,40 @@ async def check_request_id_dedupes_across_reopen(target: KitTarget) -> None:
 
 
 async def mid_tools_phase(host: KitHost, tools: KitTools, actor: str) -> int:
-    """Start the ``tools`` submission on ``host`` and return once both tools run (the
-    gate of ``tools`` must be closed). Returns the submission id."""
+    """Start the ``tools`` submission on ``host`` and return once the three tools run
+    (the gate of ``tools`` must be closed). Returns the submission id."""
     await host.start()
     async with host.use(actor, create=True) as harness:
         root = await harness.root(agent=dict(KIT_AGENT))
         submission = await root.submit("tools", request_id="kit-mid")
-    await _eventually(lambda: tools.running >= {"kit_search", "kit_book"})
+    await _eventually(lambda: tools.running >= _KIT_TOOLS and tools.oplog.ops != {})
     return submission.id
 
 
-async def resumed_phase(target: KitTarget, actor: str, sid: int) -> None:
+async def resumed_phase(
+    target: KitTarget, actor: str, sid: int, oplog: KitOpLog | None = None
+) -> None:
     """On a new host: the submission completes; ``kit_search`` (safe) ran again,
-    ``kit_book`` (unsafe) was reported interrupted and did not run again."""
-    tools = KitTools()
+    ``kit_book`` (unsafe) was reported interrupted and did not run again, and
+    ``kit_hold`` (recoverable) got the result its op log recorded — without running the
+    op again — when the op log outlived the host (``oplog``: the one the stopped host
+    used, whose running op is let finish now), else was reported interrupted."""
+    if oplog is not None:
+        oplog.finish_running("held seat")
+    tools = KitTools(oplog=oplog or KitOpLog())
     async with _serving(target.host(kit_config(tools), VirtualClock())) as client:
         state = await _settled(client, actor, sid)
         assert state["status"] == "done", state
         results = _tool_results(await _entries(client, actor))
         assert results["kit_search"] == "found train", results
         assert "interrupted" in results["kit_book"], results
-        assert tools.runs == Counter({"kit_search": 1}), tools.runs
+        if oplog is not None:
+            assert results["kit_hold"] == "held seat", results
+            assert tools.runs == Counter({"kit_search": 1, "kit_hold": 1}), tools.runs
+            assert oplog.runs == 1, "the recoverable op ran twice"
+        else:
+            assert "interrupted" in results["kit_hold"], results
+            assert tools.runs == Counter({"kit_search": 1}), tools.runs
 
 
 async def _held() -> None:
@@ -347,7 +447,7 @@ async def check_killed_mid_tools_resumes(target: KitTarget) -> None:
     host = target.host(kit_config(tools), VirtualClock())
     sid = await mid_tools_phase(host, tools, "kit-c")
     await target.kill(host)
-    await resumed_phase(target, "kit-c", sid)
+    await resumed_phase(target, "kit-c", sid, tools.oplog)
 
 
 async def check_evicted_mid_tools_resumes(target: KitTarget) -> None:
@@ -358,7 +458,7 @@ async def check_evicted_mid_tools_resumes(target: KitTarget) -> None:
     assert await host.evict("kit-d", force=True)
     assert "kit-d" not in host.active
     await host.close()
-    await resumed_phase(target, "kit-d", sid)
+    await resumed_phase(target, "kit-d", sid, tools.oplog)
 
 
 async def check_reminder_across_eviction_fires_once(target: KitTarget) -> None:
