@@ -11,6 +11,16 @@
 
 Nothing here imports ``fcntl``, ``aiosqlite``, ``uvicorn``, ``litellm`` or ``boto3``, or
 starts a thread: it runs under Pyodide.
+
+Building a host: implement an :class:`ActorStore` (``open(name, create)`` hands over the
+actor's ``Storage`` under the platform's single-writer guarantee — a file lock, the
+Durable Object itself, a fenced lease — and ``release(discard)`` gives it back), subclass
+:class:`ActorPool` and override its hooks for the platform's wake-up (``parked(name,
+wake)``: arm the timer heap, ``setAlarm``, a one-time schedule; ``admitted``: drop it),
+then serve ``create_app(host, ApiConfig(token))``. The app's lifespan calls
+``host.start()``/``close()``; a bridge without lifespan events calls them itself. Run the
+kit (:data:`runtimes.actor.testing.HOST_CHECKS`) with a :class:`~runtimes.actor.testing.KitTarget`
+for the new host.
 """
 
 from runtimes.actor.config import ActorConfig, ActorEnvProvider, HostObserver, Reporter
