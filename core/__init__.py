@@ -1,8 +1,8 @@
 """perdure core: the runtime-agnostic durable kernel.
 
 Nothing here touches the operating system: storage, time, models and tool execution
-arrive through ports (:class:`Storage`, :class:`Clock`, and later the model and
-execution-environment ports), so the same code runs in a local process, a Durable
+arrive through ports (:class:`Storage`, :class:`Clock`, :class:`core.harness.Models` and
+:class:`core.env.ExecutionEnv`), so the same code runs in a local process, a Durable
 Object or a Lambda invocation.
 """
 

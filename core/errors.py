@@ -25,6 +25,7 @@
     └── HarnessError
         ├── ConversationBusy   ``when_busy="reject"`` and the conversation is busy
         ├── RequestIdConflict  a request id reused for the other submission type
+        ├── ReminderFired      a reminder being cancelled fired first
         ├── RegistryError      an extension that would make the registry invalid
         └── UnknownTool        configuring a tool no installed extension provides
 
@@ -47,6 +48,7 @@ __all__ = [
     "PerdureError",
     "ReadAfterWrite",
     "RegistryError",
+    "ReminderFired",
     "RequestIdConflict",
     "SessionClosed",
     "SessionError",
@@ -163,6 +165,11 @@ class ConversationBusy(HarnessError):
 
 class RequestIdConflict(HarnessError, ValueError):
     """A request id already identifies a submission of the other type."""
+
+
+class ReminderFired(HarnessError):
+    """A reminder being cancelled fired before the cancellation took effect (its message
+    was submitted)."""
 
 
 class RegistryError(HarnessError, ValueError):

@@ -1,6 +1,17 @@
 """The agent harness: conversations, submissions, generation and tool tasks, models."""
 
-from core.harness.harness import Conversation, EnvFactory, Harness, Submission, WhenBusy
+from core.harness.harness import (
+    HARNESS_KINDS,
+    Answer,
+    Conversation,
+    EnvFactory,
+    Harness,
+    Reminder,
+    Submission,
+    WhenBusy,
+    agent_change,
+    write_draft,
+)
 from core.harness.messages import (
     AssistantMessage,
     Message,
@@ -25,6 +36,7 @@ from core.harness.registry import (
     define_tool,
     section,
 )
+from core.harness.reminders import MAX_DELAY_S, MAX_REMINDER_CHARS, reminders_extension
 from core.harness.settings import (
     CompactionSettings,
     HarnessSettings,
@@ -32,14 +44,20 @@ from core.harness.settings import (
     RetrySettings,
 )
 from core.harness.tools import ToolContext, ToolResult
+from core.harness.watch import Frame, Watch
 
 __all__ = [
+    "HARNESS_KINDS",
+    "MAX_DELAY_S",
+    "MAX_REMINDER_CHARS",
+    "Answer",
     "AssistantMessage",
     "Block",
     "CompactionSettings",
     "Conversation",
     "EnvFactory",
     "Extension",
+    "Frame",
     "Harness",
     "HarnessSettings",
     "Hooks",
@@ -50,6 +68,7 @@ __all__ = [
     "Models",
     "ProgressSettings",
     "Registry",
+    "Reminder",
     "ResolvedAgent",
     "RetrySettings",
     "Section",
@@ -64,8 +83,12 @@ __all__ = [
     "ToolResultMessage",
     "Usage",
     "UserMessage",
+    "Watch",
     "WhenBusy",
+    "agent_change",
     "define_extension",
     "define_tool",
+    "reminders_extension",
     "section",
+    "write_draft",
 ]

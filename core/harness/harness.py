@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -27,18 +27,28 @@ from core.engine import Engine
 from core.env import ExecutionEnv
 from core.errors import (
     ConversationBusy,
+    InvalidInput,
+    ReminderFired,
     RequestIdConflict,
     SessionClosed,
+    TaskNotFound,
     UnknownRecord,
     UnknownTool,
 )
 from core.harness.compaction import COMPACTION, settle_compaction, start_compaction
 from core.harness.context import ActiveRange, ContextView
 from core.harness.docs import AGENT, BUILTIN_DOCUMENTS, INBOX, LIVE, USAGE
-from core.harness.messages import Usage, UserMessage, message_from_json, message_to_json
+from core.harness.messages import (
+    AssistantMessage,
+    Usage,
+    UserMessage,
+    assistant_text,
+    message_from_json,
+    message_to_json,
+)
 from core.harness.models import Models
 from core.harness.registry import Registry, ResolvedAgent
-from core.harness.reminders import RemindArgs, pending_timers, start_reminder
+from core.harness.reminders import REMINDER, RemindArgs, pending_timers, start_reminder
 from core.harness.runs import (
     admit_write,
     final_boundary,
@@ -72,7 +82,18 @@ from core.storage.port import Cursor, DocumentCopy, DocumentCreate, Order, Page,
 from core.tasks.definition import TaskDefinition
 from core.tasks.scheduler import Inspection
 
-__all__ = ["Conversation", "EnvFactory", "Harness", "Submission", "WhenBusy"]
+__all__ = [
+    "HARNESS_KINDS",
+    "Answer",
+    "Conversation",
+    "EnvFactory",
+    "Harness",
+    "Reminder",
+    "Submission",
+    "WhenBusy",
+    "agent_change",
+    "write_draft",
+]
 
 WhenBusy = Literal["follow_up", "steer", "reject"]
 EnvFactory = Callable[[int, str | None], ExecutionEnv | None]
@@ -196,10 +217,18 @@ class Harness:
 
     # ------------------------------------------------------------------ conversations
 
-    async def root(self, *, agent: JsonObject | None = None) -> Conversation:
+    async def root(self, *, agent: JsonObject | None = None, defer: bool = False) -> Conversation:
         """The root conversation (id 1), created on first use with ``agent``; if it exists,
-        ``agent`` is ignored and nothing is written."""
-        if await self.session.conversation(ROOT_CONVERSATION_ID) is None:
+        ``agent`` is ignored and nothing is written.
+
+        ``defer``: write nothing now; if the root does not exist, it is created with
+        ``agent`` in the same commit as the first admission made through this handle
+        (:meth:`Conversation.submit`, ``write``, ``reset``, ``configure``), so a refused
+        first request leaves no conversation behind."""
+        exists = await self.session.conversation(ROOT_CONVERSATION_ID) is not None
+        if defer and not exists:
+            return Conversation(self, ROOT_CONVERSATION_ID, create_with=dict(agent or {}))
+        if not exists:
 
             async def create(tx: Tx) -> None:
                 if await tx.conversation(ROOT_CONVERSATION_ID) is not None:
@@ -233,37 +262,16 @@ class Harness:
             doc.value = self._configured({}, agent)
 
     def _configured(self, current: JsonValue, change: Mapping[str, Any]) -> JsonObject:
-        """Apply a configuration change: a field set to ``None`` is cleared, unknown
-        fields, thinking levels and tool names are refused before anything is written."""
-        unknown = sorted(set(change) - set(_AGENT_FIELDS))
-        if unknown:
-            raise ValueError(f"unknown agent field(s): {unknown}")
-        value: JsonObject = dict(current) if isinstance(current, dict) else {}
-        for key, raw in change.items():
-            if raw is None:
-                value.pop(key, None)
-                continue
-            item = json_copy(raw, key)
-            if key == "thinking" and item not in _THINKING:
-                raise ValueError(f"thinking must be one of {_THINKING}, got {item!r}")
-            if key in ("model", "instructions", "cwd") and not isinstance(item, str):
-                raise ValueError(f"agent {key} must be a string")
-            if key in ("tools", "extensions"):
-                if not isinstance(item, list) or not all(isinstance(n, str) for n in item):
-                    raise ValueError(f"agent {key} must be a list of names")
-                if key == "tools":
-                    missing = sorted({str(n) for n in item} - self.registry.tool_names())
-                    if missing:
-                        raise UnknownTool(f"no installed extension provides tool(s) {missing}")
-            value[key] = item
-        return value
+        return agent_change(self.registry, current, change)
 
     # ------------------------------------------------------------------ submissions
 
     async def submission(self, submission_id: int) -> Submission | None:
         """Reacquire a submission handle (after a restart, for instance)."""
         record = await self.session.storage.submission(submission_id)
-        return None if record is None else Submission(self, record.id, record.conversation_id)
+        if record is None:
+            return None
+        return Submission(self, record.id, record.conversation_id, record)
 
     async def _wait_submission(self, submission_id: int, timeout: float | None) -> SubmissionRecord:
         record = await self.session.storage.submission(submission_id)
@@ -302,6 +310,20 @@ class Harness:
 
     async def abort_task(self, task_id: int) -> Literal["marked", "terminal", "orphaned"]:
         return await self.engine.abort_task(task_id)
+
+    async def cancel_reminder(self, task_id: int) -> Task:
+        """Cancel a pending reminder: mark its task aborted and wait until it ended.
+        Returns the ended task. :class:`TaskNotFound` when ``task_id`` is not a pending
+        reminder (unknown, another kind, or no longer waiting); :class:`ReminderFired`
+        when it fired before the abort took effect (its message was submitted)."""
+        pending = {t["task"]: t for t in self.timers()}
+        if pending.get(task_id, {}).get("kind") != REMINDER:
+            raise TaskNotFound(f"no pending reminder {task_id}")
+        await self.abort_task(task_id)
+        ended = await self.wait_for_task(task_id)
+        if ended.outcome is not None and ended.outcome.kind == "completed":
+            raise ReminderFired(f"reminder {task_id} fired before it was cancelled")
+        return ended
 
     def inspect(self) -> Inspection:
         return self.engine.inspect()
@@ -676,9 +698,22 @@ class Harness:
 class Conversation:
     """A handle on one conversation. Stateless: compare by ``id``."""
 
-    def __init__(self, harness: Harness, conversation_id: int) -> None:
+    def __init__(
+        self, harness: Harness, conversation_id: int, *, create_with: JsonObject | None = None
+    ) -> None:
         self._h = harness
         self.id = conversation_id
+        # A deferred root (Harness.root(defer=True)): the agent it is created with by the
+        # first admission through this handle.
+        self._create_with = create_with
+
+    async def _create_if_new(self, tx: Tx) -> None:
+        """Inside an admission commit, after its reads: create a deferred root. Reads the
+        conversation table, so it comes before the commit's first table write."""
+        if self._create_with is None or await tx.conversation(self.id) is not None:
+            return
+        tx.put_conversation(ConversationRecord(self.id))
+        await self._h._init_conversation(tx, self.id, self._create_with)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Conversation) and other.id == self.id
@@ -696,12 +731,17 @@ class Conversation:
         (``follow_up`` starts the next run after the answer, ``steer`` joins the current
         run after its tool round) or refused (``reject`` raises :class:`ConversationBusy`,
         writing nothing). A ``request_id`` seen before in this conversation returns the
-        original submission, before any write and across restarts."""
+        original submission, before any write and across restarts.
+
+        The handle carries the submission as this call committed it (``record``)."""
         if not isinstance(content, str) or not content.strip():
-            raise ValueError("input content must be a non-empty string")
+            raise InvalidInput("input content must be a non-empty string", field="content")
         check_text(content, "content")
         if when_busy not in ("follow_up", "steer", "reject"):
-            raise ValueError(f"when_busy must be follow_up, steer or reject, got {when_busy!r}")
+            raise InvalidInput(
+                f"when_busy must be follow_up, steer or reject, got {when_busy!r}",
+                field="when_busy",
+            )
         _check_request_id(request_id)
         h = self._h
 
@@ -709,6 +749,7 @@ class Conversation:
             existing = await _seen(tx, self.id, request_id, "input")
             if existing is not None:
                 return existing
+            await self._create_if_new(tx)
             live = await tx.doc(LIVE, self.id)
             inbox = await tx.doc(INBOX, self.id)
             running = is_running(live.value)
@@ -729,8 +770,9 @@ class Conversation:
             return record
 
         record = await h.session.commit(admit)
+        self._create_with = None
         h.resume()
-        return Submission(h, record.id, self.id)
+        return Submission(h, record.id, self.id, record)
 
     async def write(
         self,
@@ -742,15 +784,8 @@ class Conversation:
     ) -> Submission:
         """Append an entry without asking for an answer: at once when idle, else at the
         next boundary (writes are placed before user input). ``message``, if given, must be
-        a valid message (it joins the model's context)."""
-        if not isinstance(kind, str) or not kind or kind in _HARNESS_KINDS:
-            raise ValueError(f"a write entry needs an application kind, not {kind!r}")
-        draft: JsonObject = {"kind": check_text(kind, "kind", max_chars=_MAX_KIND_CHARS)}
-        if message is not None:
-            draft["message"] = _valid_message(message)
-        if data is not None:
-            draft["data"] = json_copy(data, "data")
-        return await self._write(draft, request_id)
+        a valid message (it joins the model's context); see :func:`write_draft`."""
+        return await self._write(write_draft(kind, message=message, data=data), request_id)
 
     async def compact(self, instructions: str | None = None) -> int:
         """Compact the conversation now (summarizing all but the recent context, with
@@ -772,22 +807,26 @@ class Conversation:
 
     async def remind(
         self, message: str, *, at: int | None = None, after: float | None = None
-    ) -> int:
-        """Submit ``message`` to this conversation at ``at`` (epoch ms) or ``after``
-        seconds; returns the reminder's task id (abort the task to cancel it)."""
+    ) -> Reminder:
+        """Submit ``message`` to this conversation at ``at`` (epoch ms; a past time fires
+        at once) or ``after`` seconds, at most :data:`~core.harness.reminders.MAX_DELAY_S`
+        ahead; returns the reminder (its task and due time). Cancel it with
+        :meth:`Harness.cancel_reminder`. Bad arguments raise :class:`InvalidInput`."""
         try:
             args = RemindArgs(message=message, at=at, after=after)
         except ValidationError as e:
-            raise ValueError(f"invalid reminder: {e}") from None
+            raise InvalidInput(f"invalid reminder: {e}") from None
         h = self._h
+        now = h.clock.now()
+        due = args.due(now)  # refused here, before the commit, when too far ahead
 
         async def create(tx: Tx) -> int:
-            task = await start_reminder(tx, self.id, args.message, args.due(tx.now()))
+            task = await start_reminder(tx, self.id, args.message, due)
             return task.id
 
         task_id = await h.session.commit(create)
         h.resume()
-        return task_id
+        return Reminder(task=task_id, at=due)
 
     async def reset(
         self, handoff: str | None = None, *, request_id: str | None = None
@@ -809,14 +848,19 @@ class Conversation:
             existing = await _seen(tx, self.id, request_id, "write")
             if existing is not None:
                 return existing
+            await self._create_if_new(tx)
             record = await new_submission(tx, self.id, "write", request_id)
             return await admit_write(tx, record, draft)
 
         record = await h.session.commit(admit)
-        return Submission(h, record.id, self.id)
+        self._create_with = None
+        return Submission(h, record.id, self.id, record)
 
     async def agent(self) -> JsonObject:
-        """The stored agent document (names only)."""
+        """The stored agent document (names only); a deferred root not created yet
+        answers the agent it will be created with."""
+        if self._create_with is not None and await self._h.session.conversation(self.id) is None:
+            return self._h._configured({}, self._create_with)
         return await self._h._agent_doc(self.id)
 
     async def resolved_agent(self) -> ResolvedAgent:
@@ -827,11 +871,14 @@ class Conversation:
         h = self._h
 
         async def apply(tx: Tx) -> JsonObject:
+            await self._create_if_new(tx)
             doc = await tx.doc(AGENT, self.id)
             doc.value = h._configured(doc.value, change)
             return dict(doc.value)
 
-        return await h.session.commit(apply)
+        agent = await h.session.commit(apply)
+        self._create_with = None
+        return agent
 
     async def context(self) -> ContextView:
         return await self._h.context(self.id)
@@ -917,18 +964,53 @@ class Conversation:
 
 
 @dataclass(frozen=True)
+class Answer:
+    """A submission's answer: the assistant entry and its text (empty when the message
+    has no text blocks)."""
+
+    text: str
+    entry: Entry
+
+
+@dataclass(frozen=True)
+class Reminder:
+    """A reminder set with :meth:`Conversation.remind`: its timer task and due time."""
+
+    task: int
+    at: int
+
+
+@dataclass(frozen=True)
 class Submission:
-    """A handle on one submission."""
+    """A handle on one submission. ``record``: the submission as the call that returned
+    the handle committed or read it (a snapshot: :meth:`status` reads it again)."""
 
     harness: Harness
     id: int
     conversation_id: int
+    record: SubmissionRecord | None = field(default=None, compare=False, repr=False)
 
     async def status(self) -> SubmissionRecord:
         record = await self.harness.session.storage.submission(self.id)
         if record is None:
             raise UnknownRecord(f"Unknown submission {self.id}")
         return record
+
+    async def answer(self, record: SubmissionRecord | None = None) -> Answer | None:
+        """The answer of the submission (from ``record`` if given, else its stored
+        state), or ``None`` while it has none (not settled, unanswered, or a write)."""
+        if record is None:
+            record = await self.status()
+        if record.answer is None:
+            return None
+        entry = await self.harness.session.storage.entry(record.answer)
+        if entry is None:
+            return None
+        text = ""
+        if entry.message is not None:
+            message = message_from_json(entry.message)
+            text = assistant_text(message) if isinstance(message, AssistantMessage) else ""
+        return Answer(text=text, entry=entry)
 
     async def wait(self, timeout: float | None = None) -> SubmissionRecord:
         """Wait until the submission is ``done`` or ``unanswered`` (enables scheduling).
@@ -995,22 +1077,77 @@ async def _seen(
     return existing
 
 
-_HARNESS_KINDS = ("user", "assistant", "tool_result", "system", "compaction", "reset")
 _MAX_KIND_CHARS = 256
+HARNESS_KINDS = frozenset({"user", "assistant", "tool_result", "system", "compaction", "reset"})
+"""Entry kinds the harness writes itself; an application write names another kind."""
+
+
+def write_draft(kind: str, *, message: JsonValue = None, data: JsonValue = None) -> JsonObject:
+    """The entry a write appends, checked without touching storage (so a host can refuse
+    a bad write before it opens, let alone creates, the actor): ``kind`` an application
+    kind (not one of :data:`HARNESS_KINDS`), ``message`` (if given) a valid message,
+    ``data`` plain JSON. Raises :class:`InvalidInput` naming the field."""
+    if not isinstance(kind, str) or not kind or kind in HARNESS_KINDS:
+        raise InvalidInput(
+            f"a write entry needs an application kind, not {kind!r}", field="content.kind"
+        )
+    draft: JsonObject = {"kind": check_text(kind, "content.kind", max_chars=_MAX_KIND_CHARS)}
+    if message is not None:
+        draft["message"] = _valid_message(message)
+    if data is not None:
+        draft["data"] = json_copy(data, "content.data")
+    return draft
+
+
+def agent_change(registry: Registry, current: JsonValue, change: Mapping[str, Any]) -> JsonObject:
+    """``current`` (an agent document) with ``change`` applied: a field set to ``None``
+    is cleared; unknown fields, thinking levels and non-string values are refused with
+    :class:`InvalidInput`, tool names no installed extension provides with
+    :class:`UnknownTool`, extension names not installed with :class:`InvalidInput` —
+    all before anything is written (pure: hosts call it before opening an actor)."""
+    unknown = sorted(set(change) - set(_AGENT_FIELDS))
+    if unknown:
+        raise InvalidInput(f"unknown agent field(s): {unknown}", field="agent")
+    value: JsonObject = dict(current) if isinstance(current, dict) else {}
+    for key, raw in change.items():
+        if raw is None:
+            value.pop(key, None)
+            continue
+        item = json_copy(raw, f"agent.{key}")
+        if key == "thinking" and item not in _THINKING:
+            raise InvalidInput(f"thinking must be one of {_THINKING}, got {item!r}", field=key)
+        if key in ("model", "instructions", "cwd") and not isinstance(item, str):
+            raise InvalidInput(f"agent {key} must be a string", field=key)
+        if key in ("tools", "extensions"):
+            if not isinstance(item, list) or not all(isinstance(n, str) for n in item):
+                raise InvalidInput(f"agent {key} must be a list of names", field=key)
+            if key == "tools":
+                missing = sorted({str(n) for n in item} - registry.tool_names())
+                if missing:
+                    raise UnknownTool(f"no installed extension provides tool(s) {missing}")
+            else:
+                installed = {e.name for e in registry.extensions}
+                absent = sorted({str(n) for n in item} - installed)
+                if absent:
+                    raise InvalidInput(f"no installed extension is named {absent}", field=key)
+        value[key] = item
+    return value
 
 
 def _valid_message(message: JsonValue) -> JsonObject:
     """A write's message, checked to be one the context can hold."""
     try:
-        return message_to_json(message_from_json(json_copy(message, "message")))
+        return message_to_json(message_from_json(json_copy(message, "content.message")))
     except ValidationError as e:
-        raise ValueError(f"a write message must be a valid message: {e}") from None
+        raise InvalidInput(
+            f"a write message must be a valid message: {e}", field="content.message"
+        ) from None
 
 
 def _check_request_id(request_id: str | None) -> None:
     if request_id is not None and (
         not isinstance(request_id, str) or not 1 <= len(request_id) <= 256
     ):
-        raise ValueError("a request id is a string of 1 to 256 characters")
+        raise InvalidInput("a request id is a string of 1 to 256 characters", field="request_id")
     if request_id is not None:
         check_text(request_id, "request_id")

@@ -1,6 +1,6 @@
 """The Models port: how the harness asks a language model for a response.
 
-An adapter (the scripted :class:`core.testing.FauxModel`, the litellm adapter on CPython
+An adapter (the scripted :class:`core.faux.FauxModel`, the litellm adapter on CPython
 hosts, an OpenAI-compatible HTTP client on Workers) implements :class:`Models`:
 
 * ``info(model_id)`` describes a model (context window, output limit) or returns

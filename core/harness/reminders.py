@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field, model_validator
 
+from core.errors import InvalidInput
 from core.harness.registry import Extension, define_extension, define_tool
 from core.harness.tools import ToolContext, ToolResult
 from core.jsonvalue import JsonObject
@@ -72,7 +73,7 @@ class RemindArgs(BaseModel):
         host's timer reaches further: an alarm or a schedule wants a real date)."""
         at = self.at if self.at is not None else now + round((self.after or 0) * 1000)
         if at > now + MAX_DELAY_S * 1000:
-            raise ValueError("a reminder can be set at most 366 days ahead")
+            raise InvalidInput("a reminder can be set at most 366 days ahead", field="at")
         return at
 
 

@@ -11,8 +11,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from remote_env import __version__
+from remote_env.limits import BodyLimit
 from remote_env.server.errors import Rejected
-from remote_env.server.limits import BodyLimit
 from remote_env.server.routes import router
 from remote_env.server.service import SandboxService
 from remote_env.server.settings import ServerSettings

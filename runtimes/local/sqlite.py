@@ -22,8 +22,7 @@ from typing import Literal, TypeVar
 
 import aiosqlite
 
-from core.storage.sqlite import SqliteStorage
-from core.storage.sqlite.database import Row, SqlExecutor, SqlValue
+from core.storage.sqlite import Row, SqlExecutor, SqliteStorage, SqlValue
 
 __all__ = [
     "AioSqliteDatabase",

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Generic, TypeVar
 
-from core.tasks.signal import CancelSignal
+from core.tasks import CancelSignal
 
 __all__ = ["until_cancelled"]
 

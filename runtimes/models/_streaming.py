@@ -8,7 +8,7 @@ from typing import Generic, Protocol, TypeVar
 
 from core.harness.models import ModelError, ModelInfo, ModelRequest, StreamEvent
 from core.jsonvalue import JsonValue
-from core.tasks.signal import CancelSignal
+from core.tasks import CancelSignal
 from runtimes.models._cancel import until_cancelled
 
 __all__ = ["StreamingModels"]

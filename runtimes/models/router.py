@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Mapping
 
 from core.harness.models import ModelError, ModelInfo, ModelRequest, Models, StreamEvent
 from core.jsonvalue import JsonValue
-from core.tasks.signal import CancelSignal
+from core.tasks import CancelSignal
 
 __all__ = ["ModelRouter"]
 

@@ -178,3 +178,76 @@ def test_runtimes_do_not_import_remote_env_server_code() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert not node.module.startswith("remote_env.server"), path
+
+
+# --------------------------------------------------------------------------- the seam
+
+PRODUCTION = sorted([*(ROOT / "runtimes").rglob("*.py"), *(ROOT / "remote_env").rglob("*.py")])
+# What code outside core may import from it: the package, its public subpackages, its
+# port modules (what adapters implement: the model port and its messages, the SQL facade)
+# and its record and wire-format modules. Anything else is core's own business.
+PUBLIC_CORE = {
+    "core",
+    "core.clock",
+    "core.docops",
+    "core.env",
+    "core.errors",
+    "core.faux",
+    "core.harness",
+    "core.harness.messages",
+    "core.harness.models",
+    "core.jsonvalue",
+    "core.records",
+    "core.session",
+    "core.storage",
+    "core.storage.sqlite",
+    "core.tasks",
+    "core.tools",
+}
+
+
+def _seam_violations(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    rel = path.relative_to(ROOT)
+    found: list[str] = []
+    for node in ast.walk(tree):
+        modules: list[str] = []
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules = [node.module]
+        for module in modules:
+            if module == "core.testing" and path.name == "testing.py":
+                continue  # a shipped test kit may build on core's (not production code)
+            if module.split(".")[0] == "core" and module not in PUBLIC_CORE:
+                found.append(f"{rel}:{node.lineno} imports core internals ({module})")
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "storage"
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "session"
+        ):
+            found.append(f"{rel}:{node.lineno} reaches into .session.storage")
+    return found
+
+
+@pytest.mark.parametrize("path", PRODUCTION, ids=[str(p.relative_to(ROOT)) for p in PRODUCTION])
+def test_hosts_use_only_cores_public_api(path: Path) -> None:
+    """Runtimes are thin (SPEC §2): they call core's public API, never its storage behind
+    the session or its internal modules; and no production code imports ``core.testing``."""
+    assert _seam_violations(path) == []
+
+
+def test_the_seam_checker_catches_what_it_claims_to(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from core.harness.reminders import x\nimport core.testing\nfrom core import y\n"
+        "async def f(h):\n    return await h.session.storage.task(1)\n"
+    )
+    global ROOT
+    saved = ROOT
+    ROOT = tmp_path
+    try:
+        assert len(_seam_violations(bad)) == 3
+    finally:
+        ROOT = saved

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from pydantic import BaseModel
 
+from core.faux import FauxModel, FauxState, faux_message, faux_tool_call
 from core.harness import (
     AssistantMessage,
     Harness,
@@ -33,7 +34,6 @@ from core.harness import (
     define_tool,
 )
 from core.harness.watch import Watch
-from core.testing.faux import FauxModel, FauxState, faux_message, faux_tool_call
 from runtimes.local.clock import SystemClock
 from runtimes.local.sqlite import open_sqlite_storage
 from tests.bench.bench_kernel import raw_floor

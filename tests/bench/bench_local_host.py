@@ -52,8 +52,9 @@ def _rss_kb() -> tuple[int, int]:
 
 def serve(data: Path, idle_s: float) -> None:
     from core.harness import Harness
-    from runtimes.local.api import ApiConfig, bind, make_server
+    from runtimes.actor.api import ApiConfig
     from runtimes.local.host import ActorHost
+    from runtimes.local.server import bind, make_server
     from tests.local.support import host_config
 
     host = ActorHost(host_config(data, idle_evict_s=idle_s, recover_on_start=False))

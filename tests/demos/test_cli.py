@@ -7,7 +7,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from remote_env.auth import verify_token
-from runtimes.local.cli import app
+from runtimes.cli.main import app
 
 
 def test_the_cli_lists_its_commands() -> None:

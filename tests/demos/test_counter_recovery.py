@@ -19,7 +19,7 @@ def _start(db: Path, to: int) -> subprocess.Popen[str]:
             sys.executable,
             "-u",
             "-m",
-            "runtimes.local.cli",
+            "runtimes.cli.main",
             "demo",
             "counter",
             "--db",

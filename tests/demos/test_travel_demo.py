@@ -19,7 +19,7 @@ def test_the_demo_survives_kill_9_mid_tools_and_a_reminder_survives_eviction(
 ) -> None:
     workdir = tmp_path / "demo"
     result = subprocess.run(
-        [sys.executable, "-m", "runtimes.local.cli", "demo", "--workdir", str(workdir)],
+        [sys.executable, "-m", "runtimes.cli.main", "demo", "--workdir", str(workdir)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from core.faux import FauxModel, FauxState, faux_message, faux_tool_call
 from core.harness import AssistantMessage, Harness, ModelRequest, Registry, ToolResultMessage
-from core.testing.faux import FauxModel, FauxState, faux_message, faux_tool_call
 from core.tools import coding_tools
 from remote_env.client import RemoteEnv, RetryPolicy
 from runtimes.local.clock import SystemClock

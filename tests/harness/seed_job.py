@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from core.faux import FauxModel, FauxState, faux_message, faux_tool_call
 from core.harness import (
     AssistantMessage,
     Harness,
@@ -28,7 +29,6 @@ from core.harness import (
     define_tool,
 )
 from core.storage import Storage
-from core.testing.faux import FauxModel, FauxState, faux_message, faux_tool_call
 from runtimes.local.clock import SystemClock
 from runtimes.local.sqlite import open_sqlite_storage
 

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from core.faux import FAUX_MODEL, FauxModel, FauxStep
 from core.harness import (
     Harness,
     HarnessSettings,
@@ -22,7 +23,6 @@ from core.harness.models import ModelInfo
 from core.records import Entry
 from core.storage import MemoryState, MemoryStorage, Storage
 from core.testing.clock import VirtualClock
-from core.testing.faux import FAUX_MODEL, FauxModel, FauxStep
 from core.testing.wrappers import CommitFault, FaultyStorage
 from runtimes.local.sqlite import open_sqlite_storage
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from core.errors import ConversationBusy, RequestIdConflict, UnknownRecord
+from core.faux import FauxState, faux_error, faux_message, faux_tool_call
 from core.harness import AssistantMessage, ModelRequest, ToolContext
-from core.testing.faux import FauxState, faux_error, faux_message, faux_tool_call
 from tests.core.support import settle, until
 from tests.harness.support import MODEL, Args, Rig, entries, extension, kinds, tool
 

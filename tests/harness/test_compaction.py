@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from core.faux import FauxState, FauxStep, faux_error, faux_message, faux_tool_call
 from core.harness import (
     AssistantMessage,
     CompactionSettings,
@@ -33,7 +34,6 @@ from core.harness.context import ContextView
 from core.harness.docs import INBOX
 from core.harness.models import ModelInfo
 from core.records import Completed, Entry
-from core.testing.faux import FauxState, FauxStep, faux_error, faux_message, faux_tool_call
 from tests.core.support import until
 from tests.harness.support import Rig, entries, kinds
 

@@ -7,11 +7,7 @@ from typing import Any
 
 import pytest
 
-from core.harness import ModelError, ModelRequest, UserMessage
-from core.harness.messages import ThinkingBlock
-from core.harness.models import Deferred, StreamDone, TextDelta, ThinkingDelta, ToolCallDelta
-from core.tasks import CancelSignal
-from core.testing.faux import (
+from core.faux import (
     FauxModel,
     FauxReply,
     FauxState,
@@ -21,6 +17,10 @@ from core.testing.faux import (
     faux_message,
     faux_tool_call,
 )
+from core.harness import ModelError, ModelRequest, UserMessage
+from core.harness.messages import ThinkingBlock
+from core.harness.models import Deferred, StreamDone, TextDelta, ThinkingDelta, ToolCallDelta
+from core.tasks import CancelSignal
 
 REQUEST = ModelRequest(model="faux/faux-1", messages=[UserMessage(content="hello")])
 

@@ -6,16 +6,16 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from core.harness import AssistantMessage, HarnessSettings, ModelRequest, RetrySettings
-from core.harness.models import ModelError
-from core.records import Waiting
-from core.testing.faux import (
+from core.faux import (
     FauxReply,
     FauxState,
     faux_deferred,
     faux_error,
     faux_message,
 )
+from core.harness import AssistantMessage, HarnessSettings, ModelRequest, RetrySettings
+from core.harness.models import ModelError
+from core.records import Waiting
 from tests.core.support import settle, until
 from tests.harness.support import MODEL, Rig, entries, kinds
 

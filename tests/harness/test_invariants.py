@@ -11,9 +11,9 @@ import random
 from pathlib import Path
 from typing import Any
 
+from core.faux import FauxState, faux_error, faux_message, faux_tool_call
 from core.harness import AssistantMessage, ModelRequest, ToolContext
 from core.session import CommitEvent
-from core.testing.faux import FauxState, faux_error, faux_message, faux_tool_call
 from tests.core.support import until
 from tests.harness.support import MODEL, Args, Rig, extension, tool
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from core.faux import FauxModel, FauxState, FauxStep, faux_message
 from core.harness import (
     CompactionSettings,
     Harness,
@@ -22,7 +23,6 @@ from core.harness import (
 from core.harness.compaction import COMPACTION, SUMMARY_PROMPT, estimate_tokens
 from core.harness.models import ModelInfo
 from core.testing.clock import VirtualClock
-from core.testing.faux import FauxModel, FauxState, FauxStep, faux_message
 from runtimes.local.sqlite import open_sqlite_storage
 
 WINDOW = ModelInfo("faux/window-20k", context_window=20_000, max_tokens=2_000)

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from core.errors import TaskNotFound, UnknownRecord
+from core.faux import FauxState, faux_message, faux_tool_call
 from core.harness import AssistantMessage, ModelRequest, ToolContext, UserMessage
 from core.harness.harness import Submission
 from core.harness.subagents import subagent_extension
 from core.records import Aborted, Terminal
 from core.session import Tx
 from core.tasks import TaskRuntime, define_task
-from core.testing.faux import FauxState, faux_message, faux_tool_call
 from core.testing.wrappers import CommitFault
 from tests.core.support import settle, until
 from tests.harness.support import MODEL, Args, Rig, entries, extension, tool

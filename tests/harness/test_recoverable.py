@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from core.testing.faux import faux_message, faux_tool_call
+from core.faux import faux_message, faux_tool_call
 from core.tools import coding_tools
 from tests.core.support import until
 from tests.harness.support import MODEL, Rig, entries

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from core.faux import faux_message, faux_tool_call
 from core.harness.reminders import REMINDER, reminders_extension
 from core.records import Aborted, Completed, Submission, Terminal
-from core.testing.faux import faux_message, faux_tool_call
 from core.testing.wrappers import CommitFault
 from tests.core.support import settle, until
 from tests.harness.support import MODEL, Rig, entries, kinds
@@ -26,7 +26,7 @@ async def test_a_reminder_waits_as_a_timer_then_submits_its_message_once(tmp_pat
     h = await rig.open()
     root = await h.root(agent={"model": MODEL})
     start = rig.clock.now()
-    task_id = await root.remind("Remind me to stretch", after=3)
+    task_id = (await root.remind("Remind me to stretch", after=3)).task
     assert h.timers() == [
         {
             "task": task_id,
@@ -91,7 +91,7 @@ async def test_a_crash_after_the_submission_landed_still_submits_once(tmp_path: 
 
     h = await rig.open(faults=[CommitFault("after", match=reminder_submission)])
     root = await h.root(agent={"model": MODEL})
-    task_id = await root.remind("ping", after=1)
+    task_id = (await root.remind("ping", after=1)).task
     rig.clock.advance(1000)
     await until(lambda: h.session.poisoned is not None)  # the submission is on disk
     await rig.crash(h)
@@ -111,7 +111,7 @@ async def test_a_reminder_due_while_the_actor_was_closed_fires_on_reopen(tmp_pat
     h = await rig.open()
     root = await h.root(agent={"model": MODEL})
     start = rig.clock.now()
-    task_id = await root.remind("wake up", after=60)
+    task_id = (await root.remind("wake up", after=60)).task
     assert h.next_wake() == start + 60_000  # what an evicting host keeps in its timer heap
     await h.close()  # evicted
     rig.clock.advance(120_000)
@@ -129,8 +129,8 @@ async def test_aborting_a_reminder_cancels_it_and_a_conversation_abort_does_not(
     rig = Rig(tmp_path, steps=[faux_message("kept")])
     h = await rig.open()
     root = await h.root(agent={"model": MODEL})
-    cancelled = await root.remind("never", after=10)
-    kept = await root.remind("still here", after=20)
+    cancelled = (await root.remind("never", after=10)).task
+    kept = (await root.remind("still here", after=20)).task
     await root.abort()  # background tasks are outside the conversation's abort
     assert [t["task"] for t in h.timers()] == [cancelled, kept]
     assert await h.abort_task(cancelled) in ("marked", "terminal")

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from core.faux import faux_message, faux_tool_call
 from core.harness import Block, HarnessSettings, Hooks, ToolCall, ToolContext, ToolResult
 from core.records import Aborted, Completed, Failed, Terminal
-from core.testing.faux import faux_message, faux_tool_call
 from tests.core.support import until
 from tests.harness.support import MODEL, Args, Rig, echo, entries, extension, tool
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from core.docops import apply_ops
+from core.faux import faux_message, faux_tool_call
 from core.harness.watch import MAX_PENDING_FRAMES
 from core.session import Tx, define_doc
-from core.testing.faux import faux_message, faux_tool_call
 from tests.core.support import settle
 from tests.harness.support import MODEL, Rig, echo, extension, tool
 

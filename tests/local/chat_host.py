@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from core.faux import FauxModel, FauxState, faux_message, faux_tool_call
 from core.harness import (
     ModelRequest,
     ToolContext,
@@ -28,9 +29,9 @@ from core.harness import (
     define_extension,
     define_tool,
 )
-from core.testing.faux import FauxModel, FauxState, faux_message, faux_tool_call
-from runtimes.local.api import ApiConfig, bind, make_server
+from runtimes.actor.api import ApiConfig
 from runtimes.local.host import ActorHost
+from runtimes.local.server import bind, make_server
 from tests.local.support import TOKEN, file_exists, host_config
 
 LONG = " ".join(f"word{i}" for i in range(400))

@@ -12,8 +12,9 @@ import json
 from pathlib import Path
 
 from core.harness import HarnessSettings, RetrySettings
-from runtimes.local.api import ApiConfig, bind, make_server
+from runtimes.actor.api import ApiConfig
 from runtimes.local.host import ActorHost
+from runtimes.local.server import bind, make_server
 from tests.local.support import TOKEN, host_config
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
+from core.faux import FauxModel, FauxState, faux_error, faux_message, faux_tool_call
 from core.harness import (
     HarnessSettings,
     ModelRequest,
@@ -31,9 +32,10 @@ from core.harness import (
     define_tool,
 )
 from core.harness.compaction import SUMMARY_PROMPT
-from core.testing.faux import FauxModel, FauxState, faux_error, faux_message, faux_tool_call
-from runtimes.local.api import ApiConfig, HostServer, bind, make_server
+from runtimes.actor import ActorConfig
+from runtimes.actor.api import ApiConfig
 from runtimes.local.host import ActorHost, HostConfig
+from runtimes.local.server import HostServer, bind, make_server
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "test-token-0123456789abcdef"
@@ -127,7 +129,11 @@ def host_config(data_dir: Path, **overrides: Any) -> HostConfig:
         "settings": HarnessSettings(),
     }
     fields.update(overrides)
-    return HostConfig(**fields)
+    local = {k: fields.pop(k) for k in _LOCAL_FIELDS if k in fields}
+    return HostConfig(actor=ActorConfig(**fields), **local)
+
+
+_LOCAL_FIELDS = ("data_dir", "idle_evict_s", "recover_on_start", "synchronous", "clock")
 
 
 # --------------------------------------------------------------------------- servers

@@ -21,6 +21,19 @@ TASK = "{task}"
 # (method, path, body, expected status, expected code or None). A ``str`` body is sent
 # raw as JSON; ``None`` sends no body.
 CASES: list[tuple[str, str, Any, int, str | None]] = [
+    # Refused writes to an actor that does not exist yet create no actor (issue 10, 3)
+    (
+        "POST",
+        f"{NEW}/submissions",
+        {"type": "write", "content": {"kind": "note", "message": {}}},
+        422,
+        "invalid",
+    ),
+    ("POST", f"{NEW}/submissions", {"type": "write", "content": {"kind": "system"}}, 422, None),
+    ("POST", f"{A}/submissions", {"type": "write", "content": {"kind": "reset"}}, 422, None),
+    ("PATCH", f"{NEW}/conversations/1/agent", {"extensions": ["nope"]}, 422, "invalid"),
+    ("PATCH", f"{NEW}/conversations/1/agent", {"tools": ["nope"]}, 422, "unknown_tool"),
+    ("PATCH", f"{C}/agent", {"extensions": ["nope"]}, 422, "invalid"),
     # POST submissions: malformed bodies
     ("POST", f"{A}/submissions", "{not json", 400, "malformed_json"),
     ("POST", f"{NEW}/submissions", '{"type": "input", "content": "x"', 400, "malformed_json"),
@@ -172,11 +185,11 @@ CASES: list[tuple[str, str, Any, int, str | None]] = [
     ("POST", f"{C}/fork", None, 422, "invalid"),
     ("POST", f"{C}/fork", {}, 422, "invalid"),
     ("POST", f"{C}/fork", {"at_entry": "2"}, 422, "invalid"),
-    ("POST", f"{C}/fork", {"at_entry": 2.0}, 422, "invalid"),
+    ("POST", f"{C}/fork", {"at_entry": 2.5}, 422, "invalid"),
     ("POST", f"{C}/fork", {"at_entry": 0}, 422, "invalid"),
     ("POST", f"{C}/fork", {"at_entry": 2**63}, 422, "invalid"),
-    ("POST", f"{C}/fork", {"at_entry": 9999}, 422, "invalid_entry"),
-    ("POST", f"{C}/fork", {"at_entry": 1}, 422, "invalid_entry"),  # a conversation id
+    ("POST", f"{C}/fork", {"at_entry": 9999}, 404, "invalid_entry"),
+    ("POST", f"{C}/fork", {"at_entry": 1}, 404, "invalid_entry"),  # a conversation id
     ("POST", f"{C}/fork", {"at_entry": ENTRY, "extra": 1}, 422, "invalid"),
     ("POST", f"{C}/fork", {"at_entry": ENTRY, "agent": "be brief"}, 422, "invalid"),
     ("POST", f"{C}/fork", {"at_entry": ENTRY, "agent": {"colour": "blue"}}, 422, "invalid"),
@@ -281,3 +294,12 @@ def test_every_refused_request_gets_a_4xx_with_a_message_and_writes_nothing(
         assert failures == []
         stored = sorted(p.name for p in data.iterdir())
         assert stored == ["alice.lock", "alice.sqlite", "alice.sqlite-shm", "alice.sqlite-wal"]
+
+
+def test_a_405_says_which_methods_are_allowed(tmp_path: Path) -> None:
+    with serve_in_thread(host_config(tmp_path / "data")) as running, running.client() as client:
+        r = client.post(f"{C}/view")
+        assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
+        assert r.headers["allow"] == "GET"
+        r = client.get(f"{A}/submissions")
+        assert r.status_code == 405 and r.headers["allow"] == "POST"

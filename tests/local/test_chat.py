@@ -20,7 +20,7 @@ import pexpect
 import pytest
 from rich.console import Console
 
-from runtimes.local.chat import Screen, Transcript, sse_events
+from runtimes.cli.chat import Screen, Transcript, sse_events
 from tests.local.support import ROOT, TOKEN, start_host_process, stop
 
 TIMEOUT = 60
@@ -43,7 +43,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]
 def chat(url: str, actor: str, token: str = TOKEN) -> Any:
     child = pexpect.spawn(
         sys.executable,
-        ["-m", "runtimes.local.cli", "chat", actor, "--url", url, "--token", token],
+        ["-m", "runtimes.cli.main", "chat", actor, "--url", url, "--token", token],
         cwd=str(ROOT),
         env={**os.environ, "PYTHONPATH": str(ROOT), "TERM": "dumb", "COLUMNS": "200"},
         encoding="utf-8",

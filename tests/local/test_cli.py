@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from core.harness import HarnessSettings, RetrySettings
-from runtimes.local.cli import app
-from runtimes.local.dev import choose_model
+from runtimes.cli.dev import choose_model
+from runtimes.cli.main import app
 from runtimes.local.host import ActorHost
 from tests.local.support import AGENT, ROOT, host_config
 from tests.models.fake_openai import FakeOpenAI, Stream, finish, text
@@ -30,7 +30,7 @@ def start_dev(
             sys.executable,
             "-u",
             "-m",
-            "runtimes.local.cli",
+            "runtimes.cli.main",
             "dev",
             "--port",
             "0",

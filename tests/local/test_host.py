@@ -11,16 +11,8 @@ import pytest
 
 from core.harness import HarnessSettings, RetrySettings
 from core.testing.clock import VirtualClock
-from runtimes.local.host import (
-    ActorHost,
-    ActorLock,
-    ActorLocked,
-    HostClosed,
-    InvalidActorId,
-    UnknownActor,
-    WakeHeap,
-    check_actor_id,
-)
+from runtimes.actor import ActorLocked, HostClosed, InvalidActorId, UnknownActor, check_actor_id
+from runtimes.local.host import ActorHost, ActorLock, WakeHeap
 from tests.local.support import AGENT, files, host_config, snapshot
 
 

@@ -102,10 +102,22 @@ def test_a_request_id_dedupes_and_a_reused_id_of_the_other_type_conflicts(
     assert snapshot(db_of(running)) == before
 
 
+def settled_snapshot(db: Path, quiet_s: float = 0.2) -> Any:
+    """The actor's rows once they stopped changing for ``quiet_s`` (a 202 returns as
+    soon as the admission commits; the run it started commits its own start after)."""
+    last = snapshot(db)
+    while True:
+        time.sleep(quiet_s)
+        now = snapshot(db)
+        if now == last:
+            return now
+        last = now
+
+
 def test_reject_when_busy_is_409_and_writes_nothing(running: Running, client: httpx.Client) -> None:
     gate = running.data_dir.parent / "gate"
     busy = submit(client, f"gate:{gate}")
-    before = snapshot(db_of(running))
+    before = settled_snapshot(db_of(running))  # the run's own start-up commits are done
     r = client.post(
         f"/v1/actors/{ACTOR}/submissions",
         json={"type": "input", "content": "now?", "when_busy": "reject"},
@@ -253,6 +265,13 @@ def test_openapi_describes_the_routes_and_the_bearer_scheme(running: Running) ->
     assert "202" in post["responses"] and "409" in post["responses"]
     watch = spec["paths"]["/v1/actors/{actor}/conversations/{conversation_id}/watch"]["get"]
     assert "text/event-stream" in watch["responses"]["200"]["content"]
+    # The schema says what the server does: errors are JSON, also on the stream route...
+    assert set(watch["responses"]["404"]["content"]) == {"application/json"}
+    schemas = spec["components"]["schemas"]
+    # ...a reminder takes exactly one of at/after, agents name installed tools only.
+    assert len(schemas["ReminderBody"]["oneOf"]) == 2
+    tools = schemas["AgentChange"]["properties"]["tools"]["anyOf"][0]
+    assert tools["items"]["enum"] == ["echo"]
     fork = spec["paths"]["/v1/actors/{actor}/conversations/{conversation_id}/fork"]["post"]
     assert "201" in fork["responses"]
 
@@ -280,6 +299,24 @@ def test_oversized_bodies_get_413_and_write_nothing(running: Running, client: ht
     assert r.status_code == 413
     assert snapshot(db_of(running)) == before
     assert snapshot(db_of(running, "nobody")) is None
+
+
+def test_twenty_refused_32_mib_bodies_in_a_row_all_receive_the_json_error(
+    running: Running,
+) -> None:
+    """A refused body is drained before the answer, so the connection is closed with
+    nothing unread and no reset can eat the 413 (each POST on a fresh connection)."""
+    body = b"x" * (32 * 1024 * 1024)
+    for _ in range(20):
+        with running.client() as fresh:
+            r = fresh.post(
+                f"/v1/actors/{ACTOR}/submissions",
+                content=body,
+                headers={"content-type": "application/json"},
+            )
+        assert r.status_code == 413, r.status_code
+        assert r.json()["error"]["code"] == "body_too_large"
+    assert snapshot(db_of(running)) is None
 
 
 def test_an_idle_actor_is_evicted_and_the_next_request_reopens_it(tmp_path: Path) -> None:
@@ -497,7 +534,7 @@ def test_fork_sees_the_history_up_to_its_entry_and_takes_an_agent_change(
     before = snapshot(db_of(running))
     child_entry = entries_of(client, child)[-1]["id"]
     r = client.post(f"/v1/actors/{ACTOR}/conversations/1/fork", json={"at_entry": child_entry})
-    assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_entry"
+    assert r.status_code == 404 and r.json()["error"]["code"] == "invalid_entry"
     assert snapshot(db_of(running)) == before
 
 
@@ -603,3 +640,19 @@ def test_a_reminder_wakes_its_evicted_actor(tmp_path: Path) -> None:
         assert running.host.wakes == {ACTOR: reminder["at"]}
         wait_until(lambda: running.host.active == {ACTOR}, timeout=20)
         wait_until(lambda: "assistant: echo: wake up" in texts(entries_of(client)))
+
+
+def test_whole_number_floats_are_integers_as_json_schema_says(
+    running: Running, client: httpx.Client
+) -> None:
+    poll(client, submit(client, "one")["id"])
+    entry = entries_of(client)[0]["id"]
+    r = client.post(f"/v1/actors/{ACTOR}/conversations/1/fork", json={"at_entry": float(entry)})
+    assert r.status_code == 201, r.text
+    r = client.post(
+        f"/v1/actors/{ACTOR}/submissions",
+        json={"type": "input", "content": "two", "conversation_id": 1.0},
+    )
+    assert r.status_code == 202 and r.json()["conversation_id"] == 1, r.text
+    r = client.post(f"/v1/actors/{ACTOR}/conversations/1/fork", json={"at_entry": entry + 0.5})
+    assert r.status_code == 422

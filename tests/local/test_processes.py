@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from runtimes.local.host import ActorHost, ActorLocked
+from runtimes.actor import ActorLocked
+from runtimes.local.host import ActorHost
 from tests.local.support import (
     TOKEN,
     host_config,

@@ -1,9 +1,9 @@
 """The SqlDatabase facade: the only thing the portable SQLite storage needs from a driver.
 
-Four calls, no driver import. Adapters exist for aiosqlite (``runtimes.local``), the
-Durable Object ``ctx.storage.sql`` (``runtimes.cloudflare``) and stdlib ``sqlite3``
-(tests). Pragmas (WAL, ``synchronous``) are the adapter's business: a Durable Object,
-for instance, does not allow them.
+Four calls, no driver import. Adapters exist for aiosqlite and stdlib ``sqlite3``
+(``runtimes.local``); one over the Durable Object ``ctx.storage.sql`` is the Cloudflare
+host's to write (it does not exist yet). Pragmas (WAL, ``synchronous``) are the
+adapter's business: a Durable Object, for instance, does not allow them.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from runtimes.local.host.errors import ActorLocked
+from runtimes.actor.errors import ActorLocked
 
 __all__ = ["ActorLock"]
 

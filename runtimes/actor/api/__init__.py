@@ -1,0 +1,5 @@
+"""The actor HTTP API (SPEC §10): one FastAPI app over any :class:`~runtimes.actor.Host`."""
+
+from runtimes.actor.api.app import ApiConfig, create_app
+
+__all__ = ["ApiConfig", "create_app"]

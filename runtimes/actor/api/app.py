@@ -1,0 +1,90 @@
+"""The ASGI application of the actor HTTP API, around one :class:`Host`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI
+
+from remote_env.limits import BodyLimit
+from runtimes.actor.api.errors import install_error_handlers
+from runtimes.actor.api.middleware import BearerAuth
+from runtimes.actor.api.openapi import complete_openapi
+from runtimes.actor.api.routes import ApiSettings, router
+from runtimes.actor.host import Host
+
+__all__ = ["ApiConfig", "create_app"]
+
+
+@dataclass(frozen=True)
+class ApiConfig:
+    """``token``: the bearer token every ``/v1/`` request must carry. ``max_body_bytes``:
+    larger bodies get ``413``. ``max_wait_s``: the cap on a long poll's ``wait``.
+    ``heartbeat_s``: a watch stream sends a ``: ping`` comment after this long without an
+    event (keeps proxies and clients from timing the stream out)."""
+
+    token: str
+    max_body_bytes: int = 1024 * 1024
+    max_wait_s: float = 60.0
+    heartbeat_s: float = 15.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.token, str) or len(self.token) < 16:
+            raise ValueError("the API token must be a string of at least 16 characters")
+        if self.max_wait_s < 0:
+            raise ValueError("max_wait_s must be >= 0")
+        if not self.heartbeat_s > 0:
+            raise ValueError("heartbeat_s must be > 0")
+
+
+def create_app(
+    host: Host,
+    config: ApiConfig,
+    *,
+    on_shutdown: Sequence[Callable[[], Awaitable[None]]] = (),
+) -> FastAPI:
+    """The app. Its lifespan starts ``host`` and, on shutdown, closes it and then runs
+    ``on_shutdown`` (e.g. closing model clients on the loop that used them); serve it
+    with lifespan events on. ``/openapi.json`` describes it."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await host.start()
+        try:
+            yield
+        finally:
+            try:
+                await host.close()
+            finally:
+                for hook in on_shutdown:
+                    await hook()
+
+    app = FastAPI(
+        title="perdure actors",
+        summary="Submit work to durable agent actors and read their answers.",
+        version="0.1.0",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.host = host
+    app.state.api_settings = ApiSettings(
+        max_wait_s=config.max_wait_s, heartbeat_s=config.heartbeat_s
+    )
+    app.include_router(router)
+    install_error_handlers(app)
+    derive_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = complete_openapi(derive_openapi(), host.registry)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    # Added last = outermost: authentication first, then the body limit.
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(BearerAuth, token=config.token)
+    return app

@@ -1,0 +1,62 @@
+"""The served OpenAPI document, made to say what the server enforces.
+
+FastAPI derives the document from the routes and models; two things it cannot know are
+added here: errors are always JSON (also on the watch, whose 200 is an event stream),
+the tool and extension names an agent may name are the installed ones, and a tagged
+union's tag is required.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.harness import Registry
+
+__all__ = ["complete_openapi"]
+
+_ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+
+
+def complete_openapi(spec: dict[str, Any], registry: Registry) -> dict[str, Any]:
+    """``spec`` (changed in place and returned) with every 4xx/5xx answer documented as
+    JSON ``ErrorResponse`` and ``AgentChange.tools`` / ``.extensions`` limited to the
+    names installed in ``registry`` when the document is built."""
+    for operations in spec.get("paths", {}).values():
+        for operation in operations.values():
+            for status, response in operation.get("responses", {}).items():
+                if str(status)[:1] in ("4", "5"):
+                    response["content"] = dict(_ERROR)
+    schemas = spec.get("components", {}).get("schemas", {})
+    _require_discriminators(spec, schemas)
+    change = schemas.get("AgentChange")
+    if change is not None:
+        installed = {
+            "tools": sorted(registry.tool_names()),
+            "extensions": sorted(e.name for e in registry.extensions),
+        }
+        for field, names in installed.items():
+            for option in change["properties"][field].get("anyOf", []):
+                if option.get("type") == "array":
+                    if names:
+                        option["items"] = {"type": "string", "enum": names}
+                    else:
+                        option["maxItems"] = 0
+    return spec
+
+
+def _require_discriminators(node: Any, schemas: dict[str, Any]) -> None:
+    """A tagged union's tag is required in every member it maps to: the server cannot
+    pick a member without it (a member's default for its own tag does not help)."""
+    if isinstance(node, dict):
+        discriminator = node.get("discriminator")
+        if isinstance(discriminator, dict):
+            tag = discriminator.get("propertyName")
+            for ref in dict(discriminator.get("mapping", {})).values():
+                member = schemas.get(str(ref).rsplit("/", 1)[-1])
+                if member is not None and tag not in member.setdefault("required", []):
+                    member["required"].append(tag)
+        for value in node.values():
+            _require_discriminators(value, schemas)
+    elif isinstance(node, list):
+        for value in node:
+            _require_discriminators(value, schemas)

@@ -1,0 +1,362 @@
+"""The actor routes (SPEC §10). Each one decodes the request, calls the public harness
+API on the actor's harness, and encodes the result; no task logic lives here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from core import JsonObject, UnknownRecord
+from core.harness import Conversation, Harness, Submission, agent_change, write_draft
+from core.records import MAX_ID, ROOT_CONVERSATION_ID
+from core.records import Submission as SubmissionRecord
+from runtimes.actor.api.errors import ApiError
+from runtimes.actor.api.schemas import (
+    AbortBody,
+    Aborted,
+    AgentChange,
+    AgentState,
+    Answer,
+    CompactBody,
+    CompactionStarted,
+    ConversationView,
+    ErrorResponse,
+    ForkBody,
+    Forked,
+    InputSubmission,
+    ReminderBody,
+    ReminderSet,
+    ResetBody,
+    SubmissionAccepted,
+    SubmissionBody,
+    SubmissionState,
+    TaskGraph,
+    Timer,
+    TimerCancelled,
+    Timers,
+)
+from runtimes.actor.api.sse import WatchStream
+from runtimes.actor.api.taskgraph import task_graph
+from runtimes.actor.host import Host
+from runtimes.actor.ids import ACTOR_ID_PATTERN
+
+__all__ = ["ApiSettings", "router"]
+
+_SETTLED = ("done", "unanswered")
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """``max_wait_s`` caps a long poll's ``wait``; ``heartbeat_s``: a watch stream sends a
+    ``: ping`` comment after this long without an event."""
+
+    max_wait_s: float = 60.0
+    heartbeat_s: float = 15.0
+
+
+# Documents the scheme in OpenAPI; the BearerAuth middleware enforces it (see there why).
+_bearer = HTTPBearer(auto_error=False, description="the host's API token")
+
+
+async def _documented_auth(
+    _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    return None
+
+
+async def _host(request: Request) -> Host:
+    host: Host = request.app.state.host
+    return host
+
+
+async def _settings(request: Request) -> ApiSettings:
+    settings: ApiSettings = request.app.state.api_settings
+    return settings
+
+
+HostDep = Annotated[Host, Depends(_host)]
+SettingsDep = Annotated[ApiSettings, Depends(_settings)]
+ActorId = Annotated[
+    str,
+    Path(
+        pattern=ACTOR_ID_PATTERN,
+        description="the conversation-tree id of the actor",
+        examples=["demo"],
+    ),
+]
+ConversationId = Annotated[int, Path(ge=1, le=MAX_ID, examples=[1])]
+SubmissionId = Annotated[int, Path(ge=1, le=MAX_ID)]
+TaskId = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 413, 422, 423, 503)
+}
+
+router = APIRouter(
+    prefix="/v1/actors/{actor}", dependencies=[Depends(_documented_auth)], responses=_ERRORS
+)
+
+
+@router.post("/submissions", status_code=202, response_model=SubmissionAccepted)
+async def submit(
+    actor: ActorId, body: Annotated[SubmissionBody, Body()], host: HostDep
+) -> SubmissionAccepted:
+    """Submit input (answered later) or a write. ``409 conversation_busy`` when
+    ``when_busy`` is ``reject`` and the conversation is busy; a known ``request_id``
+    answers the original submission."""
+    cid = body.conversation_id or ROOT_CONVERSATION_ID
+    if not isinstance(body, InputSubmission):
+        # Checked before the actor is opened: a refused write creates no actor.
+        write_draft(body.content.kind, message=body.content.message_json(), data=body.content.data)
+    # Only the root conversation may be created by a submission, so only then may the
+    # actor itself be created: a request for an unknown conversation writes nothing. The
+    # root is created in the same commit as the submission's admission.
+    async with host.use(actor, create=cid == ROOT_CONVERSATION_ID) as harness:
+        conversation = await _conversation(harness, cid, host.actor_config.default_agent)
+        if isinstance(body, InputSubmission):
+            submission = await conversation.submit(
+                body.content, request_id=body.request_id, when_busy=body.when_busy
+            )
+        else:
+            submission = await conversation.write(
+                body.content.kind,
+                message=body.content.message_json(),
+                data=body.content.data,
+                request_id=body.request_id,
+            )
+    return SubmissionAccepted.of(_committed(submission))
+
+
+@router.get("/submissions/{submission_id}", response_model=SubmissionState)
+async def submission_state(
+    actor: ActorId,
+    submission_id: SubmissionId,
+    host: HostDep,
+    settings: SettingsDep,
+    wait: Annotated[float, Query(ge=0, description="long-poll up to this many seconds")] = 0,
+) -> SubmissionState:
+    """The submission's status; once settled, its answer (text and entry) or the reason
+    it went unanswered. With ``wait``, holds the request until the submission settles or
+    the time (capped by the host) is up, then answers the status at that moment."""
+    timeout = min(wait, settings.max_wait_s)
+    async with host.use(actor) as harness:
+        submission = await harness.submission(submission_id)
+        if submission is None:
+            raise ApiError(404, "not_found", f"no submission {submission_id}")
+        record = await submission.status()
+        if timeout > 0 and record.status not in _SETTLED:
+            # Submission.wait never cancels the work; the host ends the wait early when
+            # it shuts down, so a long poll never holds up a graceful exit.
+            finished, settled = await host.until_shutdown(_settled_within(submission, timeout))
+            record = settled if finished and settled is not None else await submission.status()
+        answer = await submission.answer(record)
+    return SubmissionState(
+        id=record.id,
+        conversation_id=record.conversation_id,
+        type=record.type,
+        status=record.status,
+        request_id=record.request_id,
+        entry_id=record.entry,
+        answer=None if answer is None else Answer(text=answer.text, entry=answer.entry.to_json()),
+        reason=record.reason,
+        detail=record.detail,
+    )
+
+
+@router.patch("/conversations/{conversation_id}/agent", response_model=AgentState)
+async def configure_agent(
+    actor: ActorId, conversation_id: ConversationId, change: AgentChange, host: HostDep
+) -> AgentState:
+    """Change the conversation's agent (model, thinking, tools, extensions, instructions,
+    cwd) in one commit; ``null`` clears a field. The root conversation of a new actor is
+    created with the host's default agent and the change, in one commit."""
+    fields = change.model_dump(exclude_unset=True)
+    agent_change(host.registry, {}, fields)  # refused before the actor is opened
+    root = conversation_id == ROOT_CONVERSATION_ID
+    async with host.use(actor, create=root) as harness:
+        conversation = await _conversation(
+            harness, conversation_id, host.actor_config.default_agent
+        )
+        # A new root is created with the default agent and the change in one commit.
+        agent = (
+            await conversation.configure(**fields) if fields or root else await conversation.agent()
+        )
+    return AgentState(conversation_id=conversation_id, agent=dict(agent))
+
+
+@router.get("/tasks", response_model=TaskGraph)
+async def tasks(actor: ActorId, host: HostDep) -> TaskGraph:
+    """Every live task: derived state, stored status, owner, abort mark, waits."""
+    async with host.use(actor) as harness:
+        return task_graph(harness.inspect())
+
+
+@router.get("/conversations/{conversation_id}/view", response_model=ConversationView)
+async def view(actor: ActorId, conversation_id: ConversationId, host: HostDep) -> ConversationView:
+    """The committed view of the conversation: its active entries (from the latest head
+    marker on) and its current documents (``agent``, ``live``, ``inbox``, ``usage``)."""
+    async with host.use(actor) as harness:
+        conversation = await harness.conversation(conversation_id)
+        value = await conversation.view()
+    return ConversationView.model_validate(value)
+
+
+@router.get(
+    "/conversations/{conversation_id}/watch",
+    status_code=200,
+    response_class=WatchStream,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "the event stream"}},
+)
+async def watch(
+    actor: ActorId, conversation_id: ConversationId, host: HostDep, settings: SettingsDep
+) -> WatchStream:
+    """Server-Sent Events: the committed view first (``event: view``), then one event per
+    commit that changed it (``event: delta``, ``id:`` its commit seq, JSON ops to apply to
+    the view), ``: ping`` comments while quiet, and ``event: end`` when the server ends
+    the stream (host shutting down, actor closed).
+
+    Resuming: a client that loses the stream reconnects and receives the current view
+    again, then deltas from there (``Last-Event-ID`` is not needed and is ignored). The
+    actor stays open while a watch is connected; the watch is stopped as soon as the
+    client disconnects."""
+    return WatchStream(host, actor, conversation_id, heartbeat_s=settings.heartbeat_s)
+
+
+@router.post("/conversations/{conversation_id}/abort", response_model=Aborted)
+async def abort(
+    actor: ActorId,
+    conversation_id: ConversationId,
+    host: HostDep,
+    body: Annotated[AbortBody | None, Body()] = None,
+) -> Aborted:
+    """Abort the conversation's foreground work (with ``background``: its background
+    tasks, reminders included, too) and withdraw its queued input, then wait until it is
+    idle. ``aborted``: how many tasks were marked (0 when it was idle)."""
+    background = body.background if body is not None else False
+    async with host.use(actor) as harness:
+        conversation = await harness.conversation(conversation_id)
+        finished, count = await host.until_shutdown(conversation.abort(background=background))
+    if not finished or count is None:
+        # The abort marks are committed and the work stops, but not before shutdown.
+        raise ApiError(503, "shutting_down", "the host is shutting down; the abort is recorded")
+    return Aborted(aborted=count)
+
+
+@router.post("/conversations/{conversation_id}/fork", status_code=201, response_model=Forked)
+async def fork(
+    actor: ActorId, conversation_id: ConversationId, body: ForkBody, host: HostDep
+) -> Forked:
+    """A new conversation that sees this one's history up to ``at_entry`` (nothing is
+    copied) with its documents per their fork policy; ``agent`` changes the child's agent.
+    ``404 invalid_entry`` when ``at_entry`` is not visible in this conversation (it
+    depends on the conversation's state, which no schema can say)."""
+    change = body.agent.model_dump(exclude_unset=True) if body.agent is not None else None
+    async with host.use(actor) as harness:
+        conversation = await harness.conversation(conversation_id)
+        try:
+            child = await conversation.fork(body.at_entry, agent=change)
+        except UnknownRecord as error:
+            raise ApiError(404, "invalid_entry", str(error)) from error
+    return Forked(conversation_id=child.id)
+
+
+@router.post(
+    "/conversations/{conversation_id}/compact", status_code=202, response_model=CompactionStarted
+)
+async def compact(
+    actor: ActorId,
+    conversation_id: ConversationId,
+    host: HostDep,
+    body: Annotated[CompactBody | None, Body()] = None,
+) -> CompactionStarted:
+    """Start a compaction by hand (``instructions``: extra focus for the summary). The
+    summary lands at once when idle, else at the end of the current run; a conversation
+    too short to compact ends the task ``completed {skipped}``. Follow it with
+    ``GET .../tasks`` or the watch (a ``compaction`` entry)."""
+    instructions = body.instructions if body is not None else None
+    async with host.use(actor) as harness:
+        conversation = await harness.conversation(conversation_id)
+        task = await conversation.compact(instructions)
+    return CompactionStarted(task=task)
+
+
+@router.post(
+    "/conversations/{conversation_id}/reset", status_code=202, response_model=SubmissionAccepted
+)
+async def reset(
+    actor: ActorId,
+    conversation_id: ConversationId,
+    host: HostDep,
+    body: Annotated[ResetBody | None, Body()] = None,
+) -> SubmissionAccepted:
+    """Start a new context range (nothing is deleted): the model sees only ``handoff`` (if
+    given) and what follows. A write submission: ``done`` at once when idle, else
+    ``queued`` until the current run ends."""
+    handoff = body.handoff if body is not None else None
+    request_id = body.request_id if body is not None else None
+    async with host.use(actor) as harness:
+        conversation = await harness.conversation(conversation_id)
+        submission = await conversation.reset(handoff, request_id=request_id)
+    return SubmissionAccepted.of(_committed(submission))
+
+
+@router.post(
+    "/conversations/{conversation_id}/reminders", status_code=201, response_model=ReminderSet
+)
+async def remind(
+    actor: ActorId, conversation_id: ConversationId, body: ReminderBody, host: HostDep
+) -> ReminderSet:
+    """Submit ``message`` to the conversation later: at ``at`` (epoch ms; a past time fires
+    at once) or ``after`` seconds, at most a year ahead. A durable background timer: it
+    fires once, even across evictions and restarts. ``DELETE /timers/{task}`` cancels it."""
+    async with host.use(actor) as harness:
+        conversation = await harness.conversation(conversation_id)
+        reminder = await conversation.remind(body.message, at=body.at, after=body.after)
+    return ReminderSet(task=reminder.task, at=reminder.at)
+
+
+@router.get("/timers", response_model=Timers)
+async def timers(actor: ActorId, host: HostDep) -> Timers:
+    """Live tasks waiting for a time, soonest first: reminders (with their message) and
+    the harness's own waits (model retry backoff, deferred polls); and ``next_wake``, when
+    the actor next has work (the time the host wakes it at if it is evicted)."""
+    async with host.use(actor) as harness:
+        pending = harness.timers()
+        wake = harness.next_wake()
+    return Timers(timers=[Timer.model_validate(t) for t in pending], next_wake=wake)
+
+
+@router.delete("/timers/{task_id}", response_model=TimerCancelled)
+async def cancel_timer(actor: ActorId, task_id: TaskId, host: HostDep) -> TimerCancelled:
+    """Cancel a pending reminder by aborting its task. ``404 not_found`` for an unknown
+    task, a task that is not a reminder, or a reminder no longer pending; ``409
+    already_fired`` if it fired while being cancelled."""
+    async with host.use(actor) as harness:
+        finished, _ended = await host.until_shutdown(harness.cancel_reminder(task_id))
+    if not finished:
+        raise ApiError(503, "shutting_down", "the host is shutting down; the abort is recorded")
+    return TimerCancelled(task=task_id)
+
+
+async def _conversation(harness: Harness, cid: int, default_agent: JsonObject) -> Conversation:
+    if cid == ROOT_CONVERSATION_ID:
+        # Deferred: a new root is created by the request's own admission commit.
+        return await harness.root(agent=default_agent, defer=True)
+    return await harness.conversation(cid)
+
+
+def _committed(submission: Submission) -> SubmissionRecord:
+    record = submission.record
+    assert record is not None  # admissions return the record they committed
+    return record
+
+
+async def _settled_within(submission: Submission, timeout: float) -> SubmissionRecord | None:
+    try:
+        record: SubmissionRecord = await submission.wait(timeout=timeout)
+    except TimeoutError:
+        return None
+    return record

@@ -1,0 +1,26 @@
+"""Errors every actor host raises (typed, so the actor API maps each one to a status)."""
+
+from __future__ import annotations
+
+__all__ = ["ActorLocked", "HostClosed", "HostError", "InvalidActorId", "UnknownActor"]
+
+
+class HostError(Exception):
+    """Base class of the hosts' errors."""
+
+
+class InvalidActorId(HostError, ValueError):
+    """An actor id outside ``[A-Za-z0-9_-]{1,64}``; refused before touching the disk."""
+
+
+class UnknownActor(HostError, LookupError):
+    """The actor has no storage (and the call may not create one)."""
+
+
+class ActorLocked(HostError):
+    """Another writer holds the actor (a file lock, a lease): one writer per actor
+    (invariant 14)."""
+
+
+class HostClosed(HostError):
+    """The host is shutting down or closed; it activates no more actors."""

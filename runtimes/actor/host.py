@@ -1,0 +1,60 @@
+"""The ``Host`` port: what a host gives the actor API for one request."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol, TypeVar
+
+from core import Clock
+from core.harness import Harness, Registry
+from runtimes.actor.config import ActorConfig
+
+__all__ = ["Host"]
+
+T = TypeVar("T")
+
+
+class Host(Protocol):
+    """An actor host as the actor API sees it (local process, Durable Object, Lambda).
+
+    Contract:
+
+    * ``use(actor, create=...)`` yields the actor's open :class:`~core.harness.Harness`
+      under the host's single-writer guarantee and holds it open (not parked) for the
+      block. ``actor`` is validated first (:class:`~runtimes.actor.InvalidActorId`). An
+      actor without storage is created when ``create`` is true, else the call raises
+      :class:`~runtimes.actor.UnknownActor` having written nothing. If the block raises
+      and this activation created the actor with nothing committed since, the actor is
+      gone again before the error propagates. Another writer holding the actor raises
+      :class:`~runtimes.actor.ActorLocked`; a host shutting down raises
+      :class:`~runtimes.actor.HostClosed`.
+    * ``until_shutdown(aw)`` awaits ``aw`` unless shutdown begins first:
+      ``(True, result)`` or ``(False, None)`` (``aw`` cancelled). Long polls and streams
+      wait through it, so a shutdown never waits on a client.
+    * ``actor_config`` is what every actor of the host is opened with (the API reads its
+      ``default_agent``); ``registry`` the extensions installed (the API validates tool
+      and extension names against it before opening anything); ``clock`` the host's.
+    * ``start()`` / ``close()`` bracket serving (an ASGI lifespan calls them); closing
+      writes nothing a crash would not also leave.
+
+    Nothing here may block the event loop or start a thread: a Durable Object has one
+    thread and no ``fcntl``.
+    """
+
+    @property
+    def actor_config(self) -> ActorConfig: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    def use(self, actor: str, *, create: bool = False) -> AbstractAsyncContextManager[Harness]: ...
+
+    async def until_shutdown(self, awaitable: Awaitable[T]) -> tuple[bool, T | None]: ...
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,596 @@
+"""The host scenario kit: what every host must do, as pytest-free ``check_*`` functions.
+
+Each check takes a :class:`KitTarget` — a place actors persist in (a data directory, a
+memory store, a Durable Object namespace) and how to run hosts on it — and raises
+``AssertionError`` when the host misbehaves. A host's test suite runs every check of
+:data:`HOST_CHECKS` against its own target, as the storage kit does for storage adapters::
+
+    @pytest.mark.parametrize("check", HOST_CHECKS, ids=lambda c: c.__name__)
+    async def test_host(check, tmp_path):
+        await check(LocalTarget(tmp_path))
+
+Hosts are driven through the actor API (the ASGI app, in-process) and through the
+wake-up duties every host has (``evict``, ``wake``, ``wakes``). Time is a
+:class:`~core.testing.VirtualClock` the checks advance, so nothing here sleeps on the
+wall clock. The kit's agent has two tools: ``kit_search`` (``safe``: reruns after a
+crash) and ``kit_book`` (``unsafe``: reported interrupted after a crash); both wait on
+the :class:`KitTools` gate, so a check can stop a host while they run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
+
+import httpx
+from pydantic import BaseModel
+
+from core import Clock, JsonObject
+from core.env import ExecResult, ExecutionEnv, OpRef, OpStatus
+from core.faux import FauxModel, FauxState, faux_message, faux_tool_call
+from core.harness import (
+    EnvFactory,
+    Extension,
+    ModelRequest,
+    ToolContext,
+    ToolResultMessage,
+    UserMessage,
+    define_extension,
+    define_tool,
+    reminders_extension,
+)
+from core.testing import VirtualClock
+from runtimes.actor.api import ApiConfig, create_app
+from runtimes.actor.config import ActorConfig, ActorEnvProvider
+from runtimes.actor.errors import ActorLocked
+from runtimes.actor.host import Host
+from runtimes.actor.memory import MemoryActorStore, MemoryHost
+
+__all__ = [
+    "HOST_CHECKS",
+    "KIT_TOKEN",
+    "KitEnv",
+    "KitHost",
+    "KitOpLog",
+    "KitTarget",
+    "KitTools",
+    "MemoryTarget",
+    "check_bad_input_writes_nothing",
+    "check_evicted_mid_tools_resumes",
+    "check_idle_park_keeps_next_wake",
+    "check_killed_mid_tools_resumes",
+    "check_reminder_across_eviction_fires_once",
+    "check_request_id_dedupes_across_reopen",
+    "check_second_writer_is_refused",
+    "check_submit_tool_answer",
+    "kit_config",
+    "mid_tools_phase",
+    "resumed_phase",
+]
+
+KIT_TOKEN = "kit-token-0123456789abcdef"
+KIT_AGENT: JsonObject = {
+    "model": "faux/faux-1",
+    "tools": ["kit_search", "kit_book", "kit_hold", "remind"],
+}
+_KIT_TOOLS = {"kit_search", "kit_book", "kit_hold"}
+_TIMEOUT_S = 30.0  # a real-time bound on every wait, so a broken host fails, not hangs
+
+
+class KitHost(Host, Protocol):
+    """A host as the kit drives it: the :class:`~runtimes.actor.Host` port plus the
+    wake-up duties of SPEC §11."""
+
+    @property
+    def active(self) -> frozenset[str]: ...
+
+    @property
+    def wakes(self) -> Mapping[str, int]: ...
+
+    async def evict(self, actor: str, *, force: bool = False) -> bool: ...
+
+    async def wake(self, actor: str) -> bool: ...
+
+
+class KitTarget(Protocol):
+    """Where a host's actors live, for the kit.
+
+    ``host(config, clock)`` builds a new (not started) host on the place, as a new
+    process or isolate would; ``kill(host)`` stops it as SIGKILL would (nothing closed
+    gracefully may write anything a crash would not, so closing without parking is a
+    faithful stand-in in-process); ``exists(actor)`` tells whether the actor has
+    storage; ``digest(actor)`` is a fingerprint of everything stored for it (``None``:
+    no storage), read without writing.
+    """
+
+    def host(self, config: ActorConfig, clock: Clock) -> KitHost: ...
+
+    async def kill(self, host: KitHost) -> None: ...
+
+    def exists(self, actor: str) -> bool: ...
+
+    def digest(self, actor: str) -> str | None: ...
+
+
+class MemoryTarget:
+    """The kit's target for :class:`~runtimes.actor.memory.MemoryHost`: one memory store
+    that hosts come and go on."""
+
+    def __init__(self) -> None:
+        self.store = MemoryActorStore()
+
+    def host(self, config: ActorConfig, clock: Clock) -> MemoryHost:
+        return MemoryHost(config, clock=clock, store=self.store)
+
+    async def kill(self, host: KitHost) -> None:
+        assert isinstance(host, MemoryHost)
+        await host.crash()
+
+    def exists(self, actor: str) -> bool:
+        return self.store.exists(actor)
+
+    def digest(self, actor: str) -> str | None:
+        state = self.store.states.get(actor)
+        if state is None:
+            return None
+        return hashlib.sha256(repr(dataclasses.asdict(state)).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- the kit's agent
+
+
+@dataclass
+class KitOpLog:
+    """The kit's stand-in for a sandbox's op log: it outlives hosts (as the sandbox
+    outlives the processes that call it), records each op by id, and answers a repeated
+    op id with the recorded result instead of running it again."""
+
+    ops: dict[str, ExecResult | None] = field(default_factory=dict)  # None: running
+    finished: dict[str, asyncio.Event] = field(default_factory=dict)
+    runs: int = 0
+
+    def finish_running(self, output: str) -> None:
+        """Let ops still running (their host is gone) finish, as the sandbox would."""
+        for op_id, result in self.ops.items():
+            if result is None:
+                self.ops[op_id] = ExecResult(0, output, False, len(output), 0)
+                self.finished[op_id].set()
+
+
+class KitEnv:
+    """The slice of :class:`~core.env.ExecutionEnv` the kit's recoverable tool uses:
+    ``exec`` (deduped on the op id) and ``op_status``/``cancel``."""
+
+    def __init__(self, log: KitOpLog, gate: Callable[[], Awaitable[None]] | None) -> None:
+        self.log = log
+        self.gate = gate
+
+    async def exec(self, command: str, *, op: OpRef, **_: Any) -> ExecResult:
+        if op.id in self.log.ops:
+            await self.log.finished[op.id].wait()
+            result = self.log.ops[op.id]
+            assert result is not None
+            return result
+        self.log.ops[op.id] = None
+        self.log.finished[op.id] = asyncio.Event()
+        self.log.runs += 1
+        if self.gate is not None:
+            await self.gate()
+        result = ExecResult(0, f"ran {command}", False, 0, 0)
+        self.log.ops[op.id] = result
+        self.log.finished[op.id].set()
+        return result
+
+    async def op_status(self, op_id: str) -> OpStatus:
+        if op_id not in self.log.ops:
+            return OpStatus("unknown")
+        result = self.log.ops[op_id]
+        return OpStatus("running") if result is None else OpStatus("done", "exec", result)
+
+    async def cancel(self, op_id: str) -> OpStatus:
+        return await self.op_status(op_id)
+
+
+@dataclass
+class KitTools:
+    """The kit's tools and what they did. ``gate``: awaited by each tool before it
+    answers (default: open); ``started``: called as each tool starts (e.g. to tell a
+    parent process that the tools run)."""
+
+    runs: Counter[str] = field(default_factory=Counter)
+    gate: Callable[[], Awaitable[None]] | None = None
+    started: Callable[[str], None] | None = None
+    running: set[str] = field(default_factory=set)
+    oplog: KitOpLog = field(default_factory=KitOpLog)
+
+    def env_provider(self) -> ActorEnvProvider:
+        """Every actor's conversations get a :class:`KitEnv` on :attr:`oplog`."""
+
+        @asynccontextmanager
+        async def provide(actor: str) -> AsyncIterator[EnvFactory]:
+            env = cast(ExecutionEnv, KitEnv(self.oplog, self.gate))
+            yield lambda conversation_id, cwd: env
+
+        return provide
+
+    async def _run(self, name: str, answer: str) -> str:
+        self.runs[name] += 1
+        self.running.add(name)
+        if self.started is not None:
+            self.started(name)
+        if self.gate is not None:
+            await self.gate()
+        return answer
+
+    def extension(self) -> Extension:
+        class Args(BaseModel):
+            what: str = ""
+
+        async def search(args: Args, ctx: ToolContext) -> str:
+            return await self._run("kit_search", f"found {args.what}")
+
+        async def book(args: Args, ctx: ToolContext) -> str:
+            return await self._run("kit_book", f"booked {args.what}")
+
+        async def hold(args: Args, ctx: ToolContext) -> str:
+            self.runs["kit_hold"] += 1
+            self.running.add("kit_hold")
+            result = await ctx.env.exec(f"hold {args.what}", op=ctx.op)
+            return result.output
+
+        return define_extension(
+            "kit-tools",
+            tools=[
+                define_tool(
+                    "kit_search",
+                    description="Search.",
+                    parameters=Args,
+                    execute=search,
+                    replay="safe",
+                ),
+                define_tool(
+                    "kit_book",
+                    description="Book.",
+                    parameters=Args,
+                    execute=book,
+                    replay="unsafe",
+                ),
+                define_tool(
+                    "kit_hold",
+                    description="Hold a seat (a sandbox op: recoverable).",
+                    parameters=Args,
+                    execute=hold,
+                    replay="recoverable",
+                ),
+            ],
+        )
+
+
+def kit_model() -> FauxModel:
+    """``tools``: one round calling the three tools, then ``done: <results>``; anything
+    else is answered ``echo: <text>``."""
+
+    def step(request: ModelRequest, state: FauxState) -> Any:
+        last = request.messages[-1] if request.messages else None
+        if isinstance(last, ToolResultMessage):
+            results = [m for m in request.messages if isinstance(m, ToolResultMessage)]
+            return faux_message("done: " + "; ".join(r.content for r in results[-3:]))
+        users = [m for m in request.messages if isinstance(m, UserMessage)]
+        text = users[-1].content if users else ""
+        if text == "tools":
+            return faux_message(
+                faux_tool_call("kit_search", {"what": "train"}, id="call_search"),
+                faux_tool_call("kit_book", {"what": "seat"}, id="call_book"),
+                faux_tool_call("kit_hold", {"what": "seat"}, id="call_hold"),
+            )
+        return faux_message(f"echo: {text}")
+
+    return FauxModel(fallback=step, record_requests=False)
+
+
+def kit_config(tools: KitTools | None = None) -> ActorConfig:
+    """The :class:`ActorConfig` every check opens its hosts with."""
+    tools = tools or KitTools()
+    return ActorConfig(
+        models=kit_model(),
+        extensions=[tools.extension(), reminders_extension()],
+        env=tools.env_provider(),
+        default_agent=dict(KIT_AGENT),
+    )
+
+
+# --------------------------------------------------------------------------- plumbing
+
+
+@asynccontextmanager
+async def _serving(host: KitHost) -> AsyncIterator[httpx.AsyncClient]:
+    """The host started, with an API client talking to its app in-process."""
+    app = create_app(host, ApiConfig(KIT_TOKEN))
+    await host.start()
+    transport = httpx.ASGITransport(app=app)
+    headers = {"authorization": f"Bearer {KIT_TOKEN}"}
+    try:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://kit", headers=headers
+        ) as client:
+            yield client
+    finally:
+        await host.close()
+
+
+async def _bounded(awaitable: Awaitable[Any]) -> Any:
+    return await asyncio.wait_for(awaitable, _TIMEOUT_S)
+
+
+async def _eventually(predicate: Callable[[], bool]) -> None:
+    async def poll() -> None:
+        while not predicate():  # noqa: ASYNC110 - the predicate is plain state
+            await asyncio.sleep(0.005)
+
+    await _bounded(poll())
+
+
+async def _submit(client: httpx.AsyncClient, actor: str, body: dict[str, Any]) -> dict[str, Any]:
+    r = await client.post(f"/v1/actors/{actor}/submissions", json=body)
+    assert r.status_code == 202, (r.status_code, r.text)
+    answer: dict[str, Any] = r.json()
+    return answer
+
+
+async def _settled(client: httpx.AsyncClient, actor: str, sid: int) -> dict[str, Any]:
+    """The submission once settled (long polls until it is)."""
+    while True:
+        r = await _bounded(client.get(f"/v1/actors/{actor}/submissions/{sid}", params={"wait": 5}))
+        assert r.status_code == 200, (r.status_code, r.text)
+        state: dict[str, Any] = r.json()
+        if state["status"] in ("done", "unanswered"):
+            return state
+        await asyncio.sleep(0.01)
+
+
+async def _entries(client: httpx.AsyncClient, actor: str) -> list[dict[str, Any]]:
+    r = await client.get(f"/v1/actors/{actor}/conversations/1/view")
+    assert r.status_code == 200, (r.status_code, r.text)
+    entries: list[dict[str, Any]] = r.json()["entries"]
+    return entries
+
+
+def _tool_results(entries: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for entry in entries:
+        message = entry.get("message")
+        if entry.get("kind") == "tool_result" and isinstance(message, dict):
+            out[str(message.get("tool_name"))] = str(message.get("content"))
+    return out
+
+
+# --------------------------------------------------------------------------- checks
+
+
+async def check_submit_tool_answer(target: KitTarget) -> None:
+    """A submission runs the tools and is answered with their results."""
+    tools = KitTools()
+    async with _serving(target.host(kit_config(tools), VirtualClock())) as client:
+        accepted = await _submit(client, "kit-a", {"type": "input", "content": "tools"})
+        assert accepted["status"] in ("placed", "queued"), accepted
+        state = await _settled(client, "kit-a", accepted["id"])
+        assert state["status"] == "done", state
+        assert state["answer"]["text"] == "done: found train; booked seat; ran hold seat", state
+        assert tools.runs == Counter({"kit_search": 1, "kit_book": 1, "kit_hold": 1})
+        assert tools.oplog.runs == 1
+
+
+async def check_request_id_dedupes_across_reopen(target: KitTarget) -> None:
+    """A known request id answers the original submission, also from a new host."""
+    body = {"type": "input", "content": "hello", "request_id": "kit-r1"}
+    async with _serving(target.host(kit_config(), VirtualClock())) as client:
+        first = await _submit(client, "kit-b", body)
+        await _settled(client, "kit-b", first["id"])
+    async with _serving(target.host(kit_config(), VirtualClock())) as client:
+        again = await _submit(client, "kit-b", body)
+        assert again["id"] == first["id"] and again["status"] == "done", (first, again)
+        users = [e for e in await _entries(client, "kit-b") if e["kind"] == "user"]
+        assert len(users) == 1, users
+
+
+async def mid_tools_phase(host: KitHost, tools: KitTools, actor: str) -> int:
+    """Start the ``tools`` submission on ``host`` and return once the three tools run
+    (the gate of ``tools`` must be closed). Returns the submission id."""
+    await host.start()
+    async with host.use(actor, create=True) as harness:
+        root = await harness.root(agent=dict(KIT_AGENT))
+        submission = await root.submit("tools", request_id="kit-mid")
+    await _eventually(lambda: tools.running >= _KIT_TOOLS and tools.oplog.ops != {})
+    return submission.id
+
+
+async def resumed_phase(
+    target: KitTarget, actor: str, sid: int, oplog: KitOpLog | None = None
+) -> None:
+    """On a new host: the submission completes; ``kit_search`` (safe) ran again,
+    ``kit_book`` (unsafe) was reported interrupted and did not run again, and
+    ``kit_hold`` (recoverable) got the result its op log recorded — without running the
+    op again — when the op log outlived the host (``oplog``: the one the stopped host
+    used, whose running op is let finish now), else was reported interrupted."""
+    if oplog is not None:
+        oplog.finish_running("held seat")
+    tools = KitTools(oplog=oplog or KitOpLog())
+    async with _serving(target.host(kit_config(tools), VirtualClock())) as client:
+        state = await _settled(client, actor, sid)
+        assert state["status"] == "done", state
+        results = _tool_results(await _entries(client, actor))
+        assert results["kit_search"] == "found train", results
+        assert "interrupted" in results["kit_book"], results
+        if oplog is not None:
+            assert results["kit_hold"] == "held seat", results
+            assert tools.runs == Counter({"kit_search": 1, "kit_hold": 1}), tools.runs
+            assert oplog.runs == 1, "the recoverable op ran twice"
+        else:
+            assert "interrupted" in results["kit_hold"], results
+            assert tools.runs == Counter({"kit_search": 1}), tools.runs
+
+
+async def _held() -> None:
+    await asyncio.Event().wait()  # never opens: the host is stopped under it
+
+
+async def check_killed_mid_tools_resumes(target: KitTarget) -> None:
+    """A host killed while tools run: the next host resumes (safe reruns, unsafe
+    interrupted)."""
+    tools = KitTools(gate=_held)
+    host = target.host(kit_config(tools), VirtualClock())
+    sid = await mid_tools_phase(host, tools, "kit-c")
+    await target.kill(host)
+    await resumed_phase(target, "kit-c", sid, tools.oplog)
+
+
+async def check_evicted_mid_tools_resumes(target: KitTarget) -> None:
+    """An actor evicted (forced) while tools run: the wake resumes it the same way."""
+    tools = KitTools(gate=_held)
+    host = target.host(kit_config(tools), VirtualClock())
+    sid = await mid_tools_phase(host, tools, "kit-d")
+    assert await host.evict("kit-d", force=True)
+    assert "kit-d" not in host.active
+    await host.close()
+    await resumed_phase(target, "kit-d", sid, tools.oplog)
+
+
+async def check_reminder_across_eviction_fires_once(target: KitTarget) -> None:
+    """A reminder set before an eviction fires once when due, even when the wake is
+    delivered more than once."""
+    clock = VirtualClock()
+    host = target.host(kit_config(), clock)
+    async with _serving(host) as client:
+        await _settled(client, "kit-e", (await _submit(client, "kit-e", _hello))["id"])
+        r = await client.post(
+            "/v1/actors/kit-e/conversations/1/reminders", json={"message": "ping", "after": 5}
+        )
+        assert r.status_code == 201, r.text
+        due = r.json()["at"]
+        assert await host.evict("kit-e")
+        assert host.wakes.get("kit-e") == due, host.wakes
+        clock.advance(5_000)  # the host's own wake-up fires...
+        await asyncio.gather(host.wake("kit-e"), host.wake("kit-e"))  # ...and two more
+        await _eventually(lambda: "kit-e" in host.active)
+
+        async def answered() -> list[dict[str, Any]]:
+            while True:
+                entries = await _entries(client, "kit-e")
+                if [e for e in entries if e["kind"] == "assistant"][-1:] and any(
+                    e["kind"] == "user" and e["message"]["content"] == "ping" for e in entries
+                ):
+                    last = entries[-1]
+                    if last["kind"] == "assistant":
+                        return entries
+                await asyncio.sleep(0.01)
+
+        entries = await _bounded(answered())
+        pings = [e for e in entries if e["kind"] == "user" and e["message"]["content"] == "ping"]
+        assert len(pings) == 1, entries
+        timers = (await client.get("/v1/actors/kit-e/timers")).json()
+        assert timers["timers"] == [], timers
+
+
+_hello = {"type": "input", "content": "hello"}
+
+
+async def check_idle_park_keeps_next_wake(target: KitTarget) -> None:
+    """An idle actor with a pending reminder parks; its next wake is kept by the host."""
+    host = target.host(kit_config(), VirtualClock())
+    async with _serving(host) as client:
+        await _settled(client, "kit-f", (await _submit(client, "kit-f", _hello))["id"])
+        r = await client.post(
+            "/v1/actors/kit-f/conversations/1/reminders", json={"message": "later", "after": 60}
+        )
+        due = r.json()["at"]
+        timers = (await client.get("/v1/actors/kit-f/timers")).json()
+        assert timers["next_wake"] == due, timers
+        assert await host.evict("kit-f")  # idle: parkable without force
+        assert "kit-f" not in host.active
+        assert host.wakes.get("kit-f") == due, host.wakes
+
+
+# Refused requests: (method, path under /v1/actors/{actor}, JSON body). Each must be a
+# 4xx that writes nothing, whether the actor exists or not.
+BAD_REQUESTS: list[tuple[str, str, Any]] = [
+    ("POST", "/submissions", {"type": "input", "content": ""}),
+    ("POST", "/submissions", {"type": "input", "content": "x", "when_busy": "never"}),
+    ("POST", "/submissions", {"type": "write", "content": {"kind": "note", "message": {}}}),
+    ("POST", "/submissions", {"type": "write", "content": {"kind": "system"}}),
+    ("POST", "/submissions", {"type": "write", "content": {"kind": "user"}}),
+    ("POST", "/submissions", {"type": "input", "content": "x", "conversation_id": 99}),
+    ("POST", "/submissions", {"type": "input", "content": "x", "extra": 1}),
+    ("POST", "/submissions", [1, 2]),
+    ("PATCH", "/conversations/1/agent", {"tools": ["nope"]}),
+    ("PATCH", "/conversations/1/agent", {"extensions": ["nope"]}),
+    ("PATCH", "/conversations/1/agent", {"thinking": "max"}),
+    ("PATCH", "/conversations/1/agent", {"model": 5}),
+    ("POST", "/conversations/1/reminders", {"message": "x"}),
+    ("POST", "/conversations/1/reminders", {"message": "x", "at": 1, "after": 1}),
+    ("POST", "/conversations/1/reminders", {"message": "x", "after": 10**9}),
+    ("POST", "/conversations/1/reminders", {"message": " ", "after": 1}),
+    ("POST", "/conversations/1/fork", {"at_entry": 10**6}),
+    ("POST", "/conversations/1/compact", {"instructions": ""}),
+    ("POST", "/conversations/1/reset", {"handoff": 3}),
+    ("POST", "/conversations/1/abort", {"background": "yes"}),
+    ("DELETE", "/timers/12345", None),
+    ("POST", "/conversations/7/abort", {}),
+]
+
+
+async def check_bad_input_writes_nothing(target: KitTarget) -> None:
+    """Every refused request is a 4xx with ``{error: {code, message}}``, leaves an
+    existing actor's storage unchanged and creates no actor."""
+    host = target.host(kit_config(), VirtualClock())
+    async with _serving(host) as client:
+        await _settled(client, "kit-g", (await _submit(client, "kit-g", _hello))["id"])
+        async with host.use("kit-g") as harness:
+            await _bounded(harness.wait_for_idle())
+        before = target.digest("kit-g")
+        assert before is not None
+        for number, (method, path, body) in enumerate(BAD_REQUESTS):
+            for actor in ("kit-g", f"kit-new-{number}"):
+                r = await client.request(method, f"/v1/actors/{actor}{path}", json=body)
+                assert 400 <= r.status_code < 500, (method, path, body, r.status_code, r.text)
+                error = r.json()["error"]
+                assert error["code"] and error["message"], r.text
+                assert not target.exists(f"kit-new-{number}"), (method, path, body)
+            assert target.digest("kit-g") == before, (method, path, body)
+
+
+async def check_second_writer_is_refused(target: KitTarget) -> None:
+    """While one host holds an actor, a second host on the same place is refused."""
+    first = target.host(kit_config(), VirtualClock())
+    second = target.host(kit_config(), VirtualClock())
+    await first.start()
+    await second.start()
+    try:
+        async with first.use("kit-h", create=True) as harness:
+            await harness.root(agent=dict(KIT_AGENT))
+            try:
+                async with second.use("kit-h"):
+                    raise AssertionError("a second writer opened the actor")
+            except ActorLocked:
+                pass
+    finally:
+        await second.close()
+        await first.close()
+
+
+HOST_CHECKS: list[Callable[[KitTarget], Awaitable[None]]] = [
+    check_submit_tool_answer,
+    check_request_id_dedupes_across_reopen,
+    check_killed_mid_tools_resumes,
+    check_evicted_mid_tools_resumes,
+    check_reminder_across_eviction_fires_once,
+    check_idle_park_keeps_next_wake,
+    check_bad_input_writes_nothing,
+    check_second_writer_is_refused,
+]
+"""Every check, for a host's test suite to parametrize over."""

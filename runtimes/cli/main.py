@@ -1,0 +1,184 @@
+"""The ``perdure`` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(help="perdure: a durable agent harness.", no_args_is_help=True)
+demo_app = typer.Typer(help="Runnable demonstrations.")
+app.add_typer(demo_app, name="demo")
+
+
+def _mount_sandbox_commands() -> None:
+    # The sandbox server's own CLI (``sandbox``, ``token``) under the perdure command.
+    from remote_env.cli import app as sandbox_cli
+
+    for command in sandbox_cli.registered_commands:
+        app.registered_commands.append(command)
+
+
+_mount_sandbox_commands()
+
+
+@demo_app.callback(invoke_without_command=True)
+def demo(
+    ctx: typer.Context,
+    workdir: Annotated[
+        Path | None,
+        typer.Option(help="keep the demo's files (actors, sandbox, logs) in this new directory"),
+    ] = None,
+) -> None:
+    """The travel agent: kill -9 mid-tools, resume, and a reminder across eviction."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from runtimes.cli.demo.run import run_demo
+
+    if not run_demo(workdir):
+        raise typer.Exit(1)
+
+
+@demo_app.command("counter")
+def demo_counter(
+    db: Path = typer.Option(Path("counter.sqlite"), help="SQLite file holding the count."),
+    to: int = typer.Option(10, min=1, help="Count to this number (for a new count)."),
+    interval_ms: int = typer.Option(500, min=0, help="Milliseconds between ticks."),
+) -> None:
+    """Count durably: kill it mid-count and run it again to see it carry on."""
+    from runtimes.cli.counter import run_counter
+
+    result = asyncio.run(run_counter(db, to=to, interval_ms=interval_ms))
+    typer.echo(f"done: {result}")
+
+
+@app.command()
+def dev(
+    data: Annotated[Path, typer.Option(help="directory of the actors' SQLite files")] = Path(
+        "perdure-data"
+    ),
+    port: Annotated[int, typer.Option(min=0, max=65535, help="port on 127.0.0.1 (0: any)")] = 8787,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PERDURE_MODEL",
+            help="litellm model string, e.g. openai/gpt-4o-mini (default: the demo model)",
+        ),
+    ] = None,
+    api_base: Annotated[
+        str | None, typer.Option(help="the model server's base URL (local or proxy servers)")
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(envvar="PERDURE_TOKEN", help="API token (default: a fresh random one)"),
+    ] = None,
+    idle_evict: Annotated[
+        float, typer.Option(min=0, help="seconds before an idle actor is evicted")
+    ] = 300.0,
+    sandbox: Annotated[
+        str | None, typer.Option(help="sandbox server URL: enables the coding tools")
+    ] = None,
+    sandbox_secret: Annotated[
+        Path | None, typer.Option(help="the sandbox server's token secret file")
+    ] = None,
+) -> None:
+    """Run the actor HTTP API on 127.0.0.1 for development (Ctrl-C stops it cleanly)."""
+    from runtimes.cli.dev import DevOptions, run_dev
+
+    if (sandbox is None) != (sandbox_secret is None):
+        raise typer.BadParameter("--sandbox and --sandbox-secret go together")
+    secret = None
+    if sandbox_secret is not None:
+        from remote_env.auth import load_secret
+
+        secret = load_secret(sandbox_secret)
+    options = DevOptions(
+        data_dir=data,
+        port=port,
+        model=model,
+        api_base=api_base,
+        token=token,
+        idle_evict_s=idle_evict,
+        sandbox_url=sandbox,
+        sandbox_secret=secret,
+    )
+    try:
+        run_dev(options, say=typer.echo)
+    except KeyboardInterrupt:  # uvicorn re-raises SIGINT after its graceful shutdown
+        typer.echo("stopped")
+
+
+@app.command("inspect")
+def inspect_actor(
+    actor: Annotated[str, typer.Argument(help="the actor (conversation-tree) id")],
+    data: Annotated[
+        Path | None,
+        typer.Option(help="read the actor's storage here (not while a host serves it)"),
+    ] = None,
+    url: Annotated[str | None, typer.Option(help="ask the host serving the actor")] = None,
+    token: Annotated[
+        str | None, typer.Option(envvar="PERDURE_TOKEN", help="API token for --url")
+    ] = None,
+) -> None:
+    """Print an actor's live task tree, from its storage (--data) or its host (--url)."""
+    from rich.console import Console
+
+    from runtimes.actor import HostError
+    from runtimes.cli.taskview import (
+        TaskGraphUnavailable,
+        fetch_task_graph,
+        read_task_graph,
+        render_task_graph,
+    )
+
+    if (data is None) == (url is None):
+        raise typer.BadParameter("give exactly one of --data DIR or --url URL")
+    try:
+        if url is not None:
+            if not token:
+                raise typer.BadParameter("--url needs --token (or PERDURE_TOKEN)")
+            graph = fetch_task_graph(url, actor, token)
+        else:
+            assert data is not None
+            graph = asyncio.run(read_task_graph(data, actor))
+    except (HostError, TaskGraphUnavailable) as error:
+        hint = " (a host is serving it: use --url)" if "another process" in str(error) else ""
+        typer.echo(f"error: {error}{hint}", err=True)
+        raise typer.Exit(1) from None
+    Console(width=int(os.environ.get("COLUMNS", "100"))).print(render_task_graph(actor, graph))
+
+
+@app.command("chat")
+def chat(
+    actor: Annotated[str, typer.Argument(help="the actor (conversation-tree) id")] = "demo",
+    url: Annotated[
+        str, typer.Option(envvar="PERDURE_URL", help="the host's URL (perdure dev prints it)")
+    ] = "http://127.0.0.1:8787",
+    token: Annotated[
+        str | None, typer.Option(envvar="PERDURE_TOKEN", help="the host's API token")
+    ] = None,
+    conversation: Annotated[
+        int, typer.Option(min=1, help="the conversation to talk in (1: the root)")
+    ] = 1,
+) -> None:
+    """Talk to an actor: lines you type are sent (while it works, they steer it); its
+    answers stream in. Ctrl-C aborts the run; Ctrl-C when idle, Ctrl-D or /quit exits."""
+    from runtimes.cli.chat import ChatOptions, chat_main
+
+    if not token:
+        raise typer.BadParameter("--token (or PERDURE_TOKEN) is required")
+    code = chat_main(ChatOptions(url=url, token=token, actor=actor, conversation_id=conversation))
+    raise typer.Exit(code)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""``perdure inspect``: an actor's live task graph, read locally or over HTTP, as a tree.
+
+Two sources, same answer (the ``GET /v1/actors/{actor}/tasks`` model):
+
+* ``--url``: ask the host serving the actor; nothing is opened here. Use this while a
+  host is running, since it holds the actor's lock.
+* ``--data``: open the actor's storage through :class:`ActorHost` (taking its lock, so
+  never beside a live host) *without resuming it*: no task runs and nothing is written,
+  except that opening turns tasks a crash left ``running`` into ``pending`` — what any
+  host opening the actor does first. Task kinds of extensions this process does not
+  install show as ``blocked (missing_task)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.text import Text
+from rich.tree import Tree
+
+from core import JsonValue
+from core.harness import ModelError, ModelInfo, ModelRequest
+from core.tasks import CancelSignal
+from runtimes.actor import ActorConfig, check_actor_id
+from runtimes.actor.api.schemas import TaskGraph, TaskNode
+from runtimes.actor.api.taskgraph import task_graph
+from runtimes.local.host import ActorHost, HostConfig
+
+__all__ = ["TaskGraphUnavailable", "fetch_task_graph", "read_task_graph", "render_task_graph"]
+
+_STATE_STYLE = {
+    "running": "bold green",
+    "ready": "cyan",
+    "waiting": "yellow",
+    "completing": "magenta",
+    "blocked": "bold red",
+}
+
+
+class TaskGraphUnavailable(Exception):
+    """The graph could not be read (the message says why)."""
+
+
+async def read_task_graph(data_dir: Path, actor: str) -> TaskGraph:
+    """The graph from the actor's storage in ``data_dir`` (see the module docstring).
+
+    Raises ``UnknownActor`` / ``ActorLocked`` / ``InvalidActorId`` from the host.
+    """
+    # No model is ever called: the harness is opened but never resumed.
+    config = HostConfig(
+        data_dir=data_dir, actor=ActorConfig(models=_NoModels()), recover_on_start=False
+    )
+    host = ActorHost(config)
+    try:
+        return task_graph(await host.inspect(actor))
+    finally:
+        await host.close()
+
+
+class _NoModels:
+    """The models of a harness that is only looked at: it knows no model and refuses
+    every request (none is ever made, since the harness is never resumed)."""
+
+    def info(self, model_id: str) -> ModelInfo | None:
+        return None
+
+    def stream(self, request: ModelRequest, signal: CancelSignal) -> AsyncIterator[Any]:
+        return self._refuse(request.model)
+
+    def fetch(self, model_id: str, handle: JsonValue, signal: CancelSignal) -> AsyncIterator[Any]:
+        return self._refuse(model_id)
+
+    async def cancel_deferred(self, model_id: str, handle: JsonValue) -> None:
+        return None
+
+    async def _refuse(self, model_id: str) -> AsyncIterator[Any]:
+        nothing: tuple[Any, ...] = ()
+        for event in nothing:  # an async generator (iteration raises), yielding nothing
+            yield event
+        raise ModelError(f"the task view calls no model ({model_id})")
+
+
+def fetch_task_graph(url: str, actor: str, token: str, *, timeout: float = 10.0) -> TaskGraph:
+    """The graph from the host serving the actor at ``url``."""
+    check_actor_id(actor)
+    try:
+        r = httpx.get(
+            f"{url.rstrip('/')}/v1/actors/{actor}/tasks",
+            headers={"authorization": f"Bearer {token}"},
+            timeout=timeout,
+        )
+    except httpx.HTTPError as error:
+        raise TaskGraphUnavailable(f"cannot reach {url}: {error}") from error
+    if r.status_code != 200:
+        try:
+            message = r.json()["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            message = r.text[:200]
+        raise TaskGraphUnavailable(f"{r.status_code}: {message}")
+    return TaskGraph.model_validate(r.json())
+
+
+def render_task_graph(actor: str, graph: TaskGraph) -> Tree:
+    """Conversations, each with its tasks nested under their owners."""
+    tree = Tree(Text.assemble(("actor ", "bold"), (actor, "bold cyan"), f"  ({graph.scheduling})"))
+    if not graph.tasks:
+        tree.add(Text("no live tasks", style="dim"))
+        return tree
+    ids = {t.id for t in graph.tasks}
+    children: dict[int | None, list[TaskNode]] = {}
+    for task in graph.tasks:
+        parent = task.owner if task.owner in ids else None
+        children.setdefault(parent, []).append(task)
+    conversations: dict[int, Tree] = {}
+    for task in children.get(None, []):
+        branch = conversations.get(task.conversation_id)
+        if branch is None:
+            branch = conversations[task.conversation_id] = tree.add(
+                Text(f"conversation {task.conversation_id}", style="bold")
+            )
+        _add(branch, task, children)
+    return tree
+
+
+def _add(branch: Tree, task: TaskNode, children: dict[int | None, list[TaskNode]]) -> None:
+    node = branch.add(_label(task))
+    for child in children.get(task.id, []):
+        _add(node, child, children)
+
+
+def _label(task: TaskNode) -> Text:
+    label = Text.assemble(
+        (f"#{task.id} ", "bold"),
+        (task.kind, ""),
+        "  ",
+        (task.state, _STATE_STYLE.get(task.state, "")),
+    )
+    if task.status != task.state:
+        label.append(f" (stored {task.status})", style="dim")
+    if task.blocked_reason:
+        label.append(f" ({task.blocked_reason})", style="red")
+    if task.waiting_on:
+        label.append(f" on {', '.join(f'#{i}' for i in task.waiting_on)}", style="yellow")
+    if task.until is not None:
+        at = datetime.fromtimestamp(task.until / 1000).isoformat(sep=" ", timespec="seconds")
+        label.append(f" until {at}", style="yellow")
+    if task.background:
+        label.append(" [background]", style="dim")
+    if task.abort_requested:
+        label.append(" [abort requested]", style="bold red")
+    return label

@@ -1,0 +1,72 @@
+"""Actors' storage on this machine: ``<actor>.sqlite`` guarded by ``<actor>.lock``."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from core import SqliteStorage
+from runtimes.actor import UnknownActor
+from runtimes.local.host.lock import ActorLock
+from runtimes.local.sqlite import Synchronous, open_sqlite_storage
+
+__all__ = ["LocalStore", "actor_paths"]
+
+_SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
+
+
+def actor_paths(data_dir: Path, actor: str) -> tuple[Path, Path]:
+    """``(<actor>.sqlite, <actor>.lock)`` in ``data_dir`` (``actor`` must be a valid id)."""
+    return data_dir / f"{actor}.sqlite", data_dir / f"{actor}.lock"
+
+
+class _LocalLease:
+    def __init__(self, storage: SqliteStorage, db: Path, lock: ActorLock, *, fresh: bool):
+        self.storage = storage
+        self.fresh = fresh
+        self.db = db
+        self._lock = lock
+
+    async def release(self, *, discard: bool) -> None:
+        """Remove the files first when discarding (the lock goes last: no other process
+        opens the actor meanwhile)."""
+        try:
+            if discard:
+                for path in (
+                    self.db,
+                    *(self.db.with_name(self.db.name + s) for s in _SQLITE_SIDECARS),
+                ):
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
+        finally:
+            self._lock.release(unlink=discard)
+
+
+class LocalStore:
+    """:class:`~runtimes.actor.ActorStore` over a data directory: one SQLite file per
+    actor, held under an exclusive ``flock`` (:class:`ActorLock`), so a second process
+    is refused with :class:`~runtimes.actor.ActorLocked`."""
+
+    def __init__(self, data_dir: Path, *, synchronous: Synchronous = "NORMAL") -> None:
+        self.data_dir = data_dir
+        self.synchronous: Synchronous = synchronous
+
+    def exists(self, name: str) -> bool:
+        return actor_paths(self.data_dir, name)[0].exists()
+
+    async def open(self, name: str, *, create: bool) -> _LocalLease:
+        db, lock_path = actor_paths(self.data_dir, name)
+        if not create and not db.exists():
+            raise UnknownActor(f"no actor {name!r}")  # before the lock: no file is made
+        lock = ActorLock.acquire(lock_path)
+        # Checked again under the lock: no other process creates or discards it meanwhile.
+        existed = db.exists()
+        if not existed and not create:
+            lock.release(unlink=True)  # it was discarded since the first check
+            raise UnknownActor(f"no actor {name!r}")
+        try:
+            storage = await open_sqlite_storage(db, synchronous=self.synchronous)
+        except BaseException:
+            lock.release()
+            raise
+        return _LocalLease(storage, db, lock, fresh=not existed)
