@@ -1113,7 +1113,7 @@ def agent_change(registry: Registry, current: JsonValue, change: Mapping[str, An
         if raw is None:
             value.pop(key, None)
             continue
-        item = json_copy(raw, f"agent.{key}")
+        item = json_copy(raw, key)
         if key == "thinking" and item not in _THINKING:
             raise InvalidInput(f"thinking must be one of {_THINKING}, got {item!r}", field=key)
         if key in ("model", "instructions", "cwd") and not isinstance(item, str):

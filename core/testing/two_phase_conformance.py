@@ -16,13 +16,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from core.errors import SessionPoisoned, StorageCorrupt, StorageRejected
+from core.faux.model import _yield
 from core.jsonvalue import JsonObject, dumps, loads
 from core.records import Conversation, Running
 from core.session import Session, Tx
 from core.storage.port import DocumentChange, DocumentCopy, DocumentRetire, Storage, Write
 from core.storage.sqlite.write_set import CommitGate
 from core.testing.clock import VirtualClock
-from core.testing.faux import _yield
 from core.testing.storage_conformance import _doc, _entry, _rejects, _sub, _task
 
 __all__ = ["OpenStorage", "TwoPhaseCase", "TwoPhaseStorage", "two_phase_cases"]

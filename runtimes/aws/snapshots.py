@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from core.storage.sqlite.database import SqlDatabase
+from core.storage.sqlite import SqlDatabase
 from runtimes.aws.errors import LeaseLost
 from runtimes.aws.keys import ActorKeys
 from runtimes.aws.lease import Lease

@@ -33,7 +33,7 @@ from typing import Any, Protocol, TypeVar
 
 from core.errors import StorageClosed
 from core.storage.sqlite import SqliteStorage
-from core.storage.sqlite.database import Row, SqlExecutor, SqlValue
+from core.storage.sqlite import Row, SqlExecutor, SqlValue
 
 __all__ = [
     "DurableObjectDatabase",

@@ -35,6 +35,7 @@ from runtimes.cloudflare.names import (
 
 __all__ = ["Default", "PerdureActor", "WorkerClock", "configure"]
 
+
 class _Deployment:
     open_harness: HarnessOpener | None = None
     routes: RouteTable = RouteTable()

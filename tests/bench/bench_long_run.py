@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from pydantic import BaseModel
 
 from core.clock import Clock
+from core.faux import FAUX_MODEL, FauxModel, FauxState, faux_message, faux_tool_call
 from core.harness import (
     AssistantMessage,
     Harness,
@@ -44,7 +45,6 @@ from core.harness.compaction import COMPACTION, SUMMARY_PROMPT, estimate_tokens
 from core.harness.docs import LIVE, USAGE
 from core.harness.models import ModelInfo
 from core.records import Completed
-from core.testing.faux import FAUX_MODEL, FauxModel, FauxState, faux_message, faux_tool_call
 from runtimes.local.clock import SystemClock
 from runtimes.local.sqlite import open_sqlite_storage
 

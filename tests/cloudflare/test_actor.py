@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from core.faux import FauxModel, FauxState, faux_block, faux_message, faux_tool_call
 from core.harness import (
     AssistantMessage,
     Harness,
@@ -30,7 +31,6 @@ from core.harness import (
 )
 from core.storage import Storage
 from core.testing.clock import VirtualClock
-from core.testing.faux import FauxModel, FauxState, faux_block, faux_message, faux_tool_call
 from runtimes.cloudflare.actor import DurableActor
 from runtimes.cloudflare.alarm import HEARTBEAT_MS, AlarmReport
 from tests.cloudflare.standin import DurableObjectHome

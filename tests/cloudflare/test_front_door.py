@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
+from runtimes.actor.api.app import ApiConfig, create_app
+from runtimes.actor.api.routes import router
 from runtimes.cloudflare.front_door import Forward, FrontDoor, Refusal, RouteTable
-from runtimes.local.api.app import ApiConfig, create_app
-from runtimes.local.api.routes import router
 from runtimes.local.host import ActorHost
 from tests.local.support import host_config
 

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from core.faux import FauxModel, FauxState, FauxStep, faux_message, faux_tool_call
 from core.harness import (
     CompactionSettings,
     Harness,
@@ -38,7 +39,6 @@ from core.harness.compaction import SUMMARY_PROMPT, estimate_tokens
 from core.harness.docs import INBOX
 from core.harness.models import ModelInfo
 from core.harness.runs import queued_summary
-from core.testing.faux import FauxModel, FauxState, FauxStep, faux_message, faux_tool_call
 from runtimes.local.clock import SystemClock
 from runtimes.local.sqlite import open_sqlite_storage
 from tests.harness.support import echo, entries, extension, kinds, tool

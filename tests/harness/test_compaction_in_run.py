@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from core.faux import FauxState, FauxStep, faux_message, faux_tool_call
 from core.harness import CompactionSettings, HarnessSettings, ModelRequest, Usage, UserMessage
 from core.harness.compaction import (
     SUMMARY_PROMPT,
@@ -22,7 +23,6 @@ from core.harness.compaction import (
 from core.harness.docs import INBOX, LIVE, USAGE
 from core.harness.runs import queued_summary
 from core.records import Completed
-from core.testing.faux import FauxState, FauxStep, faux_message, faux_tool_call
 from tests.bench.bench_long_run import long_run, report
 from tests.core.support import until
 from tests.harness.support import Rig, echo, entries, extension, kinds, tool

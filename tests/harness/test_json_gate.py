@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from core.errors import InvalidJson
+from core.faux import faux_message, faux_tool_call
 from core.harness import Harness, Hooks, ToolCall, ToolContext
 from core.jsonvalue import dumps
-from core.testing.faux import faux_message, faux_tool_call
 from tests.harness.support import MODEL, Rig, echo, entries, extension, tool
 
 
@@ -33,16 +33,16 @@ ATTEMPTS: list[tuple[str, Attempt, str]] = [
     ("agent-extensions", lambda h, c: c.configure(extensions=["ok", BAD]), "extensions[1]"),
     ("agent-tools", lambda h, c: c.configure(tools=[BAD]), "tools[0]"),
     ("new-conversation", lambda h, c: h.create_conversation(agent={"cwd": BAD}), "cwd"),
-    ("write-data", lambda h, c: c.write("note", data={"items": [1, BAD]}), "data.items[1]"),
-    ("write-data-key", lambda h, c: c.write("note", data={BAD: 1}), "data"),
-    ("write-255-deep", lambda h, c: c.write("note", data=nested(255)), "data" + "[0]" * 64),
-    ("write-1000-deep", lambda h, c: c.write("note", data=nested(1000)), "data" + "[0]" * 64),
+    ("write-data", lambda h, c: c.write("note", data={"items": [1, BAD]}), "content.data.items[1]"),
+    ("write-data-key", lambda h, c: c.write("note", data={BAD: 1}), "content.data"),
+    ("write-255-deep", lambda h, c: c.write("note", data=nested(255)), "content.data" + "[0]" * 64),
+    ("write-1000-deep", lambda h, c: c.write("note", data=nested(1000)), "content.data" + "[0]" * 64),
     (
         "write-message",
         lambda h, c: c.write("note", message={"role": "user", "content": BAD}),
-        "message.content",
+        "content.message.content",
     ),
-    ("write-kind", lambda h, c: c.write(BAD, data=1), "kind"),
+    ("write-kind", lambda h, c: c.write(BAD, data=1), "content.kind"),
     ("write-request-id", lambda h, c: c.write("note", data=1, request_id=BAD), "request_id"),
     ("submit-content", lambda h, c: c.submit(BAD), "content"),
     ("reset-handoff", lambda h, c: c.reset(BAD), "handoff"),

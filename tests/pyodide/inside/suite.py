@@ -25,6 +25,7 @@ sdk_imported = time.perf_counter()
 
 from pydantic import BaseModel  # noqa: E402
 
+from core.faux import FauxModel, FauxState, faux_message, faux_tool_call  # noqa: E402
 from core.harness import (  # noqa: E402
     AssistantMessage,
     Harness,
@@ -37,7 +38,6 @@ from core.harness import (  # noqa: E402
 )
 from core.storage import MemoryStorage, Storage  # noqa: E402
 from core.testing.clock import VirtualClock  # noqa: E402
-from core.testing.faux import FauxModel, FauxState, faux_message, faux_tool_call  # noqa: E402
 from core.testing.storage_conformance import storage_cases  # noqa: E402
 from core.testing.wrappers import ReopeningStorage  # noqa: E402
 from runtimes.cloudflare.storage import DurableObjectDatabase  # noqa: E402

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from core.faux import FauxModel, FauxState, faux_message, faux_tool_call
 from core.harness import (
     AssistantMessage,
     Harness,
@@ -26,7 +27,6 @@ from core.harness import (
 )
 from core.storage import Storage
 from core.testing.clock import VirtualClock
-from core.testing.faux import FauxModel, FauxState, faux_message, faux_tool_call
 
 __all__ = ["MODEL", "cold_open", "long_actor", "noop_registry", "tool_rounds"]
 
