@@ -32,8 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from core.errors import StorageClosed
-from core.storage.sqlite import SqliteStorage
-from core.storage.sqlite import Row, SqlExecutor, SqlValue
+from core.storage.sqlite import Row, SqlExecutor, SqliteStorage, SqlValue
 
 __all__ = [
     "DurableObjectDatabase",

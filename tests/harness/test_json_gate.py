@@ -24,6 +24,7 @@ def nested(depth: int) -> Any:
 
 
 BAD = "x\ud800"
+DEEP_FIELD = "content.data" + "[0]" * 64  # the gate stops at the depth limit
 Attempt = Callable[[Harness, Any], Awaitable[Any]]
 
 ATTEMPTS: list[tuple[str, Attempt, str]] = [
@@ -35,8 +36,8 @@ ATTEMPTS: list[tuple[str, Attempt, str]] = [
     ("new-conversation", lambda h, c: h.create_conversation(agent={"cwd": BAD}), "cwd"),
     ("write-data", lambda h, c: c.write("note", data={"items": [1, BAD]}), "content.data.items[1]"),
     ("write-data-key", lambda h, c: c.write("note", data={BAD: 1}), "content.data"),
-    ("write-255-deep", lambda h, c: c.write("note", data=nested(255)), "content.data" + "[0]" * 64),
-    ("write-1000-deep", lambda h, c: c.write("note", data=nested(1000)), "content.data" + "[0]" * 64),
+    ("write-255-deep", lambda h, c: c.write("note", data=nested(255)), DEEP_FIELD),
+    ("write-1000-deep", lambda h, c: c.write("note", data=nested(1000)), DEEP_FIELD),
     (
         "write-message",
         lambda h, c: c.write("note", message={"role": "user", "content": BAD}),
