@@ -14,8 +14,11 @@ be changed by the caller that handed it over, and a value that could not be stor
 * nesting deeper than :data:`MAX_DEPTH` containers (serializers and parsers elsewhere,
   pydantic's included, give up long before Python's recursion limit would);
 * a string or key longer than :data:`MAX_STRING_CHARS`;
-* an integer outside the signed 64-bit range (beyond it JSON parsers disagree, and
-  Python refuses to print integers of more than 4300 digits).
+* an integer of more than :data:`MAX_INT_DIGITS` digits (Python refuses to print, and
+  so to serve back, longer ones). Within that, integers are exact as JSON allows: no
+  64-bit bound, because a JSON Schema cannot tell ``2**64`` from the float ``1.8e19``,
+  so an API could not state such a bound; JSON is stored as text, never bound as an
+  SQL integer.
 
 The walk is iterative, so no input can raise ``RecursionError``. A refusal raises
 :class:`~core.errors.InvalidJson` whose ``field`` is the path of the bad value, rooted
@@ -33,6 +36,7 @@ from core.errors import InvalidJson
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_INT_DIGITS",
     "MAX_STRING_CHARS",
     "JsonObject",
     "JsonValue",
@@ -54,8 +58,11 @@ MAX_DEPTH: Final = 64
 #: far lower (50 KiB by default), so only a hostile or broken caller gets near it.
 MAX_STRING_CHARS: Final = 1024 * 1024
 
-_INT_MIN: Final = -(2**63)
-_INT_MAX: Final = 2**63 - 1
+#: Longest integer admitted, in decimal digits: CPython's default limit for ``str(int)``.
+MAX_INT_DIGITS: Final = 4300
+
+_INT_MIN: Final = -(10**MAX_INT_DIGITS) + 1
+_INT_MAX: Final = 10**MAX_INT_DIGITS - 1
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -162,7 +169,7 @@ def _scalar_problem(item: object, max_string_chars: int) -> str | None:
     if t is int:
         if _INT_MIN <= item <= _INT_MAX:  # type: ignore[operator]
             return None
-        return "is an integer outside the signed 64-bit range"
+        return f"is an integer of more than {MAX_INT_DIGITS} digits"
     if t is float:
         if math.isfinite(item):  # type: ignore[arg-type]
             return None

@@ -99,8 +99,7 @@ TERMINAL_STATUSES: Final[frozenset[str]] = frozenset(
 )
 
 _MAX_PATH = 4096
-#: Bound of the open-ended integers: the largest integer a JSON number holds exactly (and
-#: within the 64-bit range core's JSON gate admits).
+#: Bound of the open-ended integers: the largest integer a JSON number holds exactly.
 _MAX_INT = 2**53 - 1
 
 

@@ -11,6 +11,7 @@ import pytest
 from core.errors import InvalidInput, InvalidJson
 from core.jsonvalue import (
     MAX_DEPTH,
+    MAX_INT_DIGITS,
     MAX_STRING_CHARS,
     dumps,
     json_copy,
@@ -44,7 +45,7 @@ BAD: list[tuple[str, Any, str]] = [
     ("long-string", {"s": "x" * (MAX_STRING_CHARS + 1)}, "v.s"),
     ("long-key", {"x" * (MAX_STRING_CHARS + 1): 1}, "v"),
     ("infinity", [1, float("inf")], "v[1]"),
-    ("big-int", {"n": 2**64}, "v.n"),
+    ("huge-int", {"n": 10**MAX_INT_DIGITS}, "v.n"),
 ]
 
 
@@ -58,7 +59,12 @@ def test_the_gate_refuses_with_the_path_of_the_bad_value(bad: Any, field: str) -
 
 
 def test_the_limits_themselves_are_admitted() -> None:
-    value = {"deep": nested(MAX_DEPTH - 1), "s": "é" * MAX_STRING_CHARS, "n": -(2**63)}
+    value = {
+        "deep": nested(MAX_DEPTH - 1),
+        "s": "é" * MAX_STRING_CHARS,
+        "n": -(10**MAX_INT_DIGITS) + 1,
+        "m": 2**64,
+    }
     copied = json_copy(value)
     assert json_equal(copied, value) and copied is not value
     assert json_copy("\U0001f600 astral is fine") == "\U0001f600 astral is fine"
