@@ -140,6 +140,7 @@ class Scheduler:
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._unsubscribe = [session.subscribe(self._on_commit), source.subscribe(self.kick)]
         session.before_commit.append(self._reserve_eagerly)
+        session.poison_listeners.append(self._fail_waiters)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -156,6 +157,18 @@ class Scheduler:
             await self._derive(tx)
 
         await self.session.commit(reconcile)
+
+    def _fail_waiters(self, error: BaseException) -> None:
+        """Closed or poisoned: no task will settle in this session any more."""
+        for task_futures in self._task_waiters.values():
+            for fut in task_futures:
+                if not fut.done():
+                    fut.set_exception(error)
+        for idle in self._idle_waiters:
+            if not idle.done():
+                idle.set_exception(error)
+        self._task_waiters.clear()
+        self._idle_waiters.clear()
 
     def resume(self) -> None:
         """Enable scheduling (idempotent)."""
@@ -183,16 +196,7 @@ class Scheduler:
             return
         self.closing = True
         self._cancel_timer()
-        closed = SessionClosed("the harness is closed")
-        for task_futures in self._task_waiters.values():
-            for fut in task_futures:
-                if not fut.done():
-                    fut.set_exception(closed)
-        for idle in self._idle_waiters:
-            if not idle.done():
-                idle.set_exception(closed)
-        self._task_waiters.clear()
-        self._idle_waiters.clear()
+        self._fail_waiters(SessionClosed("the harness is closed"))
         for inv in list(self._invocations.values()):
             inv.signal.set("closing")
             if inv.job is not None:
@@ -543,6 +547,7 @@ class Scheduler:
                 return stored
         if self.closing:
             raise SessionClosed("the harness is closed")
+        self.session.check_open()  # poisoned: it would never settle here
         fut: asyncio.Future[Task] = asyncio.get_running_loop().create_future()
         self._task_waiters.setdefault(task_id, []).append(fut)
         self.resume()
@@ -566,6 +571,7 @@ class Scheduler:
             return
         if self.closing:
             raise SessionClosed("the harness is closed")
+        self.session.check_open()  # poisoned: it would never become idle here
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._idle_waiters.append(fut)
         self.resume()

@@ -1,0 +1,308 @@
+"""Randomized schedules (hypothesis stateful testing) against one durable actor.
+
+A machine drives a harness over memory storage or a real SQLite file with interleavings
+of submit (follow-up / steer / reject, with and without reused request ids), scripted
+model behaviour (answers, tool rounds, retryable and fatal errors, deferred answers,
+requests that hang until released or aborted), abort of a conversation or one submission, fork,
+compact, reset, reminders, clock advances, crash-and-reopen, clean close-and-reopen,
+registry replacement (the same extension name with changed or removed tools) and
+letting the loop run for a while.
+
+After every step the invariants that hold at any time are checked against what was
+committed (see :mod:`core.testing.consistency`); at the end the machine settles to idle
+and runs the full check: every accepted input settled exactly once, no duplicate
+entries, every task terminal, no orphaned live state, the unsafe tool at most once per
+call, and for SQLite ``PRAGMA integrity_check`` plus our cross-table checks.
+
+The default run is bounded (``max_examples=30`` per backend); ``-m slow`` runs a larger
+profile. Shrunk failures are kept as explicit tests in ``test_regressions.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from core.errors import ConversationBusy
+from core.testing.faux import faux_deferred, faux_error, faux_message
+from tests.harness.support import echo, extension, tool
+from tests.recovery.support import MODEL, World
+
+REQUEST_IDS = st.sampled_from([None, None, None, "r1", "r2", "r3"])
+TOOLS = st.lists(st.sampled_from(["quick", "risky", "slow", "missing"]), min_size=1, max_size=3)
+STEP_TIMEOUT = 5.0  # real seconds: a step that takes longer is a hang (a liveness bug)
+
+
+class Schedule(RuleBasedStateMachine):
+    backend = "memory"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.tmp = tempfile.TemporaryDirectory()
+        self.world = World(Path(self.tmp.name), self.backend)  # type: ignore[arg-type]
+        self.convs: list[int] = [1]
+        self.accepted: dict[int, int] = {}  # submission id -> conversation id
+        self.requests: dict[tuple[int, str], int] = {}
+        self.crashes = 0
+
+    # ------------------------------------------------------------------ plumbing
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(asyncio.wait_for(coro, STEP_TIMEOUT))
+
+    @property
+    def h(self) -> Any:
+        assert self.world.harness is not None
+        return self.world.harness
+
+    async def _pump(self, turns: int) -> None:
+        for _ in range(turns):
+            await asyncio.sleep(0)
+
+    def conv(self, index: int) -> int:
+        return self.convs[index % len(self.convs)]
+
+    @initialize()
+    def start(self) -> None:
+        async def go() -> None:
+            h = await self.world.open()
+            await h.root(agent={"model": MODEL})
+            h.resume()
+
+        self.run(go())
+
+    # ------------------------------------------------------------------ input
+
+    @rule(
+        index=st.integers(0, 7),
+        mode=st.sampled_from(["follow_up", "steer", "reject"]),
+        request_id=REQUEST_IDS,
+        turns=st.integers(0, 30),
+    )
+    def submit(self, index: int, mode: str, request_id: str | None, turns: int) -> None:
+        conv_id = self.conv(index)
+
+        async def go() -> None:
+            conv = await self.h.conversation(conv_id)
+            try:
+                sub = await conv.submit(
+                    f"hello {len(self.accepted)}", request_id=request_id, when_busy=mode
+                )
+            except ConversationBusy:
+                return
+            if request_id is not None:
+                first = self.requests.setdefault((conv_id, request_id), sub.id)
+                assert first == sub.id, f"request {request_id} made a second submission"
+            self.accepted[sub.id] = conv_id
+            await self._pump(turns)
+
+        self.run(go())
+
+    @rule(
+        kind=st.sampled_from(["answer", "tools", "retryable", "fatal", "deferred", "block"]),
+        tools=TOOLS,
+    )
+    def script(self, kind: str, tools: list[str]) -> None:
+        w = self.world
+        if kind == "tools":
+            w.call(*tools)
+        elif kind == "retryable":
+            w.say(faux_error("overloaded", retryable=True))
+        elif kind == "fatal":
+            w.say(faux_error("bad request"))
+        elif kind == "deferred":
+            w.say(faux_deferred(faux_message("later"), pending=1, poll_after_ms=1000))
+        elif kind == "block":
+            w.say(w.slow_answer)
+        else:
+            w.say(faux_message("an answer"))
+
+    @rule(index=st.integers(0, 7), handoff=st.sampled_from([None, "start over"]))
+    def reset(self, index: int, handoff: str | None) -> None:
+        async def go() -> None:
+            conv = await self.h.conversation(self.conv(index))
+            await conv.reset(handoff)
+
+        self.run(go())
+
+    @rule(index=st.integers(0, 7), after=st.integers(1, 120))
+    def remind(self, index: int, after: int) -> None:
+        async def go() -> None:
+            conv = await self.h.conversation(self.conv(index))
+            await conv.remind(f"reminder after {after}s", after=after)
+
+        self.run(go())
+
+    # ------------------------------------------------------------------ control
+
+    @rule(index=st.integers(0, 7), background=st.booleans())
+    def abort(self, index: int, background: bool) -> None:
+        async def go() -> None:
+            conv = await self.h.conversation(self.conv(index))
+            await conv.abort(background=background)
+
+        self.run(go())
+
+    @precondition(lambda self: bool(self.accepted))
+    @rule(pick=st.integers(0, 1000))
+    def abort_submission(self, pick: int) -> None:
+        ids = sorted(self.accepted)
+        sub_id = ids[pick % len(ids)]
+
+        async def go() -> None:
+            sub = await self.h.submission(sub_id)
+            assert sub is not None, f"accepted submission {sub_id} is gone"
+            await sub.abort()
+
+        self.run(go())
+
+    @rule(index=st.integers(0, 7), pick=st.integers(0, 1000))
+    def fork(self, index: int, pick: int) -> None:
+        conv_id = self.conv(index)
+
+        async def go() -> None:
+            conv = await self.h.conversation(conv_id)
+            page = await conv.entries(limit=50)
+            if not page.items:
+                return
+            entry = page.items[pick % len(page.items)]
+            child = await conv.fork(entry.id)
+            self.convs.append(child.id)
+
+        self.run(go())
+
+    @rule(index=st.integers(0, 7))
+    def compact(self, index: int) -> None:
+        async def go() -> None:
+            conv = await self.h.conversation(self.conv(index))
+            await conv.compact()
+
+        self.run(go())
+
+    @rule(ms=st.sampled_from([10, 500, 1000, 5000, 60_000, 130_000]))
+    def advance(self, ms: int) -> None:
+        async def go() -> None:  # due timers kick the scheduler: on the loop
+            self.world.clock.advance(ms)
+            await self._pump(5)
+
+        self.run(go())
+
+    @rule(turns=st.integers(1, 200))
+    def let_run(self, turns: int) -> None:
+        self.run(self._pump(turns))
+
+    @rule()
+    def release_tools(self) -> None:
+        self.world.gate.set()
+        self.world.gate = asyncio.Event()
+        self.run(self._pump(10))
+
+    @rule(replay=st.sampled_from(["safe", "unsafe", "recoverable", "removed"]))
+    def replace_registry(self, replay: str) -> None:
+        w = self.world
+
+        async def go() -> None:  # install kicks the scheduler: on the loop
+            if replay == "removed":
+                w.registry.install(extension("fx", tool("quick", echo)))
+            else:
+                w.install_tools(replay)
+            await self._pump(3)
+
+        self.run(go())
+
+    @rule(graceful=st.booleans())
+    def crash_and_reopen(self, graceful: bool) -> None:
+        async def go() -> None:
+            if graceful:
+                await self.world.close()
+            else:
+                await self.world.crash()
+            self.crashes += 1
+            h = await self.world.open()
+            for sub_id in self.accepted:
+                assert await h.session.storage.submission(sub_id) is not None, (
+                    f"accepted submission {sub_id} was lost"
+                )
+            h.resume()
+
+        self.run(go())
+
+    # ------------------------------------------------------------------ checks
+
+    @invariant()
+    def always_consistent(self) -> None:
+        problems = self.run(self.world.problems(settled=False))
+        assert not problems, problems
+
+    def teardown(self) -> None:
+        try:
+            if self.world.harness is not None:
+
+                async def finish() -> list[str]:
+                    self.world.install_tools("safe")
+                    await self.world.settle()
+                    return await self.world.problems(settled=True)
+
+                problems = self.run(finish())
+                assert not problems, problems
+                unsettled = sorted(set(self.accepted) - set(self.world.log.settled))
+                assert not unsettled, f"accepted inputs never settled: {unsettled}"
+        finally:
+            with contextlib.suppress(Exception):
+                self.loop.run_until_complete(self.world.close())
+            self.loop.close()
+            self.tmp.cleanup()
+
+
+class SqliteSchedule(Schedule):
+    backend = "sqlite"
+
+
+_FAST = settings(
+    max_examples=30,
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+_LARGE = settings(
+    max_examples=400,
+    stateful_step_count=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+
+
+def _case(machine: type[RuleBasedStateMachine], profile: settings) -> Any:
+    case = machine.TestCase
+    case.settings = profile
+    return case
+
+
+class _Large(Schedule):
+    pass
+
+
+class _LargeSqlite(SqliteSchedule):
+    pass
+
+
+TestMemorySchedule = _case(Schedule, _FAST)
+TestSqliteSchedule = _case(SqliteSchedule, _FAST)
+_slow = [pytest.mark.slow, pytest.mark.timeout(1800)]
+TestLargeMemorySchedule = _slow[1](_slow[0](_case(_Large, _LARGE)))
+TestLargeSqliteSchedule = _slow[1](_slow[0](_case(_LargeSqlite, _LARGE)))
