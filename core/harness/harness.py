@@ -31,6 +31,7 @@ from core.errors import (
     SessionClosed,
     UnknownRecord,
     UnknownTool,
+    copy_error,
 )
 from core.harness.compaction import COMPACTION, settle_compaction, start_compaction
 from core.harness.context import ActiveRange, ContextView
@@ -192,11 +193,11 @@ class Harness:
         for waiters in self._submission_waiters.values():
             for fut in waiters:
                 if not fut.done():
-                    fut.set_exception(error)
+                    fut.set_exception(copy_error(error))
         self._submission_waiters.clear()
         for _, idle in self._idle_waiters:
             if not idle.done():
-                idle.set_exception(error)
+                idle.set_exception(copy_error(error))
         self._idle_waiters.clear()
 
     # ------------------------------------------------------------------ conversations

@@ -35,7 +35,7 @@ from functools import partial
 from typing import Any, Literal
 
 from core.clock import Clock, TimerHandle
-from core.errors import SessionClosed, StorageRejected, TaskNotFound
+from core.errors import SessionClosed, StorageRejected, TaskNotFound, copy_error
 from core.jsonvalue import JsonObject, JsonValue, json_copy, json_equal
 from core.records import (
     Completed,
@@ -163,10 +163,10 @@ class Scheduler:
         for task_futures in self._task_waiters.values():
             for fut in task_futures:
                 if not fut.done():
-                    fut.set_exception(error)
+                    fut.set_exception(copy_error(error))
         for idle in self._idle_waiters:
             if not idle.done():
-                idle.set_exception(error)
+                idle.set_exception(copy_error(error))
         self._task_waiters.clear()
         self._idle_waiters.clear()
 

@@ -12,11 +12,18 @@ from pathlib import Path
 from typing import Literal
 
 from core.harness import Harness, HarnessSettings, Registry, ToolContext
-from core.harness.models import ModelRequest
+from core.harness.models import ModelInfo, ModelRequest
 from core.storage import MemoryState, MemoryStorage, Storage
 from core.testing.clock import VirtualClock
 from core.testing.consistency import SettlementLog, check_consistency
-from core.testing.faux import FauxModel, FauxState, FauxStep, faux_message, faux_tool_call
+from core.testing.faux import (
+    FAUX_MODEL,
+    FauxModel,
+    FauxState,
+    FauxStep,
+    faux_message,
+    faux_tool_call,
+)
 from core.testing.wrappers import CommitFault, FaultyStorage
 from runtimes.local.sqlite import Sqlite3Database, open_sqlite_storage
 from tests.harness.support import MODEL, Args, extension, tool
@@ -43,15 +50,25 @@ class Effects:
 class World:
     """One durable actor: ``open()`` starts a process on it, ``crash()`` kills it."""
 
-    def __init__(self, tmp: Path, backend: Backend = "memory") -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        backend: Backend = "memory",
+        *,
+        settings: HarnessSettings | None = None,
+        window: int | None = None,
+    ) -> None:
         self.backend = backend
         self.path = tmp / "actor.sqlite"
         self.state = MemoryState()
         self.clock = VirtualClock()
         self.script: deque[FauxStep] = deque()
-        self.faux = FauxModel(fallback=self._next)
+        models = (FAUX_MODEL,)
+        if window is not None:  # a small context window: compactions happen by themselves
+            models = (ModelInfo(FAUX_MODEL.id, context_window=window, max_tokens=1_000),)
+        self.faux = FauxModel(fallback=self._next, models=models)
         self.registry = Registry()
-        self.settings = HarnessSettings()
+        self.settings = settings or HarnessSettings()
         self.effects = Effects()
         self.gate = asyncio.Event()  # released: slow tools finish
         self.log = SettlementLog()

@@ -37,8 +37,11 @@ from hypothesis.stateful import (
     rule,
 )
 
-from core.errors import ConversationBusy
+from core.errors import ConversationBusy, SessionPoisoned
+from core.harness import HarnessSettings
+from core.harness.settings import CompactionSettings
 from core.testing.faux import faux_deferred, faux_error, faux_message
+from core.testing.wrappers import CommitFault
 from tests.harness.support import echo, extension, tool
 from tests.recovery.support import MODEL, World
 
@@ -55,6 +58,7 @@ class Schedule(RuleBasedStateMachine):
         self.loop = asyncio.new_event_loop()
         self.tmp = tempfile.TemporaryDirectory()
         self.world = World(Path(self.tmp.name), self.backend)  # type: ignore[arg-type]
+        self.faults = 0
         self.convs: list[int] = [1]
         self.accepted: dict[int, int] = {}  # submission id -> conversation id
         self.requests: dict[tuple[int, str], int] = {}
@@ -63,7 +67,30 @@ class Schedule(RuleBasedStateMachine):
     # ------------------------------------------------------------------ plumbing
 
     def run(self, coro: Any) -> Any:
-        return self.loop.run_until_complete(asyncio.wait_for(coro, STEP_TIMEOUT))
+        """Run one step on the machine's loop. A step cut short by an injected storage
+        failure is what a host sees: the session is poisoned, so it reopens the actor."""
+        try:
+            return self.loop.run_until_complete(asyncio.wait_for(coro, STEP_TIMEOUT))
+        except SessionPoisoned:
+            pass
+        finally:
+            h = self.world.harness
+            if h is not None and h.session.poisoned is not None:
+                self.loop.run_until_complete(self._reopen(graceful=False))
+        return None
+
+    async def _reopen(self, *, graceful: bool) -> None:
+        if graceful:
+            await self.world.close()
+        else:
+            await self.world.crash()
+        self.crashes += 1
+        h = await self.world.open()
+        for sub_id in self.accepted:
+            assert await h.session.storage.submission(sub_id) is not None, (
+                f"accepted submission {sub_id} was lost"
+            )
+        h.resume()
 
     @property
     def h(self) -> Any:
@@ -77,8 +104,29 @@ class Schedule(RuleBasedStateMachine):
     def conv(self, index: int) -> int:
         return self.convs[index % len(self.convs)]
 
-    @initialize()
-    def start(self) -> None:
+    @initialize(
+        tools=st.sampled_from(["parallel", "sequential"]),
+        steering=st.sampled_from(["one-at-a-time", "all"]),
+        follow_ups=st.sampled_from(["one-at-a-time", "all"]),
+        tight=st.booleans(),
+    )
+    def start(self, tools: str, steering: str, follow_ups: str, tight: bool) -> None:
+        compaction = CompactionSettings(
+            reserve_tokens=1_000, keep_recent_tokens=150, background_tokens=1_000
+        )
+        settings = HarnessSettings(
+            tool_execution=tools,  # type: ignore[arg-type]
+            steering_mode=steering,  # type: ignore[arg-type]
+            follow_up_mode=follow_ups,  # type: ignore[arg-type]
+            compaction=compaction if tight else CompactionSettings(keep_recent_tokens=150),
+        )
+        self.world = World(
+            Path(self.tmp.name),
+            self.backend,  # type: ignore[arg-type]
+            settings=settings,
+            window=4_000 if tight else None,
+        )
+
         async def go() -> None:
             h = await self.world.open()
             await h.root(agent={"model": MODEL})
@@ -93,8 +141,9 @@ class Schedule(RuleBasedStateMachine):
         mode=st.sampled_from(["follow_up", "steer", "reject"]),
         request_id=REQUEST_IDS,
         turns=st.integers(0, 30),
+        size=st.sampled_from([0, 0, 10, 600]),
     )
-    def submit(self, index: int, mode: str, request_id: str | None, turns: int) -> None:
+    def submit(self, index: int, mode: str, request_id: str | None, turns: int, size: int) -> None:
         conv_id = self.conv(index)
 
         async def go() -> None:
@@ -227,20 +276,16 @@ class Schedule(RuleBasedStateMachine):
 
     @rule(graceful=st.booleans())
     def crash_and_reopen(self, graceful: bool) -> None:
-        async def go() -> None:
-            if graceful:
-                await self.world.close()
-            else:
-                await self.world.crash()
-            self.crashes += 1
-            h = await self.world.open()
-            for sub_id in self.accepted:
-                assert await h.session.storage.submission(sub_id) is not None, (
-                    f"accepted submission {sub_id} was lost"
-                )
-            h.resume()
+        self.run(self._reopen(graceful=graceful))
 
-        self.run(go())
+    @rule(when=st.sampled_from(["during", "after"]), later=st.integers(1, 6))
+    def storage_fault(self, when: str, later: int) -> None:
+        """An uncertain storage failure a few commits from now (an I/O error that wrote
+        nothing, or a commit that landed without the caller being told)."""
+        faulty = self.world.faulty
+        assert faulty is not None
+        faulty.add(CommitFault(when, nth=faulty.commits + later))  # type: ignore[arg-type]
+        self.faults += 1
 
     # ------------------------------------------------------------------ checks
 
@@ -252,13 +297,15 @@ class Schedule(RuleBasedStateMachine):
     def teardown(self) -> None:
         try:
             if self.world.harness is not None:
+                assert self.world.faulty is not None
+                self.world.faulty.faults.clear()  # settling runs on healthy storage
 
                 async def finish() -> list[str]:
                     self.world.install_tools("safe")
                     await self.world.settle()
                     return await self.world.problems(settled=True)
 
-                problems = self.run(finish())
+                problems = self.loop.run_until_complete(asyncio.wait_for(finish(), STEP_TIMEOUT))
                 assert not problems, problems
                 unsettled = sorted(set(self.accepted) - set(self.world.log.settled))
                 assert not unsettled, f"accepted inputs never settled: {unsettled}"
