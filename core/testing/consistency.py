@@ -109,6 +109,11 @@ def _assistant(entry: Entry) -> AssistantMessage | None:
     return message if isinstance(message, AssistantMessage) else None
 
 
+def _executed_round(entry: Entry) -> bool:
+    message = _assistant(entry)
+    return message is not None and message.stop_reason not in ("aborted", "error")
+
+
 def _get(value: JsonValue, key: str) -> JsonValue:
     return value.get(key) if isinstance(value, dict) else None
 
@@ -126,14 +131,14 @@ def _check_tool_results(world: StoredWorld, settled: bool, problems: list[str]) 
         if writer is not None and writer.kind == TOOL:
             assistant = _get(writer.input, "assistant")
         elif writer is not None and writer.kind == GENERATION:
-            assistant = next(
-                (
-                    e.id
-                    for e in world.own_entries(entry.conversation_id)
-                    if e.by_task_id == writer.id and _assistant(e) is not None and e.id < entry.id
-                ),
-                None,
-            )
+            # An unavailable tool's result, written with the tool round's assistant entry
+            # (the newest executed one of that generation; a kept partial is not).
+            rounds = [
+                e.id
+                for e in world.own_entries(entry.conversation_id)
+                if e.by_task_id == writer.id and e.id < entry.id and _executed_round(e)
+            ]
+            assistant = max(rounds) if rounds else None
         if not isinstance(call_id, str) or not isinstance(assistant, int):
             problems.append(f"tool_result entry {entry.id} names no call")
             continue

@@ -72,6 +72,7 @@ class World:
         self.effects = Effects()
         self.gate = asyncio.Event()  # released: slow tools finish
         self.log = SettlementLog()
+        self.hold_summaries = False  # True: summary requests wait for the gate
         self.reports: list[BaseException] = []
         self.faulty: FaultyStorage | None = None
         self.harness: Harness | None = None
@@ -81,10 +82,16 @@ class World:
 
     def _next(self, request: ModelRequest, state: FauxState) -> FauxStep:
         if not request.tools:  # a summary request (compaction): always answer
+            if self.hold_summaries:
+                return self._held_summary
             return faux_message("summary of the conversation so far")
         if self.script:
             return self.script.popleft()
         return faux_message("ok")
+
+    async def _held_summary(self, request: ModelRequest, state: FauxState) -> FauxStep:
+        await self.gate.wait()
+        return faux_message("summary of the conversation so far")
 
     async def slow_answer(self, request: ModelRequest, state: FauxState) -> FauxStep:
         """A request that hangs until the gate opens (or the call is cancelled)."""

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from core.errors import SessionPoisoned
+from core.harness import HarnessSettings
+from core.harness.settings import CompactionSettings
 from core.records import Entry
 from core.storage.port import Write
 from core.testing.wrappers import CommitFault
@@ -67,6 +69,33 @@ async def test_waiters_fail_when_the_session_is_poisoned(tmp_path: Path, backend
     h = await world.open()
     record = await asyncio.wait_for((await h.submission(sub.id)).wait(), 5)  # type: ignore[union-attr]
     assert record.status == "done"
+    await world.settle()
+    assert not await world.problems(settled=True)
+    await world.close()
+
+
+async def test_an_aborted_compaction_clears_its_live_note(tmp_path: Path) -> None:
+    """Found by the schedules (abort during a manual compaction, SQLite): 'conversation 1
+    notes a finished compaction'. A task without an abort handler was aborted through
+    the runtime's ``abort()`` commit, which skips the scheduler's settle hooks; the
+    compaction's hook is what clears its note in ``live``, so the note outlived the task
+    (and a stale note is read by the next automatic compaction's one-at-a-time check).
+    The scheduler now settles such a task itself, hooks included."""
+    world = World(tmp_path, "memory")
+    world.settings = HarnessSettings(compaction=CompactionSettings(keep_recent_tokens=5))
+    world.hold_summaries = True  # the summary request hangs until aborted
+    h = await world.open()
+    root = await h.root(agent={"model": MODEL})
+    for n in range(3):
+        await (await root.submit(f"something to compact {n}")).wait()
+    task_id = await root.compact()
+    await asyncio.sleep(0.01)
+    assert (await root.live())["compaction"]["task"] == task_id  # type: ignore[index]
+    assert world.faux.state.requests[-1].tools == []  # the summary request is in flight
+    assert await root.abort() >= 1
+    task = await h.wait_for_task(task_id)
+    assert task.outcome is not None and task.outcome.kind == "aborted"
+    assert "compaction" not in (await root.live())  # type: ignore[operator]
     await world.settle()
     assert not await world.problems(settled=True)
     await world.close()
