@@ -99,3 +99,27 @@ async def test_an_aborted_compaction_clears_its_live_note(tmp_path: Path) -> Non
     await world.settle()
     assert not await world.problems(settled=True)
     await world.close()
+
+
+def test_the_shrunk_schedule_that_found_the_compaction_note() -> None:
+    """The schedule hypothesis found (shrunk, replayed step by step on SQLite)."""
+    from tests.recovery.test_schedules import SqliteSchedule
+
+    s = SqliteSchedule()
+    s.start(tools="parallel", steering="one-at-a-time", follow_ups="one-at-a-time", tight=True)
+    s.submit(0, "follow_up", None, 0, 0, None, ["quick"])
+    s.fork(0, 0)
+    s.script("answer", ["quick"])
+    s.remind(0, 118)
+    s.storage_fault("after", 2)
+    s.submit(0, "follow_up", None, 0, 600, "retryable", ["quick"])
+    s.submit(0, "follow_up", None, 0, 0, None, ["quick"])
+    s.script("answer", ["quick"])
+    s.script("answer", ["quick"])
+    s.compact(0)
+    s.abort(2, False)
+    s.remind(2, 1)
+    s.fork(7, 1000)
+    s.crash_and_reopen(True)
+    s.always_consistent()
+    s.teardown()  # settles, then the full check (it failed here)
