@@ -1,7 +1,7 @@
 """Randomized schedules (hypothesis stateful testing) against one durable actor.
 
 A machine drives a harness over memory storage or a real SQLite file with interleavings
-of submit (follow-up / steer / reject, with and without reused request ids), scripted
+of submit (follow-up / steer / reject, with and without reused request ids), application writes, scripted
 model behaviour (answers, tool rounds, retryable and fatal errors, deferred answers,
 requests that hang until released or aborted), abort of a conversation or one submission, fork,
 compact, reset, reminders, clock advances, crash-and-reopen, clean close-and-reopen,
@@ -199,6 +199,16 @@ class Schedule(RuleBasedStateMachine):
             w.say(w.slow_answer)
         else:
             w.say(faux_message("an answer"))
+
+    @rule(index=st.integers(0, 7), request_id=st.sampled_from([None, "w1", "w2"]))
+    def write(self, index: int, request_id: str | None) -> None:
+        """An application entry: placed at once when idle, else at the next boundary."""
+
+        async def go() -> None:
+            conv = await self.h.conversation(self.conv(index))
+            await conv.write("note", data={"n": len(self.accepted)}, request_id=request_id)
+
+        self.run(go())
 
     @rule(index=st.integers(0, 7), handoff=st.sampled_from([None, "start over"]))
     def reset(self, index: int, handoff: str | None) -> None:
