@@ -2,9 +2,10 @@
 
 A machine drives a harness over memory storage or a real SQLite file with interleavings
 of submit (follow-up / steer / reject, with and without reused request ids), application
-writes, scripted model behaviour (answers, tool rounds, retryable and fatal errors, deferred answers,
-requests that hang until released or aborted), abort of a conversation or one submission, fork,
-compact, reset, reminders, clock advances, crash-and-reopen, clean close-and-reopen,
+writes, scripted model behaviour (answers, tool rounds, retryable and fatal errors,
+deferred answers, requests that hang until released or aborted), abort of a conversation
+or one submission, fork, compact, reset, reminders, clock advances, uncertain storage
+failures (the step then reopens like a host), crash-and-reopen, clean close-and-reopen,
 registry replacement (the same extension name with changed or removed tools) and
 letting the loop run for a while.
 
