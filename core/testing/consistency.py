@@ -30,14 +30,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from core.harness.docs import INBOX, LIVE
 from core.harness.messages import AssistantMessage, message_from_json
 from core.harness.runs import GENERATION, TOOL
 from core.jsonvalue import JsonValue
 from core.records import Conversation, Entry, Submission, Task, Waiting
-from core.session.session import CommitEvent
+from core.session.session import CommitEvent, Session
 from core.storage.port import Cursor, Page, Storage
 from core.storage.sqlite.database import SqlDatabase
 
@@ -355,6 +355,6 @@ class SettlementLog:
                 self.settled[sub.id] = sub
             self.submissions[sub.id] = sub
 
-    def attach(self, session: Any) -> Callable[[], None]:
-        unsubscribe: Callable[[], None] = session.subscribe(self.on_commit)
-        return unsubscribe
+    def attach(self, session: Session) -> Callable[[], None]:
+        """Watch ``session``'s commits; returns the unsubscribe function."""
+        return session.subscribe(self.on_commit)

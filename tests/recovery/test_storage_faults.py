@@ -101,6 +101,7 @@ async def test_disk_full_mid_run_poisons_and_reopening_recovers(tmp_path: Path) 
     await world.close()
 
     # The next answer is far bigger than the room left: its commit hits SQLITE_FULL.
+    world.faux.token_size = 100_000  # stream it in a few deltas
     world.say(faux_message("x" * 400_000))
     h = await world.open_on(await _limited_storage(world.path, extra_pages=4))
     root = await h.conversation(1)
