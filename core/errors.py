@@ -64,6 +64,7 @@ __all__ = [
     "UnknownRecord",
     "UnknownTaskKind",
     "UnknownTool",
+    "copy_error",
 ]
 
 
@@ -178,3 +179,11 @@ class RegistryError(HarnessError, ValueError):
 
 class UnknownTool(HarnessError, LookupError):
     """A tool name that no installed extension provides."""
+
+
+def copy_error(error: BaseException) -> BaseException:
+    """A copy of ``error`` (same type, arguments and cause) for one more waiter: raising
+    one shared instance in many waiters would grow a single traceback across all."""
+    copy = type(error)(*error.args)
+    copy.__cause__ = error.__cause__
+    return copy

@@ -34,6 +34,7 @@ from core.errors import (
     TaskNotFound,
     UnknownRecord,
     UnknownTool,
+    copy_error,
 )
 from core.harness.compaction import COMPACTION, settle_compaction, start_compaction
 from core.harness.context import ActiveRange, ContextView
@@ -139,6 +140,7 @@ class Harness:
         self._idle_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._unsubscribe = self.session.subscribe(self._on_commit)
         engine.scheduler.settle_hooks.append(self._on_settled)
+        self.session.poison_listeners.append(self._fail_waiters)
         engine.scheduler.host = self
 
     # ------------------------------------------------------------------ lifecycle
@@ -200,20 +202,25 @@ class Harness:
 
     async def close(self) -> None:
         """Stop all work without writing outcomes and close the storage."""
-        for waiters in self._submission_waiters.values():
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_exception(SessionClosed("the harness is closed"))
-        self._submission_waiters.clear()
-        for _, idle in self._idle_waiters:
-            if not idle.done():
-                idle.set_exception(SessionClosed("the harness is closed"))
-        self._idle_waiters.clear()
+        self._fail_waiters(SessionClosed("the harness is closed"))
         for mount in list(self._mounts.values()):
             mount.end_all("closed")
         self._mounts.clear()
         self._unsubscribe()
         await self.engine.close()
+
+    def _fail_waiters(self, error: BaseException) -> None:
+        """Closed or poisoned: no submission settles and no conversation idles in this
+        session any more, so waiting callers are told instead of hanging."""
+        for waiters in self._submission_waiters.values():
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_exception(copy_error(error))
+        self._submission_waiters.clear()
+        for _, idle in self._idle_waiters:
+            if not idle.done():
+                idle.set_exception(copy_error(error))
+        self._idle_waiters.clear()
 
     # ------------------------------------------------------------------ conversations
 
@@ -279,6 +286,7 @@ class Harness:
             raise UnknownRecord(f"Unknown submission {submission_id}")
         if record.status in ("done", "unanswered"):
             return record
+        self.session.check_open()  # poisoned or closed: it would never settle here
         fut: asyncio.Future[SubmissionRecord] = asyncio.get_running_loop().create_future()
         self._submission_waiters.setdefault(submission_id, []).append(fut)
         self.resume()
@@ -392,6 +400,7 @@ class Harness:
         cancelling only cancels the wait)."""
         if self.idle(conversation_id):
             return
+        self.session.check_open()  # poisoned or closed: it would never become idle here
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._idle_waiters.append((conversation_id, fut))
         self.resume()

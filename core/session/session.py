@@ -125,6 +125,9 @@ class Session:
         """Run on the line after a commit callback that staged task writes, before the
         batch is prepared; the scheduler uses it to reserve tasks the commit made runnable
         in that same commit."""
+        self.poison_listeners: list[Callable[[BaseException], None]] = []
+        """Called once, synchronously, when an uncertain storage failure poisons the
+        session: whoever holds waiters fails them, since nothing will ever settle them."""
         self._line = asyncio.Lock()
         self._sealed = False
         self._closed = False
@@ -236,9 +239,16 @@ class Session:
                 raise
             except BaseException as e:
                 self._poison = e
-                raise SessionPoisoned(
+                poisoned = SessionPoisoned(
                     f"storage commit failed with an uncertain outcome: {e!r}"
-                ) from e
+                )
+                poisoned.__cause__ = e
+                for listener in list(self.poison_listeners):
+                    try:
+                        listener(poisoned)
+                    except Exception as error:  # the failure is reported either way
+                        self.report(error)
+                raise poisoned from e
             self._adopt(seq, tx, events, retire_tasks)
             for callback in tx.after_commit:
                 try:

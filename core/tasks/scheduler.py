@@ -35,9 +35,10 @@ from functools import partial
 from typing import Any, Literal
 
 from core.clock import Clock, TimerHandle
-from core.errors import SessionClosed, StorageRejected, TaskNotFound
+from core.errors import SessionClosed, StorageRejected, TaskNotFound, copy_error
 from core.jsonvalue import JsonObject, JsonValue, json_copy, json_equal
 from core.records import (
+    Aborted,
     Completed,
     Completing,
     ErrorInfo,
@@ -140,6 +141,7 @@ class Scheduler:
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._unsubscribe = [session.subscribe(self._on_commit), source.subscribe(self.kick)]
         session.before_commit.append(self._reserve_eagerly)
+        session.poison_listeners.append(self._fail_waiters)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -156,6 +158,18 @@ class Scheduler:
             await self._derive(tx)
 
         await self.session.commit(reconcile)
+
+    def _fail_waiters(self, error: BaseException) -> None:
+        """Closed or poisoned: no task will settle in this session any more."""
+        for task_futures in self._task_waiters.values():
+            for fut in task_futures:
+                if not fut.done():
+                    fut.set_exception(copy_error(error))
+        for idle in self._idle_waiters:
+            if not idle.done():
+                idle.set_exception(copy_error(error))
+        self._task_waiters.clear()
+        self._idle_waiters.clear()
 
     def resume(self) -> None:
         """Enable scheduling (idempotent)."""
@@ -183,16 +197,7 @@ class Scheduler:
             return
         self.closing = True
         self._cancel_timer()
-        closed = SessionClosed("the harness is closed")
-        for task_futures in self._task_waiters.values():
-            for fut in task_futures:
-                if not fut.done():
-                    fut.set_exception(closed)
-        for idle in self._idle_waiters:
-            if not idle.done():
-                idle.set_exception(closed)
-        self._task_waiters.clear()
-        self._idle_waiters.clear()
+        self._fail_waiters(SessionClosed("the harness is closed"))
         for inv in list(self._invocations.values()):
             inv.signal.set("closing")
             if inv.job is not None:
@@ -483,7 +488,7 @@ class Scheduler:
                 ensure_outside_commit(f"the abort handler of task {rec.id}")
                 await inv.definition.abort(_detached(rec), inv.runtime)
             else:
-                await inv.runtime.abort()
+                await self.session.commit(partial(self._abort_by_default, inv.task_id))
         except asyncio.CancelledError:
             raise
         except (KeyboardInterrupt, SystemExit):
@@ -502,6 +507,15 @@ class Scheduler:
                 await self._settle(tx, now, Faulted(ErrorInfo(message)))
 
         await self.session.commit(step)
+
+    async def _abort_by_default(self, task_id: int, tx: Tx) -> None:
+        """No abort handler: the scheduler writes ``aborted`` itself, through
+        :meth:`_settle`, so the settle hooks run as for any outcome it writes (the
+        harness clears what the task noted, such as a compaction's note in ``live``)."""
+        now = self.session.tasks.get(task_id)
+        if now is None or isinstance(now.state, Completing) or self.closing:
+            return
+        await self._settle(tx, now, Aborted())
 
     # ------------------------------------------------------------------ commits in
 
@@ -543,6 +557,7 @@ class Scheduler:
                 return stored
         if self.closing:
             raise SessionClosed("the harness is closed")
+        self.session.check_open()  # poisoned: it would never settle here
         fut: asyncio.Future[Task] = asyncio.get_running_loop().create_future()
         self._task_waiters.setdefault(task_id, []).append(fut)
         self.resume()
@@ -566,6 +581,7 @@ class Scheduler:
             return
         if self.closing:
             raise SessionClosed("the harness is closed")
+        self.session.check_open()  # poisoned: it would never become idle here
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._idle_waiters.append(fut)
         self.resume()

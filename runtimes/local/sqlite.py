@@ -15,6 +15,7 @@ through :class:`AioSqliteDatabase`.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -74,9 +75,17 @@ def _transaction(conn: sqlite3.Connection, fn: Callable[[SqlExecutor], T], write
     return result
 
 
+def _checkpoint(conn: sqlite3.Connection) -> None:
+    """Fold the WAL into the file on close. Best effort: every commit is already durable
+    in the WAL, which the next open recovers; a checkpoint that fails (a full disk, say)
+    must not make closing fail — the host would skip the rest of an eviction."""
+    with contextlib.suppress(sqlite3.Error):
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
 def _close(conn: sqlite3.Connection) -> None:
     try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        _checkpoint(conn)
     finally:
         conn.close()
 
@@ -151,7 +160,7 @@ class AioSqliteDatabase:
     async def close(self) -> None:
         try:
             await self._conn._execute(  # type: ignore[no-untyped-call]
-                lambda: self._raw().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                lambda: _checkpoint(self._raw())
             )
         finally:
             await self._conn.close()
