@@ -11,12 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from core.harness import Harness, HarnessSettings, Registry, ToolContext
-from core.harness.models import ModelInfo, ModelRequest
-from core.storage import MemoryState, MemoryStorage, Storage
-from core.testing.clock import VirtualClock
-from core.testing.consistency import SettlementLog, check_consistency
-from core.testing.faux import (
+from core.faux import (
     FAUX_MODEL,
     FauxModel,
     FauxState,
@@ -24,6 +19,11 @@ from core.testing.faux import (
     faux_message,
     faux_tool_call,
 )
+from core.harness import Harness, HarnessSettings, Registry, ToolContext
+from core.harness.models import ModelInfo, ModelRequest
+from core.storage import MemoryState, MemoryStorage, Storage
+from core.testing.clock import VirtualClock
+from core.testing.consistency import SettlementLog, check_consistency
 from core.testing.wrappers import CommitFault, FaultyStorage
 from runtimes.local.sqlite import Sqlite3Database, open_sqlite_storage
 from tests.harness.support import MODEL, Args, extension, tool

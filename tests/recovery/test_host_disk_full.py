@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from core.errors import SessionPoisoned
-from core.testing.faux import FauxModel, faux_message
+from core.faux import FauxModel, faux_message
+from runtimes.actor import ActorConfig
 from runtimes.local.host import ActorHost, HostConfig
 from tests.local.support import AGENT, echo_extension
 
@@ -47,7 +48,8 @@ async def _eventually(check: object, timeout: float = 10.0) -> None:
 
 async def test_the_host_survives_a_full_disk(small_disk: Path) -> None:
     model = FauxModel(
-        [faux_message("fine"), faux_message("z" * 3_000_000)],  # the second cannot fit
+        # The second cannot fit: 3.6 MB in blocks each below the JSON gate's string limit.
+        [faux_message("fine"), faux_message(*["z" * 900_000] * 4)],
         fallback=faux_message("still here"),
         token_size=100_000,
     )
@@ -56,12 +58,14 @@ async def test_the_host_survives_a_full_disk(small_disk: Path) -> None:
     host = ActorHost(
         HostConfig(
             data_dir=small_disk,
-            models=model,
-            extensions=[echo_extension()],
-            default_agent=AGENT,
+            actor=ActorConfig(
+                models=model,
+                extensions=[echo_extension()],
+                default_agent=AGENT,
+                report=lambda actor, error: reports.append(error),
+                observe=lambda actor, event, wake: events.append((actor, event)),
+            ),
             idle_evict_s=60,
-            report=lambda actor, error: reports.append(error),
-            observe=lambda actor, event, wake: events.append((actor, event)),
         )
     )
     await host.start()

@@ -39,9 +39,9 @@ from hypothesis.stateful import (
 )
 
 from core.errors import ConversationBusy, SessionPoisoned
+from core.faux import faux_deferred, faux_error, faux_message
 from core.harness import HarnessSettings
 from core.harness.settings import CompactionSettings
-from core.testing.faux import faux_deferred, faux_error, faux_message
 from core.testing.wrappers import CommitFault
 from tests.harness.support import echo, extension, tool
 from tests.recovery.support import MODEL, World

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 
 from core.errors import SessionPoisoned, StorageRejected
+from core.faux import faux_message
 from core.harness import Harness
 from core.records import Submission
 from core.storage.sqlite import SqliteStorage
 from core.testing.consistency import SettlementLog, check_consistency
-from core.testing.faux import faux_message
 from core.testing.wrappers import CommitFault
 from runtimes.local.sqlite import Sqlite3Database
 from tests.recovery.support import MODEL, World
