@@ -150,7 +150,7 @@ async def test_a_full_file_system_poisons_and_the_file_recovers_elsewhere(
     first = await _wait(await root.submit("a small question"))
     assert first.status == "done"
     world.faux.token_size = 100_000
-    world.say(faux_message("y" * 3_000_000))  # more than the whole file system
+    world.say(faux_message(*["y" * 900_000] * 4))  # more than the whole file system
     sub = await root.submit("a question with a huge answer")
     await _until_poisoned(h)
     await _poisoned_everywhere(h, sub.id)
