@@ -48,6 +48,7 @@ WHEELS = {
     "annotated-types": ("0.8.0", None),
     "workers-runtime-sdk": ("1.9.5", None),
     "fastapi": ("0.165.0", None),
+    "opentelemetry-api": ("1.45.2", None),  # fastapi 0.165 imports it at import time
     "starlette": ("1.10.0", None),
     "anyio": ("4.16.0", None),
     "sniffio": ("1.3.1", None),
