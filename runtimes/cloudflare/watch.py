@@ -6,7 +6,7 @@ not hibernatable either. This watch is written against the Durable Object API in
 
 * :meth:`WatchHub.accept` (the upgrade request) checks the conversation exists, accepts
   the server socket with ``ctx.acceptWebSocket(ws, [tag])`` and stores the conversation
-  id in the socket's attachment (it survives hibernation), then starts the socket's
+  id in the socket's attachment (a JSON string; it survives hibernation), then starts the socket's
   pump: the conversation's watch, whose first frame is the committed view and every
   later frame a delta, each sent as one JSON text message (the SSE ``data`` payload);
 * while the isolate lives, each socket has its own pump, so a late joiner gets the
@@ -64,11 +64,10 @@ class SocketHost(Protocol):
 
 def _attachment(ws: Any) -> dict[str, Any] | None:
     value = ws.deserializeAttachment()
-    if value is None:
-        return None
-    if hasattr(value, "to_py"):  # a JS object under Pyodide
-        value = value.to_py()
-    return dict(value) if isinstance(value, dict) else None
+    if not isinstance(value, str):
+        return None  # not one of our sockets
+    meta = json.loads(value)
+    return meta if isinstance(meta, dict) else None
 
 
 class WatchHub:
@@ -86,7 +85,9 @@ class WatchHub:
         async with self._host.use(actor) as harness:
             await harness.conversation(conversation_id)
         key = secrets.token_hex(8)
-        ws.serializeAttachment({"key": key, "conversation_id": conversation_id})
+        # A JSON string: a Python dict would cross to JavaScript as a proxy, which the
+        # structured clone behind serializeAttachment refuses.
+        ws.serializeAttachment(json.dumps({"key": key, "conversation_id": conversation_id}))
         self._ctx.acceptWebSocket(ws, [f"{_TAG}{conversation_id}"])
         self._start(key, ws, conversation_id)
 

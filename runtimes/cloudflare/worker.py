@@ -8,7 +8,10 @@
   ``ctx.storage`` (one actor: this object's), started once per isolate inside
   ``blockConcurrencyWhile``. ``fetch`` serves the actor API app (``create_app``) through
   the SDK's own ASGI bridge (``workers.asgi.fetch``), with lifespan events ignored (see
-  :func:`without_lifespan`); ``alarm()`` runs one guarded delivery.
+  :func:`without_lifespan`); ``alarm()`` runs one guarded delivery. A WebSocket upgrade
+  of ``.../conversations/{cid}/watch`` is a hibernatable watch
+  (:class:`~.watch.WatchHub`: ``acceptWebSocket``, ``webSocketMessage``,
+  ``webSocketClose``); every wake (request, alarm, socket message) revives the watches.
 
 What every actor is opened with (its models, extensions, env, settings) is given once
 by the entry module with :func:`configure`.
@@ -16,13 +19,15 @@ by the entry module with :func:`configure`.
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from workers import DurableObject, Response, WorkerEntrypoint  # type: ignore[import-not-found]
 
-from runtimes.actor import ActorConfig
+from core.errors import UnknownRecord
+from runtimes.actor import ActorConfig, UnknownActor
 from runtimes.actor.api import ApiConfig, create_app
 from runtimes.actor.clock import SystemClock
 from runtimes.cloudflare.actor import DurableActor
@@ -33,8 +38,12 @@ from runtimes.cloudflare.names import (
     DURABLE_OBJECT_BINDING,
     MAX_BODY_BYTES_VAR,
 )
+from runtimes.cloudflare.watch import WatchHub
 
 __all__ = ["Default", "PerdureActor", "api_routes", "configure", "without_lifespan"]
+
+
+_WATCH = re.compile(r"/v1/actors/([^/]+)/conversations/([0-9]+)/watch")
 
 
 class _Deployment:
@@ -135,6 +144,7 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
         self.host = DurableActor(
             self.ctx.storage, config, clock=SystemClock(), alarm_report=_report
         )
+        self.hub = WatchHub(self.host, self.ctx)
         self._app: Any = None
 
     async def _serve(self) -> Any:
@@ -144,7 +154,7 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
             # nothing a crash would not leave either).
             await self.ctx.blockConcurrencyWhile(self.host.start)
             api = ApiConfig(
-                str(getattr(self.env, API_TOKEN_SECRET, "") or ""),
+                self._token(),
                 max_body_bytes=int(getattr(self.env, MAX_BODY_BYTES_VAR, None) or 1024 * 1024),
             )
             self._app = without_lifespan(create_app(self.host, api))
@@ -154,9 +164,47 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
         from workers import asgi
 
         app = await self._serve()
+        self.hub.revive()  # a wake after hibernation: watches get the current view
+        js_request = _js(request)
+        upgrade = str(js_request.headers.get("upgrade") or "").lower()
+        if upgrade == "websocket":
+            return await self._watch(js_request)
         return await asgi.fetch(app, request, self.env)
+
+    async def _watch(self, js_request: Any) -> Any:
+        """``GET .../conversations/{cid}/watch`` upgraded: a hibernatable watch."""
+        from js import Response as JsResponse  # type: ignore[import-not-found]
+        from js import WebSocketPair
+
+        headers = {str(k).lower(): str(v) for k, v in js_request.headers.entries()}
+        path = urlsplit(str(js_request.url)).path
+        door = FrontDoor(self._token(), _Deployment.routes or api_routes())
+        decision = door.admit("GET", path, headers)  # the app's auth, re-checked here
+        if isinstance(decision, Refusal):
+            return _json_response(decision)
+        match = _WATCH.fullmatch(unquote(path))
+        if match is None:
+            return _json_response(Refusal(404, "no_route", f"no WebSocket route for {path}"))
+        client, server = WebSocketPair.new().object_values()
+        try:
+            await self.hub.accept(server, match[1], int(match[2]))
+        except (UnknownActor, UnknownRecord) as error:
+            return _json_response(Refusal(404, "not_found", str(error)))
+        return JsResponse.new(None, status=101, webSocket=client)
+
+    async def webSocketMessage(self, ws: Any, message: Any) -> None:
+        await self._serve()
+        await self.hub.message(ws, message)
+
+    async def webSocketClose(self, ws: Any, code: int, reason: str, was_clean: bool) -> None:
+        await self._serve()
+        await self.hub.closed(ws, int(code), str(reason))
+
+    def _token(self) -> str:
+        return str(getattr(self.env, API_TOKEN_SECRET, "") or "")
 
     async def alarm(self, alarm_info: Any = None) -> None:
         # Opening is part of the guarded work: an isolate that cannot open the actor
         # is a failed attempt, counted and backed off, not an endless workerd retry.
         await self.host.alarm()
+        self.hub.revive()
