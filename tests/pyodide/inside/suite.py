@@ -497,6 +497,113 @@ async def durable_object_class_evicted_then_alarm(options: dict[str, Any]) -> di
     return {"alarm_attempts": attempts}
 
 
+@check
+async def hibernatable_watch_on_the_durable_object(options: dict[str, Any]) -> dict[str, Any]:
+    """The real ``PerdureActor``'s watch hub on the JS ``ctx``: an accepted socket gets
+    the view, then deltas; a new isolate (the socket still connected) sends it the
+    current view first when the socket's next message wakes the object."""
+    import json
+
+    from perdure_do_standin import StandinWebSocket  # type: ignore[import-not-found]
+
+    from runtimes.cloudflare import worker
+
+    home = Home(_path(options, "do-watch.sqlite"), "tree-9")
+    worker.configure(_travel_config([]))
+    first = worker.PerdureActor(home.js.open(), _env())
+    client = _Client(first, "tree-9")
+    status, accepted = await client.call("POST", "/submissions", {"type": "input", "content": "hi"})
+    assert status == 202, accepted
+    await client.settled(accepted["id"])
+    ws = StandinWebSocket.new()
+    await first.hub.accept(ws, "tree-9", 1)
+
+    def kinds() -> list[str]:
+        return [json.loads(m)["type"] for m in ws.sent]
+
+    for _ in range(500):
+        if kinds():
+            break
+        await asyncio.sleep(0)
+    assert kinds() == ["view"], kinds()
+    status, again = await client.call("POST", "/submissions", {"type": "input", "content": "more"})
+    await client.settled(again["id"])
+    for _ in range(500):
+        if "delta" in kinds():
+            break
+        await asyncio.sleep(0)
+    assert kinds()[0] == "view" and set(kinds()[1:]) == {"delta"}, kinds()
+    await first.hub.stop_all()
+    await first.host.close()
+
+    second = worker.PerdureActor(home.js.open(), _env())  # evicted; the socket stays
+    before = len(ws.sent)
+    await second.webSocketMessage(ws, "hello")
+    for _ in range(500):
+        if len(ws.sent) > before:
+            break
+        await asyncio.sleep(0)
+    frame = json.loads(ws.sent[before])
+    assert frame["type"] == "view", frame
+    users = [e for e in frame["value"]["entries"] if e["kind"] == "user"]
+    assert len(users) == 2, frame  # the current view, everything so far
+    await second.webSocketClose(ws, 1000, "bye", True)
+    assert list(ws.closed) == [1000, "bye"] and second.hub.pumping == 0
+    await second.host.close()
+    return {"frames": len(ws.sent)}
+
+
+@check
+async def model_over_fetch_to_a_real_server(options: dict[str, Any]) -> dict[str, Any] | None:
+    """A harness turn whose model is the OpenAI-compatible httpx adapter over
+    :class:`FetchTransport`: Node's ``fetch`` reaches a real streaming server on
+    127.0.0.1 (started by run.py on CPython)."""
+    base_url = options.get("openai_base_url")
+    if not base_url:
+        raise AssertionError("run.py did not start the OpenAI-compatible server")
+    from core.harness import ModelInfo
+    from runtimes.cloudflare.fetch_transport import FetchTransport
+    from runtimes.models.openai_http import OpenAICompatibleModels, OpenAIModel
+
+    info = ModelInfo(id="openai/fake", context_window=8192, max_tokens=512)
+    route = OpenAIModel(info=info, base_url=base_url, api_key="sk-test", model="gpt-fake")
+    models = OpenAICompatibleModels({info.id: route}, transport=FetchTransport())
+    harness = await Harness.open(
+        MemoryStorage(), models=models, registry=Registry([]), clock=VirtualClock()
+    )
+    try:
+        root = await harness.root(agent={"model": info.id})
+        record = await (await root.submit("hello over fetch")).wait()
+        assert record.status == "done", record
+        answer = await _answer(harness, record.answer)
+        assert answer == "Hello from 127.0.0.1", answer
+    finally:
+        await harness.close()
+        await models.aclose()
+    return {"answer": answer}
+
+
+@check
+async def remote_env_over_fetch_to_a_real_sandbox(options: dict[str, Any]) -> dict[str, Any]:
+    """The ``remote_env`` client over :class:`FetchTransport`: a real sandbox server
+    (``python -m remote_env.server`` on 127.0.0.1, started by run.py) runs a command;
+    the same op id sent again answers the recorded result without running it again."""
+    url, token = options.get("sandbox_url"), options.get("sandbox_token")
+    if not url or not token:
+        raise AssertionError("run.py did not start the sandbox server")
+    from core.env import OpRef
+    from remote_env.client import RemoteEnv
+    from runtimes.cloudflare.fetch_transport import FetchTransport
+
+    async with RemoteEnv(url, token, transport=FetchTransport()) as env:
+        op = OpRef("9:call_fetch")
+        first = await env.exec("echo hi from the sandbox >> log.txt; cat log.txt", op=op)
+        again = await env.exec("echo hi from the sandbox >> log.txt; cat log.txt", op=op)
+    assert first.exit_code == 0 and first.output.strip() == "hi from the sandbox", first
+    assert again.output == first.output, (first, again)  # deduped: the line is there once
+    return {"output": first.output.strip()}
+
+
 async def main(options: Any) -> dict[str, Any]:
     opts: dict[str, Any] = options.to_py() if hasattr(options, "to_py") else dict(options)
     only = set(opts.get("only") or [])
