@@ -10,12 +10,16 @@ client both take it as their ``transport``, unchanged.
 
 A rejected ``fetch`` (refused connection, DNS, abort) becomes
 :class:`httpx.ConnectError`, which both clients already map to their transport errors.
-The request's httpx timeout (the largest of its parts) becomes an ``AbortSignal``.
+httpx's timeouts keep their meaning: until the response headers arrive, ``connect``
+plus ``read`` bound the wait (then the fetch is aborted: :class:`httpx.ConnectTimeout`);
+each read of the body is bounded by ``read`` (:class:`httpx.ReadTimeout`). A long stream
+that keeps sending is never cut.
 Imports ``js``/``pyodide`` only when a request is sent: importable on CPython.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -29,38 +33,54 @@ _SKIP_HEADERS = frozenset({"host", "content-length", "connection", "transfer-enc
 
 
 class _FetchBody(httpx.AsyncByteStream):
-    """A fetch ``Response.body`` read chunk by chunk."""
+    """A fetch ``Response.body`` read chunk by chunk, each read within ``read_s``."""
 
-    def __init__(self, body: Any) -> None:
+    def __init__(self, body: Any, request: httpx.Request, read_s: float | None) -> None:
         self._body = body
+        self._request = request
+        self._read_s = read_s
         self._reader: Any = None
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        if self._body is None:
-            return
         from pyodide.ffi import JsException  # type: ignore[import-not-found]
 
+        if self._body is None:
+            return
         self._reader = self._body.getReader()
         while True:
             try:
-                chunk = await self._reader.read()
+                chunk = await asyncio.wait_for(_awaited(self._reader.read()), self._read_s)
+            except TimeoutError as error:
+                await self.aclose()
+                raise httpx.ReadTimeout(
+                    "no data within the read timeout", request=self._request
+                ) from error
             except JsException as error:  # the connection broke mid-body
-                raise httpx.ReadError(f"fetch body failed: {error}") from error
+                raise httpx.ReadError(
+                    f"fetch body failed: {error}", request=self._request
+                ) from error
             if chunk.done:
                 return
             yield bytes(chunk.value.to_bytes())
 
     async def aclose(self) -> None:
         if self._reader is not None:
+            reader, self._reader = self._reader, None
             with contextlib.suppress(Exception):  # a finished stream has nothing to cancel
-                await self._reader.cancel()
-            self._reader = None
+                await reader.cancel()
 
 
-def _timeout_ms(request: httpx.Request) -> int | None:
+async def _awaited(promise: Any) -> Any:
+    # A JS promise is awaitable but not a coroutine; wait_for wants one.
+    return await promise
+
+
+def _timeouts(request: httpx.Request) -> tuple[float | None, float | None]:
+    """(until the headers, per body read) in seconds, from httpx's timeout parts."""
     parts = request.extensions.get("timeout") or {}
-    values = [v for v in parts.values() if isinstance(v, int | float)]
-    return int(max(values) * 1000) if values else None
+    connect, read = parts.get("connect"), parts.get("read")
+    head = None if connect is None or read is None else float(connect) + float(read)
+    return head, None if read is None else float(read)
 
 
 class FetchTransport(httpx.AsyncBaseTransport):
@@ -74,7 +94,7 @@ class FetchTransport(httpx.AsyncBaseTransport):
         self._fetch = fetch
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        from js import AbortSignal, Object  # type: ignore[import-not-found]
+        from js import AbortController, Object  # type: ignore[import-not-found]
         from js import fetch as global_fetch
         from pyodide.ffi import JsException, to_js
 
@@ -89,18 +109,24 @@ class FetchTransport(httpx.AsyncBaseTransport):
         }
         if body:
             init["body"] = to_js(body)  # a Uint8Array copy
-        timeout = _timeout_ms(request)
-        if timeout is not None:
-            init["signal"] = AbortSignal.timeout(timeout)
+        head_s, read_s = _timeouts(request)
+        controller = AbortController.new()
+        init["signal"] = controller.signal
         fetch = self._fetch or global_fetch
         try:
-            response = await fetch(str(request.url), to_js(init, dict_converter=Object.fromEntries))
+            response = await asyncio.wait_for(
+                _awaited(fetch(str(request.url), to_js(init, dict_converter=Object.fromEntries))),
+                head_s,
+            )
+        except TimeoutError as error:
+            controller.abort()
+            raise httpx.ConnectTimeout("no response within the timeout", request=request) from error
         except JsException as error:
             raise httpx.ConnectError(f"fetch failed: {error}", request=request) from error
         headers = [(str(pair[0]), str(pair[1])) for pair in response.headers.entries()]
         return httpx.Response(
             status_code=int(response.status),
             headers=headers,
-            stream=_FetchBody(response.body),
+            stream=_FetchBody(response.body, request, read_s),
             request=request,
         )
