@@ -299,3 +299,26 @@ async def test_without_the_early_heartbeat_that_crash_would_lose_the_wake(rig: R
     await root.submit("go", request_id="r1")
     await rig.isolate()
     assert rig.home.alarm is None  # nothing would ever wake the object again
+
+
+async def test_parking_mid_tools_arms_the_alarm_for_the_work_left(rig: Rig) -> None:
+    """A park the host decides (forced, tools running) replaces the heartbeat with the
+    parked actor's next wake — due now — before it closes, so the next isolate picks the
+    work up at once instead of a heartbeat later."""
+    actor = await rig.isolate()
+    async with actor.serving() as harness:
+        root = await harness.root(agent={"model": MODEL})
+        await root.submit("Find a train and book it")
+    await until(lambda: sorted(rig.effects) == ["book", "search"])
+    await actor.settle()
+    assert rig.home.alarm == rig.clock.now() + HEARTBEAT_MS
+    assert await actor.evict("tree-1", force=True)
+    assert not actor.is_open
+    assert rig.home.alarm == rig.clock.now()
+    actor = await rig.isolate()
+    rig.gate.set()
+    assert await rig.deliver()  # the alarm re-opens the actor and resumes the work
+    harness = await actor.harness()
+    await until(lambda: harness.next_wake() is None)
+    assert sorted(rig.effects) == ["book", "search", "search"]
+    await actor.close()
