@@ -604,6 +604,46 @@ async def remote_env_over_fetch_to_a_real_sandbox(options: dict[str, Any]) -> di
     return {"output": first.output.strip()}
 
 
+@check
+async def sse_watch_streams_through_the_bridge(options: dict[str, Any]) -> dict[str, Any]:
+    """The API's SSE watch through ``workers.asgi.fetch``: the response streams (the
+    view event arrives while the stream is still open), then a commit's delta."""
+    from runtimes.cloudflare import worker
+
+    home = Home(_path(options, "do-sse.sqlite"), "tree-s")
+    worker.configure(_travel_config([]))
+    obj = worker.PerdureActor(home.js.open(), _env())
+    client = _Client(obj, "tree-s")
+    status, accepted = await client.call("POST", "/submissions", {"type": "input", "content": "a"})
+    await client.settled(accepted["id"])
+    headers = {"authorization": f"Bearer {TOKEN}"}
+    response = await obj.fetch(
+        _js_request("GET", "/v1/actors/tree-s/conversations/1/watch", headers)
+    )
+    assert response.status == 200, response.status
+    reader = response.body.getReader()
+    seen = ""
+
+    async def read_until(marker: str) -> None:
+        nonlocal seen
+        while marker not in seen:
+            chunk = await asyncio.wait_for(_js_read(reader), 10)
+            assert not chunk.done, seen
+            seen += bytes(chunk.value.to_bytes()).decode()
+
+    await read_until("event: view")
+    status, _ = await client.call("POST", "/submissions", {"type": "input", "content": "b"})
+    assert status == 202, status
+    await read_until("event: delta")
+    await obj.host.close()  # shutdown ends the stream with an end event
+    await read_until("shutting_down")
+    return {"bytes": len(seen)}
+
+
+async def _js_read(reader: Any) -> Any:
+    return await reader.read()
+
+
 async def main(options: Any) -> dict[str, Any]:
     opts: dict[str, Any] = options.to_py() if hasattr(options, "to_py") else dict(options)
     only = set(opts.get("only") or [])
