@@ -1,38 +1,39 @@
-"""One Durable Object's actor: the harness opened once per isolate, woken by one alarm.
+"""One Durable Object's host: the actor lifecycle over ``ctx.storage``, woken by one alarm.
 
-:class:`DurableActor` is the Durable Object's behaviour without the Workers SDK, so it
-runs on CPython against the ``ctx.storage`` stand-in as well as in Pyodide:
+:class:`DurableActor` is the host-neutral :class:`~runtimes.actor.ActorPool` with exactly
+one actor — this object's — and no Workers SDK import, so it runs on CPython against the
+``ctx.storage`` stand-in as well as in Pyodide:
 
-* :meth:`DurableActor.harness` opens the harness on the object's SQLite the first time
-  an isolate needs it (the Durable Object class calls it inside
-  ``blockConcurrencyWhile``), calls ``resume()`` and arms the alarm;
+* :class:`DurableObjectStore` hands over the harness storage (the SQLite facade over
+  ``ctx.storage``). The Durable Object itself is the single writer; the store also
+  remembers *which* actor this object holds (a one-row table), because an alarm on a
+  fresh isolate must know whom to wake before any request names it;
 * every commit re-arms the alarm from ``next_wake()`` (:class:`~.alarm.AlarmSlot` skips
   calls that would not change it); while tasks run, that is the ~30 s heartbeat;
-* :meth:`DurableActor.serving` wraps each request: it arms at least a heartbeat *before*
-  the request can write and keeps it while the request runs (an intermediate commit
-  that leaves nothing to do does not clear it), then re-arms exactly. If the isolate
-  dies between a commit and its re-arm, that alarm comes back, re-opens the harness and
-  ``resume()`` finds the work; a request that wrote nothing costs at most one early
-  alarm that finds nothing to do;
+* each :meth:`DurableActor.use` (every API request goes through one) arms at least a
+  heartbeat *before* the request can write and keeps it while the request runs (an
+  intermediate commit that leaves nothing to do does not clear it), then re-arms
+  exactly. If the isolate dies between a commit and its re-arm, that alarm comes back,
+  re-opens the actor and ``resume()`` finds the work; a request that wrote nothing
+  costs at most one early alarm that finds nothing to do;
+* parking (an eviction the host decides, a poisoned session) arms the alarm at the
+  parked actor's next wake before it closes;
 * :meth:`DurableActor.alarm` runs one delivery under the crash-loop guard: re-open if the
-  isolate was evicted, ``resume()``, re-arm (late, as workerd advises). A duplicate or
-  late delivery only recomputes the same alarm; ``resume()`` is idempotent.
-
-The actor API app is not served here yet: the Durable Object will hand requests to the
-host-neutral app with this object as its host (the harness under the single-writer
-guarantee a Durable Object gives by construction).
+  isolate was evicted, ``resume()``, re-arm. A duplicate or late delivery only
+  recomputes the same alarm; ``resume()`` is idempotent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 from core.clock import Clock
-from core.harness import Harness
+from core.harness import Harness, Registry
 from core.storage import Storage
+from runtimes.actor import ActorConfig, ActorLocked, ActorPool, OpenActor, UnknownActor
 from runtimes.cloudflare.alarm import (
     HEARTBEAT_MS,
     AlarmGuard,
@@ -42,9 +43,7 @@ from runtimes.cloudflare.alarm import (
 )
 from runtimes.cloudflare.storage import open_durable_object_storage
 
-__all__ = ["ActorStorage", "DurableActor", "HarnessOpener"]
-
-HarnessOpener = Callable[[Storage], Awaitable[Harness]]
+__all__ = ["ActorStorage", "DurableActor", "DurableObjectStore"]
 
 
 class ActorStorage(Protocol):
@@ -62,90 +61,201 @@ class ActorStorage(Protocol):
     async def deleteAlarm(self) -> Any: ...
 
 
-class DurableActor:
-    """The harness of one Durable Object for the lifetime of one isolate.
+_NAME_TABLE = "perdure_actor_name"
 
-    ``open_harness(storage)`` builds the harness (models, registry, settings from the
-    Worker's configuration) on the storage this object opened; it must not resume it.
-    ``report`` hears about failing alarms (see :class:`~.alarm.AlarmGuard`).
+
+def _rows(storage: ActorStorage, query: str, *bindings: Any) -> list[list[Any]]:
+    return [list(row) for row in storage.sql.exec(query, *bindings).raw()]
+
+
+def _tables(storage: ActorStorage) -> set[str]:
+    # workerd's own tables (_cf_*) are not ours to list or drop.
+    rows = _rows(storage, "SELECT name FROM sqlite_master WHERE type = 'table'")
+    return {str(r[0]) for r in rows if not str(r[0]).startswith(("_cf_", "sqlite_"))}
+
+
+class _DurableLease:
+    def __init__(
+        self, store: DurableObjectStore, storage: Storage, fresh: bool, before: set[str]
+    ) -> None:
+        self._store = store
+        self.storage = storage
+        self.fresh = fresh
+        self._before = before
+
+    async def release(self, *, discard: bool) -> None:
+        self._store.held = False
+        if discard:
+            self._store.discard(self._before)
+
+
+class DurableObjectStore:
+    """The :class:`~runtimes.actor.ActorStore` of one Durable Object.
+
+    It holds at most one actor: the first one opened with ``create`` binds its name to
+    the object (``perdure_actor_name``), written with the harness schema and dropped with
+    it when a refused first request is discarded. Opening another name is
+    :class:`UnknownActor` (the front door routes ``idFromName(actor)``, so that would be
+    a routing bug, never a second actor). One open at a time: the pool never opens twice,
+    so a second open is :class:`ActorLocked`.
+    """
+
+    def __init__(self, storage: ActorStorage) -> None:
+        self._storage = storage
+        self.held = False
+        self._name: str | None = None
+
+    @property
+    def name(self) -> str | None:
+        """The actor this object holds, or ``None`` (nothing stored yet)."""
+        if self._name is None and _NAME_TABLE in _tables(self._storage):
+            rows = _rows(self._storage, f"SELECT name FROM {_NAME_TABLE}")
+            self._name = str(rows[0][0]) if rows else None
+        return self._name
+
+    def exists(self, name: str) -> bool:
+        return self.name == name
+
+    async def open(self, name: str, *, create: bool) -> _DurableLease:
+        bound = self.name
+        if bound is not None and bound != name:
+            raise UnknownActor(f"this Durable Object holds actor {bound!r}, not {name!r}")
+        if bound is None and not create:
+            raise UnknownActor(f"no actor {name!r}")
+        if self.held:
+            raise ActorLocked(f"actor {name!r} is already open in this Durable Object")
+        before = _tables(self._storage) if bound is None else set()
+        storage = await open_durable_object_storage(self._storage)
+        if bound is None:
+            try:
+                self._bind(name)
+            except BaseException:
+                await storage.close()
+                self.discard(before)
+                raise
+        self.held = True
+        return _DurableLease(self, storage, bound is None, before)
+
+    def _bind(self, name: str) -> None:
+        def write() -> None:
+            _rows(self._storage, f"CREATE TABLE {_NAME_TABLE} (name TEXT NOT NULL) STRICT")
+            _rows(self._storage, f"INSERT INTO {_NAME_TABLE} (name) VALUES (?)", name)
+
+        self._storage.transactionSync(write)
+        self._name = name
+
+    def discard(self, before: set[str]) -> None:
+        """Drop every table created since ``before`` (a fresh actor left no record)."""
+        created = sorted(_tables(self._storage) - before)
+
+        def drop() -> None:
+            for table in created:
+                _rows(self._storage, f'DROP TABLE "{table}"')
+
+        if created:
+            self._storage.transactionSync(drop)
+        self._name = None
+
+
+class DurableActor(ActorPool):
+    """The host of one Durable Object for the lifetime of one isolate.
+
+    ``config`` is what the actor is opened with (models, extensions, env, settings).
+    ``actor``: the object's actor id when the caller knows it (else it is read from
+    storage, or bound by the first request). ``alarm_report`` hears about failing alarms
+    (see :class:`~.alarm.AlarmGuard`).
     """
 
     def __init__(
         self,
         storage: ActorStorage,
+        config: ActorConfig,
         *,
-        open_harness: HarnessOpener,
         clock: Clock,
-        report: Callable[[AlarmReport], None],
+        alarm_report: Callable[[AlarmReport], None],
+        actor: str | None = None,
+        registry: Registry | None = None,
         heartbeat_ms: int = HEARTBEAT_MS,
         max_alarm_failures: int = 8,
     ) -> None:
-        self._storage = storage
-        self._open_harness = open_harness
-        self._clock = clock
-        self._heartbeat_ms = heartbeat_ms
+        self.durable = DurableObjectStore(storage)
+        super().__init__(self.durable, config, clock=clock, registry=registry)
+        self._hint = actor
         self.slot = AlarmSlot(storage, heartbeat_ms=heartbeat_ms)
         self.guard = AlarmGuard(
-            SqlFailureStore(storage.sql), self.slot, report, max_failures=max_alarm_failures
+            SqlFailureStore(storage.sql), self.slot, alarm_report, max_failures=max_alarm_failures
         )
-        self._harness: Harness | None = None
-        self._unsubscribe: Callable[[], None] | None = None
         self._rearm: asyncio.Task[None] | None = None
         self._rearm_again = False
         self._requests = 0
 
     @property
-    def is_open(self) -> bool:
-        return self._harness is not None
+    def actor_name(self) -> str | None:
+        """This object's actor: stored, else the one the caller named."""
+        return self.durable.name or self._hint
 
-    async def harness(self) -> Harness:
-        """The open harness, opening and resuming it on first use in this isolate."""
-        if self._harness is None:
-            storage = await open_durable_object_storage(self._storage)
-            try:
-                harness = await self._open_harness(storage)
-            except BaseException:
-                await storage.close()
-                raise
-            self._harness = harness
-            self._unsubscribe = harness.session.subscribe(lambda _event: self._schedule_rearm())
-            harness.resume()
-            await self.rearm()
-        return self._harness
+    @property
+    def is_open(self) -> bool:
+        return bool(self.active)
+
+    # ------------------------------------------------------------------ pool hooks
+
+    def admitted(self, entry: OpenActor) -> None:
+        self._schedule_rearm()
+
+    def touched(self, entry: OpenActor) -> None:
+        self._schedule_rearm()  # on every commit: coalesced, skipped when unchanged
+
+    async def park(self, entry: OpenActor) -> int | None:
+        # Armed before the actor closes (an async call, so not in the sync ``parked``
+        # hook): the object is always either open or due to be woken by its alarm.
+        await self.slot.arm(entry.wake_at(), self.clock.now(), running=False)
+        return await super().park(entry)
+
+    # ------------------------------------------------------------------ requests
 
     @contextlib.asynccontextmanager
-    async def serving(self) -> AsyncIterator[Harness]:
-        """The harness for one request, with the alarm held at a heartbeat or sooner
-        while it runs (see the module docstring)."""
-        harness = await self.begin_request()
-        try:
-            yield harness
-        finally:
-            await self.end_request()
-
-    async def begin_request(self) -> Harness:
-        """:meth:`serving`'s entry: open if needed, then hold the alarm for a request."""
-        harness = await self.harness()
+    async def use(self, actor: str, *, create: bool = False) -> AsyncIterator[Harness]:
+        """:meth:`ActorPool.use`, with the alarm held at a heartbeat or sooner while the
+        request runs (see the module docstring)."""
         self._requests += 1
         try:
-            await self.rearm()
-        except BaseException:
+            async with super().use(actor, create=create) as harness:
+                await self.rearm()  # before the request can write
+                yield harness
+        finally:
             self._requests -= 1
-            raise
-        return harness
+            await self.rearm()
 
-    async def end_request(self) -> None:
-        self._requests -= 1
-        await self.rearm()
+    def serving(self) -> contextlib.AbstractAsyncContextManager[Harness]:
+        """:meth:`use` on this object's actor, creating it if needed."""
+        return self.use(self._require_name(), create=True)
+
+    async def harness(self) -> Harness:
+        """This object's open harness, opening (creating) and resuming it if needed."""
+        async with self.serving() as harness:
+            return harness
+
+    def _require_name(self) -> str:
+        name = self.actor_name
+        if name is None:
+            raise UnknownActor("this Durable Object holds no actor yet")
+        return name
+
+    # ------------------------------------------------------------------ the alarm
 
     async def rearm(self) -> int | None:
-        """Arm the alarm from the open harness's ``next_wake()``; return what is armed."""
-        harness = self._harness
-        if harness is None:
+        """Arm the alarm from the open actor's next wake; return what is armed."""
+        name = self.actor_name
+        entry = self.current(name) if name is not None else None
+        now = self.clock.now()
+        if entry is None or entry.closed:
+            if self.durable.name is None:
+                # A refused first request was discarded: nothing is left to wake.
+                return await self.slot.arm(None, now, running=False)
             return self.slot.armed
-        wake = harness.next_wake()
-        now = self._clock.now()
-        # With the harness live here, "due now" means work is running or about to; a
+        wake = entry.wake_at()
+        # With the actor live here, "due now" means work is running or about to; a
         # request in flight may still write, so it counts as running too.
         running = (wake is not None and wake <= now) or self._requests > 0
         return await self.slot.arm(wake, now, running=running)
@@ -168,11 +278,17 @@ class DurableActor:
         """One alarm delivery; ``True`` if it ran (see :class:`~.alarm.AlarmGuard`)."""
 
         async def work() -> None:
-            harness = await self.harness()  # re-opens after an eviction (and resumes)
-            harness.resume()  # idempotent: an open harness just looks for due work
+            name = self.durable.name
+            if name is None:
+                return  # nothing stored: nothing to wake
+            entry = self.current(name)
+            if entry is None:
+                await self.wake(name)  # re-opens after an eviction (and resumes)
+            else:
+                entry.harness.resume()  # idempotent: an open actor just looks for due work
             await self.rearm()
 
-        return await self.guard.run(work, self._clock.now())
+        return await self.guard.run(work, self.clock.now())
 
     async def settle(self) -> None:
         """Wait for a pending re-arm (tests and shutdown)."""
@@ -180,14 +296,9 @@ class DurableActor:
             await self._rearm
 
     async def close(self) -> None:
-        """Close the harness (an orderly stop; an eviction just drops the isolate)."""
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        """Close the actor (an orderly stop; an eviction just drops the isolate)."""
+        await super().close()
         if self._rearm is not None:
             self._rearm.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._rearm
-        if self._harness is not None:
-            harness, self._harness = self._harness, None
-            await harness.close()

@@ -29,8 +29,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
+from runtimes.actor.errors import InvalidActorId
+from runtimes.actor.ids import ACTOR_ID_PATTERN, check_actor_id
+
 __all__ = [
-    "ACTOR_ID",
     "ACTOR_PREFIX",
     "BODY_METHODS",
     "Forward",
@@ -39,9 +41,6 @@ __all__ = [
     "RouteTable",
 ]
 
-# The actor id rule of SPEC §10 (the local host has the same; both move to the
-# host-neutral actor package).
-ACTOR_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 ACTOR_PREFIX = "/v1/actors/{actor}"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(:path)?\}")
@@ -154,8 +153,10 @@ class FrontDoor:
             return Refusal(404, "no_route", f"no route for {path}")
         segment, slash, rest = path[len(prefix) :].partition("/")
         actor = unquote(segment)
-        if not ACTOR_ID.fullmatch(actor):
-            return Refusal(400, "invalid_actor", "actor ids match [A-Za-z0-9_-]{1,64}")
+        try:
+            check_actor_id(actor)  # the one actor id rule (SPEC §10), shared by every host
+        except InvalidActorId:
+            return Refusal(400, "invalid_actor", f"actor ids match {ACTOR_ID_PATTERN[1:-1]}")
         allowed = self.routes.allowed(unquote(slash + rest))
         if allowed is None:
             return Refusal(404, "no_route", f"no route for {path}")

@@ -4,27 +4,33 @@
   :class:`~.front_door.FrontDoor` (auth, body size, actor id, route, JSON) before any
   Durable Object is addressed; admitted requests go to ``ACTORS.getByName(actor)``,
   i.e. the object ``idFromName(actor)``. Nothing else happens there.
-* :class:`PerdureActor` — the Durable Object: a :class:`~.actor.DurableActor` over
-  ``ctx.storage``, opened once per isolate inside ``blockConcurrencyWhile``; ``alarm()``
-  runs one guarded delivery.
+* :class:`PerdureActor` — the Durable Object: a :class:`~.actor.DurableActor` host over
+  ``ctx.storage`` (one actor: this object's), started once per isolate inside
+  ``blockConcurrencyWhile``. ``fetch`` serves the actor API app (``create_app``) through
+  the SDK's own ASGI bridge (``workers.asgi.fetch``), with lifespan events ignored (see
+  :func:`without_lifespan`); ``alarm()`` runs one guarded delivery. A WebSocket upgrade
+  of ``.../conversations/{cid}/watch`` is a hibernatable watch
+  (:class:`~.watch.WatchHub`: ``acceptWebSocket``, ``webSocketMessage``,
+  ``webSocketClose``); every wake (request, alarm, socket message) revives the watches.
 
-The harness a deployment runs (its models, tools, settings) is given once by the entry
-module with :func:`configure`. Serving the actor API app from :meth:`PerdureActor.fetch`
-waits for the host-neutral app; until then it answers ``501 not_implemented``.
+What every actor is opened with (its models, extensions, env, settings) is given once
+by the entry module with :func:`configure`.
 """
 
 from __future__ import annotations
 
+import re
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from workers import DurableObject, Response, WorkerEntrypoint  # type: ignore[import-not-found]
 
-from core.clock import TimerHandle
-from runtimes.cloudflare.actor import DurableActor, HarnessOpener
+from core.errors import UnknownRecord
+from runtimes.actor import ActorConfig, UnknownActor
+from runtimes.actor.api import ApiConfig, create_app
+from runtimes.actor.clock import SystemClock
+from runtimes.cloudflare.actor import DurableActor
 from runtimes.cloudflare.alarm import AlarmReport
 from runtimes.cloudflare.front_door import BODY_METHODS, FrontDoor, Refusal, RouteTable
 from runtimes.cloudflare.names import (
@@ -32,37 +38,54 @@ from runtimes.cloudflare.names import (
     DURABLE_OBJECT_BINDING,
     MAX_BODY_BYTES_VAR,
 )
+from runtimes.cloudflare.watch import WatchHub
 
-__all__ = ["Default", "PerdureActor", "WorkerClock", "configure"]
+__all__ = ["Default", "PerdureActor", "api_routes", "configure", "without_lifespan"]
+
+
+_WATCH = re.compile(r"/v1/actors/([^/]+)/conversations/([0-9]+)/watch")
 
 
 class _Deployment:
-    open_harness: HarnessOpener | None = None
-    routes: RouteTable = RouteTable()
+    actor_config: ActorConfig | None = None
+    routes: RouteTable | None = None
 
 
-def configure(*, open_harness: HarnessOpener, routes: RouteTable) -> None:
-    """Called once by the Worker's entry module: how to build the harness on a Durable
-    Object's storage (it must not resume it), and the actor API's route table."""
-    _Deployment.open_harness = open_harness
+def api_routes() -> RouteTable:
+    """The actor API's own routes, for the front door (so the two cannot drift apart)."""
+    from runtimes.actor.api.routes import router
+
+    pairs = [
+        (method, str(getattr(route, "path", "")))
+        for route in router.routes
+        for method in sorted(getattr(route, "methods", None) or ())
+    ]
+    return RouteTable.from_routes(pairs)
+
+
+def configure(actor_config: ActorConfig, *, routes: RouteTable | None = None) -> None:
+    """Called once by the Worker's entry module: what every actor is opened with (its
+    models, extensions, env, settings), and optionally the front door's route table
+    (default: the actor API's)."""
+    _Deployment.actor_config = actor_config
     _Deployment.routes = routes
 
 
-class WorkerClock:
-    """:class:`core.clock.Clock` in a Worker: ``Date.now()`` milliseconds, loop timers.
+def without_lifespan(app: Any) -> Any:
+    """``app`` with ASGI lifespan events ignored (left unacknowledged, which the bridge
+    reads as "no lifespan support").
 
-    Workers advance the clock only across I/O, so durable deadlines are compared with
-    the time the current event started; timers fire on Pyodide's event loop.
+    The SDK's bridge runs one lifespan startup/shutdown cycle *per request*; the actor
+    API's lifespan starts and closes the host, which in a Durable Object lives as long
+    as the isolate, not as long as a request. The Durable Object starts the host itself.
     """
 
-    def now(self) -> int:
-        return time.time_ns() // 1_000_000
+    async def serve(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            return
+        await app(scope, receive, send)
 
-    def call_at(self, when: int, callback: Callable[[], None]) -> TimerHandle:
-        import asyncio
-
-        delay = max(0.0, (when - self.now()) / 1000)
-        return asyncio.get_running_loop().call_later(delay, callback)
+    return serve
 
 
 def _report(report: AlarmReport) -> None:
@@ -93,7 +116,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         headers = {str(k).lower(): str(v) for k, v in js_request.headers.entries()}
         door = FrontDoor(
             str(getattr(self.env, API_TOKEN_SECRET, "") or ""),
-            _Deployment.routes,
+            _Deployment.routes or api_routes(),
             int(getattr(self.env, MAX_BODY_BYTES_VAR, None) or 1024 * 1024),
         )
         path = urlsplit(str(js_request.url)).path
@@ -115,26 +138,73 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
-        opener = _Deployment.open_harness
-        if opener is None:
+        config = _Deployment.actor_config
+        if config is None:
             raise RuntimeError("runtimes.cloudflare.worker.configure() was not called")
-        self.actor = DurableActor(
-            self.ctx.storage, open_harness=opener, clock=WorkerClock(), report=_report
+        self.host = DurableActor(
+            self.ctx.storage, config, clock=SystemClock(), alarm_report=_report
         )
+        self.hub = WatchHub(self.host, self.ctx)
+        self._app: Any = None
 
-    async def _open(self) -> None:
-        if not self.actor.is_open:
-            # One opening per isolate, with every other event held until it is done.
-            await self.ctx.blockConcurrencyWhile(self.actor.harness)
+    async def _serve(self) -> Any:
+        if self._app is None:
+            # Started once per isolate, with every other event held until it is done;
+            # never closed here: an eviction just drops the isolate (closing writes
+            # nothing a crash would not leave either).
+            await self.ctx.blockConcurrencyWhile(self.host.start)
+            api = ApiConfig(
+                self._token(),
+                max_body_bytes=int(getattr(self.env, MAX_BODY_BYTES_VAR, None) or 1024 * 1024),
+            )
+            self._app = without_lifespan(create_app(self.host, api))
+        return self._app
 
     async def fetch(self, request: Any) -> Any:
-        await self._open()
-        refusal = Refusal(
-            501, "not_implemented", "the actor API is not served by this Durable Object yet"
-        )
-        return _json_response(refusal)
+        from workers import asgi
+
+        app = await self._serve()
+        self.hub.revive()  # a wake after hibernation: watches get the current view
+        js_request = _js(request)
+        upgrade = str(js_request.headers.get("upgrade") or "").lower()
+        if upgrade == "websocket":
+            return await self._watch(js_request)
+        return await asgi.fetch(app, request, self.env)
+
+    async def _watch(self, js_request: Any) -> Any:
+        """``GET .../conversations/{cid}/watch`` upgraded: a hibernatable watch."""
+        from js import Response as JsResponse  # type: ignore[import-not-found]
+        from js import WebSocketPair
+
+        headers = {str(k).lower(): str(v) for k, v in js_request.headers.entries()}
+        path = urlsplit(str(js_request.url)).path
+        door = FrontDoor(self._token(), _Deployment.routes or api_routes())
+        decision = door.admit("GET", path, headers)  # the app's auth, re-checked here
+        if isinstance(decision, Refusal):
+            return _json_response(decision)
+        match = _WATCH.fullmatch(unquote(path))
+        if match is None:
+            return _json_response(Refusal(404, "no_route", f"no WebSocket route for {path}"))
+        client, server = WebSocketPair.new().object_values()
+        try:
+            await self.hub.accept(server, match[1], int(match[2]))
+        except (UnknownActor, UnknownRecord) as error:
+            return _json_response(Refusal(404, "not_found", str(error)))
+        return JsResponse.new(None, status=101, webSocket=client)
+
+    async def webSocketMessage(self, ws: Any, message: Any) -> None:
+        await self._serve()
+        await self.hub.message(ws, message)
+
+    async def webSocketClose(self, ws: Any, code: int, reason: str, was_clean: bool) -> None:
+        await self._serve()
+        await self.hub.closed(ws, int(code), str(reason))
+
+    def _token(self) -> str:
+        return str(getattr(self.env, API_TOKEN_SECRET, "") or "")
 
     async def alarm(self, alarm_info: Any = None) -> None:
-        # Opening is part of the guarded work: an isolate that cannot open the harness
+        # Opening is part of the guarded work: an isolate that cannot open the actor
         # is a failed attempt, counted and backed off, not an endless workerd retry.
-        await self.actor.alarm()
+        await self.host.alarm()
+        self.hub.revive()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +21,17 @@ from pydantic import BaseModel
 from core.faux import FauxModel, FauxState, faux_block, faux_message, faux_tool_call
 from core.harness import (
     AssistantMessage,
+    EnvFactory,
+    Extension,
     Harness,
     ModelRequest,
-    Registry,
     ToolContext,
     ToolResultMessage,
     define_extension,
     define_tool,
 )
-from core.storage import Storage
 from core.testing.clock import VirtualClock
+from runtimes.actor import ActorConfig
 from runtimes.cloudflare.actor import DurableActor
 from runtimes.cloudflare.alarm import HEARTBEAT_MS, AlarmReport
 from tests.cloudflare.standin import DurableObjectHome
@@ -64,7 +65,7 @@ class Rig:
         results = [m for m in request.messages if isinstance(m, ToolResultMessage)]
         return faux_message(f"done after {len(results)} results")
 
-    def registry(self) -> Registry:
+    def extension(self) -> Extension:
         async def search(args: Route, ctx: ToolContext) -> str:
             self.effects.append("search")
             await self.gate.wait()
@@ -75,34 +76,34 @@ class Rig:
             await self.gate.wait()
             return "booked"
 
-        return Registry(
-            [
-                define_extension(
-                    "travel",
-                    tools=[
-                        define_tool(
-                            "search",
-                            description="s",
-                            parameters=Route,
-                            execute=search,
-                            replay="safe",
-                        ),
-                        define_tool("book", description="b", parameters=Route, execute=book),
-                    ],
-                )
-            ]
+        return define_extension(
+            "travel",
+            tools=[
+                define_tool(
+                    "search",
+                    description="s",
+                    parameters=Route,
+                    execute=search,
+                    replay="safe",
+                ),
+                define_tool("book", description="b", parameters=Route, execute=book),
+            ],
         )
 
-    async def _open(self, storage: Storage) -> Harness:
+    @contextlib.asynccontextmanager
+    async def _env(self, actor: str) -> AsyncIterator[EnvFactory | None]:
+        # Entered on every open: the place an isolate's opening can fail.
         if self.fail_opens:
             self.fail_opens -= 1
             raise RuntimeError("model configuration unavailable")
-        return await Harness.open(
-            storage,
+        yield None
+
+    def config(self) -> ActorConfig:
+        return ActorConfig(
             models=self.faux,
-            registry=self.registry(),
-            clock=self.clock,
-            report=lambda error: None,
+            extensions=[self.extension()],
+            env=self._env,
+            report=lambda actor, error: None,
         )
 
     async def isolate(self) -> DurableActor:
@@ -110,9 +111,10 @@ class Rig:
         old = self.actor
         self.actor = DurableActor(
             self.home.open(),  # the old storage object is dead from here on
-            open_harness=self._open,
+            self.config(),
             clock=self.clock,
-            report=self.reports.append,
+            alarm_report=self.reports.append,
+            actor="tree-1",
             max_alarm_failures=3,
         )
         if old is not None:
@@ -214,7 +216,8 @@ async def test_a_reminder_fires_once_across_an_eviction_and_a_double_delivery(ri
 
 
 async def test_an_alarm_that_throws_is_retried_with_backoff_then_succeeds(rig: Rig) -> None:
-    actor = await rig.isolate()
+    await (await rig.isolate()).harness()  # the actor exists...
+    actor = await rig.isolate()  # ...and a new isolate cannot open it
     rig.fail_opens = 1
     assert not await rig.deliver()
     assert rig.home.alarm == rig.clock.now() + 2_000  # our retry, not workerd's
@@ -227,6 +230,7 @@ async def test_an_alarm_that_throws_is_retried_with_backoff_then_succeeds(rig: R
 
 
 async def test_a_crash_loop_is_bounded_and_reported(rig: Rig) -> None:
+    await (await rig.isolate()).harness()
     rig.fail_opens = 100
     for _ in range(3):
         await rig.isolate()  # every attempt in a fresh isolate
@@ -245,14 +249,15 @@ async def test_a_crash_between_a_commit_and_its_rearm_is_recovered_by_the_alarm(
     harness = await actor.harness()  # idle: nothing armed
     await actor.settle()
     assert rig.home.alarm is None
-    await actor.begin_request()  # a request arrives: a heartbeat before it can write
+    request = contextlib.AsyncExitStack()  # a request arrives: a heartbeat before it can write
+    await request.enter_async_context(actor.serving())
     assert rig.home.alarm == rig.clock.now() + HEARTBEAT_MS
     root = await harness.root(agent={"model": MODEL})  # a commit with nothing to run...
     await actor.settle()
     assert rig.home.alarm == rig.clock.now() + HEARTBEAT_MS  # ...keeps the heartbeat
     rig.crash_after_next_commit(harness)
     sub = await root.submit("go", request_id="r1")  # committed, then the isolate died
-    actor = await rig.isolate()  # (the request never reached end_request)
+    actor = await rig.isolate()  # (the request never ended)
     assert rig.home.alarm is not None  # the heartbeat armed before the request survives
     rig.clock.advance(HEARTBEAT_MS)
     assert await rig.deliver()
@@ -260,6 +265,8 @@ async def test_a_crash_between_a_commit_and_its_rearm_is_recovered_by_the_alarm(
     record = await (await (await harness.root()).submit("go", request_id="r1")).wait()
     assert record.id == sub.id and record.status == "done"
     await actor.close()
+    with contextlib.suppress(Exception):  # the dead isolate's request, for the record
+        await request.aclose()
 
 
 async def test_a_long_model_call_is_kept_alive_by_the_heartbeat(tmp_path: Path) -> None:
@@ -292,3 +299,26 @@ async def test_without_the_early_heartbeat_that_crash_would_lose_the_wake(rig: R
     await root.submit("go", request_id="r1")
     await rig.isolate()
     assert rig.home.alarm is None  # nothing would ever wake the object again
+
+
+async def test_parking_mid_tools_arms_the_alarm_for_the_work_left(rig: Rig) -> None:
+    """A park the host decides (forced, tools running) replaces the heartbeat with the
+    parked actor's next wake — due now — before it closes, so the next isolate picks the
+    work up at once instead of a heartbeat later."""
+    actor = await rig.isolate()
+    async with actor.serving() as harness:
+        root = await harness.root(agent={"model": MODEL})
+        await root.submit("Find a train and book it")
+    await until(lambda: sorted(rig.effects) == ["book", "search"])
+    await actor.settle()
+    assert rig.home.alarm == rig.clock.now() + HEARTBEAT_MS
+    assert await actor.evict("tree-1", force=True)
+    assert not actor.is_open
+    assert rig.home.alarm == rig.clock.now()
+    actor = await rig.isolate()
+    rig.gate.set()
+    assert await rig.deliver()  # the alarm re-opens the actor and resumes the work
+    harness = await actor.harness()
+    await until(lambda: harness.next_wake() is None)
+    assert sorted(rig.effects) == ["book", "search", "search"]
+    await actor.close()

@@ -234,6 +234,17 @@ export class DurableObjectState {
   constructor(home) {
     this.id = new DurableObjectId(home.name);
     this.storage = new DurableObjectStorage(home);
+    this._home = home;
+  }
+  // Hibernatable WebSockets: accepted sockets belong to the object, not the isolate,
+  // so they live in the home and a new isolate's getWebSockets() still returns them.
+  acceptWebSocket(ws, tags = []) {
+    this._home.sockets.push([ws, [...tags]]);
+  }
+  getWebSockets(tag) {
+    return this._home.sockets
+      .filter(([ws, tags]) => ws.closed === null && (tag === undefined || tags.includes(tag)))
+      .map(([ws]) => ws);
   }
   async blockConcurrencyWhile(fn) {
     return await fn();
@@ -248,6 +259,7 @@ export class DurableObjectHome {
     this.alarm = null;
     this.alarmSets = 0;
     this.current = null;
+    this.sockets = [];
   }
   open() {
     if (this.current !== null && !this.current.storage._evicted) this.current.storage.evict();
@@ -284,5 +296,28 @@ export class DurableObjectStub {
       status: 200,
       headers: { "content-type": "application/json" },
     });
+  }
+}
+
+// The server end of a WebSocket as a Durable Object holds it: what it was sent, its
+// attachment (structured-cloned, as workerd serialises it), and its close.
+export class StandinWebSocket {
+  constructor() {
+    this.sent = [];
+    this.closed = null;
+    this._attachment = null;
+  }
+  send(message) {
+    if (this.closed !== null) throw new Error("send on a closed WebSocket");
+    this.sent.push(message);
+  }
+  close(code = 1000, reason = "") {
+    this.closed = [code, reason];
+  }
+  serializeAttachment(value) {
+    this._attachment = structuredClone(value);
+  }
+  deserializeAttachment() {
+    return this._attachment === null ? null : structuredClone(this._attachment);
   }
 }

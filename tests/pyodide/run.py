@@ -9,11 +9,16 @@
    build, pip silently takes a 1 KB placeholder), the rest pure wheels;
 3. builds, on CPython, an actor with 10,000 entries and measures the same workloads on
    CPython (the local host's SQLite facade) for the ratios;
-4. runs ``tests/pyodide/inside/suite.py`` in Pyodide (its own event loop, as in
+4. starts, on CPython, two real servers on 127.0.0.1 — the models tests' scripted
+   OpenAI-compatible server and a ``remote_env`` sandbox server (a subprocess) — and
+   runs ``tests/pyodide/inside/suite.py`` in Pyodide (its own event loop, as in
    workerd): the storage conformance kit over the facade over the JS stand-in through
    the real Workers SDK, plain and evicted after every commit; the SQL limits; the seed
-   crash scenario across an eviction; a harness smoke with reopen; the cold start on
-   the 10,000-entry actor; ms per tool round;
+   crash scenario across an eviction, directly and through HTTP on the real
+   ``PerdureActor`` via the SDK's ASGI bridge; the kit's submit → tools → answer over
+   the bridge; the hibernatable watch; the model adapter and the sandbox client over
+   ``fetch`` to those servers; a harness smoke with reopen; the cold start on the
+   10,000-entry actor; ms per tool round;
 5. runs pytest inside Pyodide on ``tests/cloudflare`` (its normal summary line);
 6. prints the timings and ratios, and exits non-zero if anything failed.
 
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import shutil
 import subprocess
@@ -48,6 +54,7 @@ WHEELS = {
     "annotated-types": ("0.8.0", None),
     "workers-runtime-sdk": ("1.9.5", None),
     "fastapi": ("0.165.0", None),
+    "opentelemetry-api": ("1.45.2", None),  # fastapi 0.165 imports it at import time
     "starlette": ("1.10.0", None),
     "anyio": ("4.16.0", None),
     "sniffio": ("1.3.1", None),
@@ -247,6 +254,28 @@ def report(cpython: dict[str, Any], inside: dict[str, Any]) -> None:
     )
 
 
+def _openai_server() -> Any:
+    """A real OpenAI-compatible streaming server on 127.0.0.1 (the models tests' own),
+    for the model adapter over ``fetch`` inside Pyodide."""
+    from tests.models.fake_openai import FakeOpenAI, Stream, finish, text, usage
+
+    server = FakeOpenAI()
+    server.start()
+    server.script(Stream([text("Hello "), text("from 127.0.0.1"), finish("stop"), usage(5, 4)]))
+    return server
+
+
+def _sandbox_server(stack: contextlib.ExitStack, scratch: Path) -> tuple[str, str]:
+    """A real sandbox server (``python -m remote_env.server``) on 127.0.0.1 and a
+    workspace token for it, for the ``remote_env`` client over ``fetch``."""
+    from tests.remote_env.support import server_process, token
+
+    where = scratch / "sandbox"
+    where.mkdir()
+    server = stack.enter_context(server_process(where))
+    return server.url, token("fetch-ws")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=200)
@@ -262,13 +291,23 @@ def main() -> int:
         _log(f"CPython: building a {args.entries}-entry actor and the baselines")
         cpython = asyncio.run(cpython_side(scratch, args.entries, args.rounds))
         _log("Pyodide: the suite")
+        openai = _openai_server()
+        sandbox = contextlib.ExitStack()
+        sandbox_url, sandbox_token = _sandbox_server(sandbox, scratch)
         options = {
+            "openai_base_url": openai.base_url,
+            "sandbox_url": sandbox_url,
+            "sandbox_token": sandbox_token,
             "scratch": str(scratch),
             "rounds": args.rounds,
             "long_actor": str(scratch / "long-actor-pyodide.sqlite"),
             "entries": args.entries,
         }
-        code, inside = run_in_pyodide("tests.pyodide.inside.suite", options, wheels)
+        try:
+            code, inside = run_in_pyodide("tests.pyodide.inside.suite", options, wheels)
+        finally:
+            openai.stop()
+            sandbox.close()
         for name, trace in inside.get("failures", {}).items():
             print(f"\nFAILED {name}\n{trace}")
         names = sorted(inside.get("checks", {}))

@@ -26,8 +26,7 @@ def main_sync(options: Any) -> dict[str, Any]:
             "-p",
             "tests.pyodide.inside.pytest_plugin",
             "-q",
-            # Reads its route table from runtimes.local's router, which imports aiosqlite;
-            # it joins this run once the actor API lives in the host-neutral package.
+            # Its local-host comparison needs runtimes.local (aiosqlite: CPython only).
             "--ignore=/perdure/tests/cloudflare/test_front_door.py",
             "/perdure/tests/cloudflare",
         ]

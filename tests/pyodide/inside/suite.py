@@ -28,6 +28,7 @@ from pydantic import BaseModel  # noqa: E402
 from core.faux import FauxModel, FauxState, faux_message, faux_tool_call  # noqa: E402
 from core.harness import (  # noqa: E402
     AssistantMessage,
+    Extension,
     Harness,
     ModelRequest,
     Registry,
@@ -40,6 +41,7 @@ from core.storage import MemoryStorage, Storage  # noqa: E402
 from core.testing.clock import VirtualClock  # noqa: E402
 from core.testing.storage_conformance import storage_cases  # noqa: E402
 from core.testing.wrappers import ReopeningStorage  # noqa: E402
+from runtimes.actor import ActorConfig  # noqa: E402
 from runtimes.cloudflare.storage import DurableObjectDatabase  # noqa: E402
 from tests.pyodide.inside import workload  # noqa: E402
 
@@ -114,7 +116,7 @@ async def sql_limits_bite(options: dict[str, Any]) -> None:
         raise AssertionError(f"the stand-in accepted {statement[:40]!r}")
 
 
-def _travel(effects: list[str], gate: asyncio.Event) -> Registry:
+def _travel_extension(effects: list[str], gate: asyncio.Event) -> Extension:
     class Route(BaseModel):
         route: str
 
@@ -131,23 +133,23 @@ def _travel(effects: list[str], gate: asyncio.Event) -> Registry:
         await gate.wait()
         return f"Booked a seat on {args.train}"
 
-    return Registry(
-        [
-            define_extension(
-                "travel",
-                tools=[
-                    define_tool(
-                        "search",
-                        description="Search",
-                        parameters=Route,
-                        execute=search,
-                        replay="safe",
-                    ),
-                    define_tool("book", description="Book", parameters=Train, execute=book),
-                ],
-            )
-        ]
+    return define_extension(
+        "travel",
+        tools=[
+            define_tool(
+                "search",
+                description="Search",
+                parameters=Route,
+                execute=search,
+                replay="safe",
+            ),
+            define_tool("book", description="Book", parameters=Train, execute=book),
+        ],
     )
+
+
+def _travel(effects: list[str], gate: asyncio.Event) -> Registry:
+    return Registry([_travel_extension(effects, gate)])
 
 
 def _travel_model(seen: list[list[dict[str, Any]]]) -> FauxModel:
@@ -311,7 +313,7 @@ async def worker_front_door(options: dict[str, Any]) -> dict[str, Any]:
     from runtimes.cloudflare import worker
     from runtimes.cloudflare.front_door import RouteTable
 
-    worker.configure(open_harness=_faux_opener([]), routes=RouteTable.from_routes(ROUTES))
+    worker.configure(_travel_config([]), routes=RouteTable.from_routes(ROUTES))
     namespace = DurableObjectNamespace.new()
     env = to_js(
         {"PERDURE_API_TOKEN": TOKEN, "ACTORS": namespace, "PERDURE_MAX_BODY_BYTES": "2000"},
@@ -351,23 +353,80 @@ async def worker_front_door(options: dict[str, Any]) -> dict[str, Any]:
     return {"refusals": len(refused)}
 
 
-def _faux_opener(effects: list[str], gate: asyncio.Event | None = None) -> Any:
+def _travel_config(effects: list[str], gate: asyncio.Event | None = None) -> ActorConfig:
     seen: list[list[dict[str, Any]]] = []
     free = gate or asyncio.Event()
     if gate is None:
         free.set()
-    clock = VirtualClock()
+    return ActorConfig(
+        models=_travel_model(seen),
+        extensions=[_travel_extension(effects, free)],
+        default_agent={"model": workload.MODEL},
+        report=lambda actor, error: None,
+    )
 
-    async def open_harness(storage: Storage) -> Harness:
-        return await Harness.open(
-            storage,
-            models=_travel_model(seen),
-            registry=_travel(effects, free),
-            clock=clock,
-            report=lambda error: None,
-        )
 
-    return open_harness
+def _env() -> Any:
+    from js import Object  # type: ignore[import-not-found]
+    from pyodide.ffi import to_js  # type: ignore[import-not-found]
+
+    return to_js({"PERDURE_API_TOKEN": TOKEN}, dict_converter=Object.fromEntries)
+
+
+class _Client:
+    """Requests to one Durable Object instance's ``fetch`` (a JS ``Request`` in, the
+    SDK bridge's JS ``Response`` out), as the front door's stub would send them."""
+
+    def __init__(self, obj: Any, actor: str) -> None:
+        self.obj = obj
+        self.base = f"/v1/actors/{actor}"
+
+    async def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        import json
+
+        headers = {"authorization": f"Bearer {TOKEN}"}
+        text = None
+        if body is not None:
+            headers["content-type"] = "application/json"
+            text = json.dumps(body)
+        response = await self.obj.fetch(_js_request(method, self.base + path, headers, text))
+        raw = await response.text()
+        return int(response.status), json.loads(raw) if raw else None
+
+    async def settled(self, sid: int) -> dict[str, Any]:
+        for _ in range(200):
+            status, state = await self.call("GET", f"/submissions/{sid}?wait=1")
+            assert status == 200, (status, state)
+            if state["status"] in ("done", "unanswered"):
+                return dict(state)
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"submission {sid} did not settle")
+
+
+@check
+async def kit_submit_tool_answer_over_the_bridge(options: dict[str, Any]) -> dict[str, Any]:
+    """The kit's agent on the real ``PerdureActor``: submit → the three tools → the
+    answer, every call HTTP through ``workers.asgi.fetch`` into the actor API app."""
+    from runtimes.actor.testing import KitTools, kit_config
+    from runtimes.cloudflare import worker
+
+    tools = KitTools()
+    worker.configure(kit_config(tools))
+    home = Home(_path(options, "kit-bridge.sqlite"), "kit-a")
+    obj = worker.PerdureActor(home.js.open(), _env())
+    client = _Client(obj, "kit-a")
+    status, accepted = await client.call(
+        "POST", "/submissions", {"type": "input", "content": "tools"}
+    )
+    assert status == 202 and accepted["status"] in ("placed", "queued"), (status, accepted)
+    state = await client.settled(accepted["id"])
+    assert state["status"] == "done", state
+    assert state["answer"]["text"] == "done: found train; booked seat; ran hold seat", state
+    assert dict(tools.runs) == {"kit_search": 1, "kit_book": 1, "kit_hold": 1}, tools.runs
+    status, refused = await client.call("POST", "/submissions", {"type": "input", "content": ""})
+    assert status == 422 and refused["error"]["code"], (status, refused)  # the app's own 4xx
+    await obj.host.close()
+    return {"answer": state["answer"]["text"]}
 
 
 async def _fire_alarm(home: Home, obj: Any, tries: int = 7) -> int:
@@ -392,49 +451,197 @@ def to_js_info(attempt: int) -> Any:
 
 @check
 async def durable_object_class_evicted_then_alarm(options: dict[str, Any]) -> dict[str, Any]:
-    """The real ``PerdureActor`` class on the JS ``DurableObjectState``: a job runs, the
-    isolate is evicted mid-tools, the heartbeat alarm fires on a new instance, which
-    re-opens inside ``blockConcurrencyWhile`` and resumes: search reruns, book does not."""
+    """The seed scenario on the real ``PerdureActor`` class, through HTTP on the SDK
+    bridge: job-42 starts search (safe) and book (unsafe); the isolate is evicted while
+    both run; the heartbeat alarm fires on a new instance, which re-opens and resumes:
+    search reruns, book is reported interrupted; job-42 resent returns the original."""
     from runtimes.cloudflare import worker
-    from runtimes.cloudflare.front_door import RouteTable
 
     home = Home(_path(options, "do-class.sqlite"), "tree-7")
     effects: list[str] = []
     stuck = asyncio.Event()
-    worker.configure(
-        open_harness=_faux_opener(effects, stuck), routes=RouteTable.from_routes(ROUTES)
-    )
-    first = worker.PerdureActor(home.js.open(), {})
-    response = await first.fetch(_js_request("GET", "/v1/actors/tree-7/tasks", {}))
-    assert response.status == 501  # the API is not served here yet; the harness is open
-    assert first.actor.is_open
-    async with first.actor.serving() as harness:
-        root = await harness.root(agent={"model": workload.MODEL})
-        sub = await root.submit("Find a train to Graz and book it", request_id="job-42")
+    worker.configure(_travel_config(effects, stuck))
+    first = worker.PerdureActor(home.js.open(), _env())
+    job = {"type": "input", "content": "Find a train to Graz and book it", "request_id": "job-42"}
+    status, accepted = await _Client(first, "tree-7").call("POST", "/submissions", job)
+    assert status == 202, (status, accepted)
     for _ in range(500):
         if {"search start", "book start"} <= set(effects):
             break
         await asyncio.sleep(0)
-    await first.actor.settle()
+    await first.host.settle()
     assert home.js.alarm is not None  # the heartbeat while the tools run
 
-    worker.configure(open_harness=_faux_opener(effects), routes=RouteTable.from_routes(ROUTES))
-    second = worker.PerdureActor(home.js.open(), {})  # evicted: a new isolate, same file
+    worker.configure(_travel_config(effects))
+    second = worker.PerdureActor(home.js.open(), _env())  # evicted: a new isolate, same file
     with contextlib.suppress(Exception):
-        await first.actor.close()
+        await first.host.close()
     attempts = await _fire_alarm(home, second)
-    assert attempts == 1 and second.actor.is_open
-    async with second.actor.serving() as harness:
-        again = await (await harness.root()).submit(
-            "Find a train to Graz and book it", request_id="job-42"
-        )
-        assert again.id == sub.id
-        record = await again.wait()
-    assert record.status == "done", record
+    assert attempts == 1 and second.host.is_open
+    client = _Client(second, "tree-7")
+    status, again = await client.call("POST", "/submissions", job)
+    assert status == 202 and again["id"] == accepted["id"], (status, again, accepted)
+    state = await client.settled(again["id"])
+    assert state["status"] == "done", state
     assert sorted(effects) == ["book start", "search start", "search start"], effects
-    await second.actor.settle()
-    await second.actor.close()
+    status, view = await client.call("GET", "/conversations/1/view")
+    results = {
+        e["message"]["tool_name"]: e["message"]
+        for e in view["entries"]
+        if e["kind"] == "tool_result"
+    }
+    assert not results["search"]["is_error"], results
+    assert results["book"]["is_error"] and "interrupted" in str(results["book"]["content"])
+    await second.host.settle()
+    await second.host.close()
     return {"alarm_attempts": attempts}
+
+
+@check
+async def hibernatable_watch_on_the_durable_object(options: dict[str, Any]) -> dict[str, Any]:
+    """The real ``PerdureActor``'s watch hub on the JS ``ctx``: an accepted socket gets
+    the view, then deltas; a new isolate (the socket still connected) sends it the
+    current view first when the socket's next message wakes the object."""
+    import json
+
+    from perdure_do_standin import StandinWebSocket  # type: ignore[import-not-found]
+
+    from runtimes.cloudflare import worker
+
+    home = Home(_path(options, "do-watch.sqlite"), "tree-9")
+    worker.configure(_travel_config([]))
+    first = worker.PerdureActor(home.js.open(), _env())
+    client = _Client(first, "tree-9")
+    status, accepted = await client.call("POST", "/submissions", {"type": "input", "content": "hi"})
+    assert status == 202, accepted
+    await client.settled(accepted["id"])
+    ws = StandinWebSocket.new()
+    await first.hub.accept(ws, "tree-9", 1)
+
+    def kinds() -> list[str]:
+        return [json.loads(m)["type"] for m in ws.sent]
+
+    for _ in range(500):
+        if kinds():
+            break
+        await asyncio.sleep(0)
+    assert kinds() == ["view"], kinds()
+    status, again = await client.call("POST", "/submissions", {"type": "input", "content": "more"})
+    await client.settled(again["id"])
+    for _ in range(500):
+        if "delta" in kinds():
+            break
+        await asyncio.sleep(0)
+    assert kinds()[0] == "view" and set(kinds()[1:]) == {"delta"}, kinds()
+    await first.hub.stop_all()
+    await first.host.close()
+
+    second = worker.PerdureActor(home.js.open(), _env())  # evicted; the socket stays
+    before = len(ws.sent)
+    await second.webSocketMessage(ws, "hello")
+    for _ in range(500):
+        if len(ws.sent) > before:
+            break
+        await asyncio.sleep(0)
+    frame = json.loads(ws.sent[before])
+    assert frame["type"] == "view", frame
+    users = [e for e in frame["value"]["entries"] if e["kind"] == "user"]
+    assert len(users) == 2, frame  # the current view, everything so far
+    await second.webSocketClose(ws, 1000, "bye", True)
+    assert list(ws.closed) == [1000, "bye"] and second.hub.pumping == 0
+    await second.host.close()
+    return {"frames": len(ws.sent)}
+
+
+@check
+async def model_over_fetch_to_a_real_server(options: dict[str, Any]) -> dict[str, Any] | None:
+    """A harness turn whose model is the OpenAI-compatible httpx adapter over
+    :class:`FetchTransport`: Node's ``fetch`` reaches a real streaming server on
+    127.0.0.1 (started by run.py on CPython)."""
+    base_url = options.get("openai_base_url")
+    if not base_url:
+        raise AssertionError("run.py did not start the OpenAI-compatible server")
+    from core.harness import ModelInfo
+    from runtimes.cloudflare.fetch_transport import FetchTransport
+    from runtimes.models.openai_http import OpenAICompatibleModels, OpenAIModel
+
+    info = ModelInfo(id="openai/fake", context_window=8192, max_tokens=512)
+    route = OpenAIModel(info=info, base_url=base_url, api_key="sk-test", model="gpt-fake")
+    models = OpenAICompatibleModels({info.id: route}, transport=FetchTransport())
+    harness = await Harness.open(
+        MemoryStorage(), models=models, registry=Registry([]), clock=VirtualClock()
+    )
+    try:
+        root = await harness.root(agent={"model": info.id})
+        record = await (await root.submit("hello over fetch")).wait()
+        assert record.status == "done", record
+        answer = await _answer(harness, record.answer)
+        assert answer == "Hello from 127.0.0.1", answer
+    finally:
+        await harness.close()
+        await models.aclose()
+    return {"answer": answer}
+
+
+@check
+async def remote_env_over_fetch_to_a_real_sandbox(options: dict[str, Any]) -> dict[str, Any]:
+    """The ``remote_env`` client over :class:`FetchTransport`: a real sandbox server
+    (``python -m remote_env.server`` on 127.0.0.1, started by run.py) runs a command;
+    the same op id sent again answers the recorded result without running it again."""
+    url, token = options.get("sandbox_url"), options.get("sandbox_token")
+    if not url or not token:
+        raise AssertionError("run.py did not start the sandbox server")
+    from core.env import OpRef
+    from remote_env.client import RemoteEnv
+    from runtimes.cloudflare.fetch_transport import FetchTransport
+
+    async with RemoteEnv(url, token, transport=FetchTransport()) as env:
+        op = OpRef("9:call_fetch")
+        first = await env.exec("echo hi from the sandbox >> log.txt; cat log.txt", op=op)
+        again = await env.exec("echo hi from the sandbox >> log.txt; cat log.txt", op=op)
+    assert first.exit_code == 0 and first.output.strip() == "hi from the sandbox", first
+    assert again.output == first.output, (first, again)  # deduped: the line is there once
+    return {"output": first.output.strip()}
+
+
+@check
+async def sse_watch_streams_through_the_bridge(options: dict[str, Any]) -> dict[str, Any]:
+    """The API's SSE watch through ``workers.asgi.fetch``: the response streams (the
+    view event arrives while the stream is still open), then a commit's delta."""
+    from runtimes.cloudflare import worker
+
+    home = Home(_path(options, "do-sse.sqlite"), "tree-s")
+    worker.configure(_travel_config([]))
+    obj = worker.PerdureActor(home.js.open(), _env())
+    client = _Client(obj, "tree-s")
+    status, accepted = await client.call("POST", "/submissions", {"type": "input", "content": "a"})
+    await client.settled(accepted["id"])
+    headers = {"authorization": f"Bearer {TOKEN}"}
+    response = await obj.fetch(
+        _js_request("GET", "/v1/actors/tree-s/conversations/1/watch", headers)
+    )
+    assert response.status == 200, response.status
+    reader = response.body.getReader()
+    seen = ""
+
+    async def read_until(marker: str) -> None:
+        nonlocal seen
+        while marker not in seen:
+            chunk = await asyncio.wait_for(_js_read(reader), 10)
+            assert not chunk.done, seen
+            seen += bytes(chunk.value.to_bytes()).decode()
+
+    await read_until("event: view")
+    status, _ = await client.call("POST", "/submissions", {"type": "input", "content": "b"})
+    assert status == 202, status
+    await read_until("event: delta")
+    await obj.host.close()  # shutdown ends the stream with an end event
+    await read_until("shutting_down")
+    return {"bytes": len(seen)}
+
+
+async def _js_read(reader: Any) -> Any:
+    return await reader.read()
 
 
 async def main(options: Any) -> dict[str, Any]:
