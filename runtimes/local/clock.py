@@ -1,27 +1,8 @@
-"""The system clock: wall-clock epoch milliseconds and event-loop timers."""
+"""The system clock (kept at this path for the local host's callers; it lives in the
+host-neutral layer, which every host shares)."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable
-
-from core.clock import TimerHandle
+from runtimes.actor.clock import SystemClock
 
 __all__ = ["SystemClock"]
-
-
-class SystemClock:
-    """:class:`core.clock.Clock` on the wall clock.
-
-    Timers are event-loop timers: they fire while this process lives. Durable deadlines
-    themselves live in storage, so a timer lost to a crash is re-armed from
-    ``next_wake()`` by whoever reopens the storage.
-    """
-
-    def now(self) -> int:
-        return time.time_ns() // 1_000_000
-
-    def call_at(self, when: int, callback: Callable[[], None]) -> TimerHandle:
-        delay = max(0.0, (when - self.now()) / 1000)
-        return asyncio.get_running_loop().call_later(delay, callback)
