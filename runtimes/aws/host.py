@@ -123,12 +123,15 @@ class AwsHost(ActorPool):
         self.aws_store = store
         self.alarms = alarms
         self._parked: set[str] = set()  # for :attr:`wakes`
+        self.unfinished: set[str] = set()
+        """Actors whose work did not settle in the invocation: parked with a wake now."""
 
     async def park(self, entry: OpenActor) -> int | None:
         # The schedule is armed while the lease is still held: a crash after it leaves
         # a schedule that wakes the actor; arming after the release could lose the wake.
         if self.alarms is not None:
-            await self.alarms.arm(entry.name, entry.wake_at())
+            wake = self.clock.now() if entry.name in self.unfinished else entry.wake_at()
+            await self.alarms.arm(entry.name, wake)
         return await super().park(entry)
 
     async def park_all(self) -> None:
