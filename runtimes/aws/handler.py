@@ -15,6 +15,14 @@ Every invocation is one lease owner (its request id) on a fresh :class:`AwsHost`
   ``lambda:Invoke`` — IAM-authorised, so the handler adds the API token itself): served
   by the same app, answered ``{"status", "body"}``.
 
+A submission (HTTP or direct) refused because another invocation holds the actor's
+lease goes to the actor's mailbox (:mod:`runtimes.aws.mailbox`) and is answered
+``202 {"status": "mailed", "request_id"}``; re-submitting with that request id reads the
+submission once it was taken. Every invocation drains the mailboxes of the actors it
+holds before it parks them, and arms an immediate wake for mail that arrived after its
+last drain, so a mailbox is never stranded (a dead holder's mail is taken by the wake
+its mailer armed, once the lease ran out).
+
 An event that is none of these, or malformed, is refused with a 4xx and
 ``{error: {code, message}}`` before any host exists, so nothing is written; bad actor
 ids and oversized bodies are refused by the app before it opens an actor.
@@ -31,6 +39,7 @@ import importlib
 import json
 import logging
 import os
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -38,6 +47,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 import httpx
+from fastapi import FastAPI
 from mangum import Mangum
 from mangum.protocols import HTTPCycle
 from mangum.types import LambdaContext as MangumContext
@@ -51,6 +61,7 @@ from runtimes.actor.ids import check_actor_id
 from runtimes.aws.alarms import WAKE_EVENT, WakeSchedule
 from runtimes.aws.host import AwsActorStore, AwsHost
 from runtimes.aws.lease import DEFAULT_LEASE_MS
+from runtimes.aws.mailbox import Mailbox
 from runtimes.aws.resources import AwsResources
 from runtimes.local.clock import SystemClock
 
@@ -62,6 +73,9 @@ DUE_WINDOW_MS = 60_000
 """The Scheduler's precision: a wake finds deadlines up to this far ahead due."""
 
 REQUEST_EVENT = "request"
+
+_SUBMISSIONS = re.compile(r"/v1/actors/([A-Za-z0-9_-]{1,64})/submissions")
+_DRAIN_ROUNDS = 10  # drain, settle, drain again: mail that arrives meanwhile is taken too
 
 
 class LambdaContext(Protocol):
@@ -139,12 +153,16 @@ class ActorFunction:
             scope, body = handler.scope, handler.body
         except Exception as e:  # Mangum raises whatever a malformed event trips over
             return _refusal(400, "bad_event", f"not an HTTP event Mangum can read: {e!r}")
-        async with self._invocation(host, context):
+        async with self._invocation(host, app, context):
             cycle = HTTPCycle(scope, body)
             await cycle.run(app)
-        response: dict[str, Any] = handler(
-            {"status": cycle.status, "headers": cycle.headers, "body": cycle.body}
-        )
+            status, headers, content = cycle.status, cycle.headers, cycle.body
+            if status == 423:
+                mailed = await self._mail(scope["method"], scope["path"], body, context)
+                if mailed is not None:
+                    status, content = 202, json.dumps(mailed).encode()
+                    headers = [[b"content-type", b"application/json"]]
+        response: dict[str, Any] = handler({"status": status, "headers": headers, "body": content})
         return response
 
     async def _request(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
@@ -156,11 +174,16 @@ class ActorFunction:
         transport = httpx.ASGITransport(app=app)
         headers = {"authorization": f"Bearer {self.settings.api.token}"}
         async with (
-            self._invocation(host, context),
+            self._invocation(host, app, context),
             httpx.AsyncClient(transport=transport, base_url="http://lambda") as client,
         ):
             kwargs: dict[str, Any] = {} if body is None else {"json": body}
             r = await client.request(method, path, headers=headers, **kwargs)
+            if r.status_code == 423:
+                raw = json.dumps(body).encode()
+                mailed = await self._mail(method.upper(), path, raw, context)
+                if mailed is not None:
+                    return {"status": 202, "body": mailed}
         try:
             answer: Any = r.json()
         except ValueError:
@@ -173,7 +196,7 @@ class ActorFunction:
         except InvalidActorId as e:
             return _direct_refusal(400, "invalid_actor", str(e))
         host = self._host(context)
-        async with self._invocation(host, context):
+        async with self._invocation(host, create_app(host, self.settings.api), context):
             try:
                 opened = await host.wake(actor)
             except ActorLocked:
@@ -197,18 +220,82 @@ class ActorFunction:
         return AwsHost(s.actor, store=store, clock=s.clock, alarms=s.alarms)
 
     @asynccontextmanager
-    async def _invocation(self, host: AwsHost, context: LambdaContext) -> AsyncIterator[None]:
-        """Serve the block, let the actors' work settle within the time left, park them
-        (schedules armed) and release their leases — also when the block failed."""
+    async def _invocation(
+        self, host: AwsHost, app: FastAPI, context: LambdaContext
+    ) -> AsyncIterator[None]:
+        """Serve the block, let the actors' work settle within the time left, drain their
+        mailboxes, park them (schedules armed) and release their leases — parked also
+        when the block failed. Mail that slipped in after the last drain gets a wake."""
         await host.start()
+        held: set[str] = set()
         try:
             yield
             await self._settle(host, context)
+            for _ in range(_DRAIN_ROUNDS):
+                if not await self._drain(host, app):
+                    break
+                await self._settle(host, context)
         finally:
+            held = set(host.active)
             try:
                 await host.park_all()
             finally:
                 await host.close()
+        await self._wake_for_mail(held)
+
+    async def _mail(
+        self, method: str, path: str, raw: bytes, context: LambdaContext
+    ) -> dict[str, Any] | None:
+        """A submission the app refused because another invocation holds the actor goes
+        to its mailbox; the answer is the handle (re-submit with its ``request_id`` to
+        read the submission once the holder drained it). ``None``: not a submission."""
+        match = _SUBMISSIONS.fullmatch(path)
+        if method != "POST" or match is None:
+            return None
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return None
+        if not isinstance(body, dict):
+            return None
+        actor = match.group(1)
+        request_id = body.get("request_id") or f"mail-{context.aws_request_id}"
+        body["request_id"] = request_id
+        now = self.settings.clock.now()
+        await Mailbox(self.settings.resources).post(actor, body, request_id=request_id, now=now)
+        if self.settings.alarms is not None:
+            # If the holder released before it saw this mail, this wake drains it.
+            await self.settings.alarms.arm(actor, now)
+        return {"status": "mailed", "actor": actor, "request_id": request_id}
+
+    async def _drain(self, host: AwsHost, app: FastAPI) -> int:
+        """Submit every mailed submission of the held actors through the app; return how
+        many left the mailbox."""
+        mailbox = Mailbox(self.settings.resources)
+        taken = 0
+        transport = httpx.ASGITransport(app=app)
+        headers = {"authorization": f"Bearer {self.settings.api.token}"}
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://lambda", headers=headers
+        ) as client:
+            for name in sorted(host.active):
+                for mail in await mailbox.pending(name):
+                    r = await client.post(f"/v1/actors/{name}/submissions", json=mail.body)
+                    if r.status_code != 202 and _retry_later(r):
+                        continue
+                    if r.status_code != 202:
+                        _log.warning("mailed submission %s refused: %s", mail.request_id, r.text)
+                    await mailbox.remove(name, mail.request_id)
+                    taken += 1
+        return taken
+
+    async def _wake_for_mail(self, actors: set[str]) -> None:
+        if self.settings.alarms is None:
+            return
+        mailbox = Mailbox(self.settings.resources)
+        for name in sorted(actors):
+            if await mailbox.pending(name):
+                await self.settings.alarms.arm(name, self.settings.clock.now())
 
     def _budget_s(self, context: LambdaContext) -> float:
         return max(0.0, (context.get_remaining_time_in_millis() - self.settings.reserve_ms) / 1000)
@@ -240,6 +327,17 @@ class ActorFunction:
                     return
             else:
                 await asyncio.sleep(0)  # the harness's own timer runs it
+
+
+def _retry_later(r: httpx.Response) -> bool:
+    """A drain refusal that a later drain may not get: busy conversation, locked, 5xx."""
+    if r.status_code >= 500 or r.status_code == 423:
+        return True
+    try:
+        code = r.json()["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return bool(code == "conversation_busy")
 
 
 async def _until(clock: Clock, when: int, timeout_s: float) -> bool:
