@@ -232,7 +232,8 @@ class ActorFunction:
             yield
             await self._settle(host, context)
             for _ in range(_DRAIN_ROUNDS):
-                if not await self._drain(host, app):
+                # Out of time: take no new work; the mail keeps, and a wake takes it.
+                if self._budget_s(context) <= 0 or not await self._drain(host, app):
                     break
                 await self._settle(host, context)
         finally:

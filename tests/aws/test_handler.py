@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from core.testing import VirtualClock
+from runtimes.actor.testing import KitTools
 from runtimes.aws import AwsResources
 from runtimes.aws.alarms import WakeSchedule, schedule_name, wake_event
 from tests.aws.aws_target import create_alarms
-from tests.aws.lambda_support import answer, context, function, rest_event, url_event
+from tests.aws.lambda_support import Context, answer, context, function, rest_event, url_event
 from tests.aws.support import head, items, objects
 
 
@@ -213,3 +214,32 @@ async def test_a_wake_for_an_unknown_actor_writes_nothing(
     out = await function(aws, alarms, tmp_path, clock).invoke(wake_event("ghost", 1), context())
     assert out["status"] == "unknown"
     assert items(aws, "ghost") == []
+
+
+async def test_work_left_when_the_time_runs_out_is_parked_with_an_immediate_wake(
+    aws: AwsResources, alarms: WakeSchedule, clock: VirtualClock, tmp_path: Path
+) -> None:
+    never = asyncio.Event()
+    tools = KitTools(gate=never.wait)
+    fn = function(aws, alarms, tmp_path, clock, tools=tools)
+    short = Context("req-short", remaining_ms=10_000 + 200)  # 0.2 s beyond the reserve
+    status, accepted = answer(
+        await fn.invoke(
+            url_event("POST", "/v1/actors/t1/submissions", {"type": "input", "content": "tools"}),
+            short,
+        )
+    )
+    assert status == 202, accepted
+    assert tools.running >= {"kit_search", "kit_book"}  # it was stopped mid-tools
+    assert alarms.armed("t1") == clock.now()  # to be continued at once
+    assert "owner" not in head(aws, "t1")
+    # The wake (a new container) continues the work: safe tool rerun, unsafe interrupted.
+    done = KitTools()
+    out = await function(aws, alarms, tmp_path, clock, tools=done).invoke(
+        wake_event("t1", clock.now()), context()
+    )
+    assert out["status"] == "woken", out
+    state = await _ok(fn, f"/v1/actors/t1/submissions/{accepted['id']}")
+    assert state["status"] == "done", state
+    assert done.runs["kit_search"] == 1 and done.runs["kit_book"] == 0, done.runs
+    assert alarms.armed("t1") is None
