@@ -2,13 +2,17 @@
 
 A mailed submission is one DynamoDB item ``sk = "mail#<request_id>"`` holding the
 submission's (already validated) JSON body, put with ``attribute_not_exists`` — so the
-same request id mailed twice is one item — and an ``expires_at`` attribute for the
+same request id mailed twice is one item — and a ``gc_at`` attribute (seconds) for the
 table's TTL to collect a mailbox nobody drained (a garbage sweep, never a timer).
 
 Every mailed body carries a request id (the caller's, else the mailing invocation's
 id), so draining is at-least-once but answered once: the holder submits each item
 through the API — where the core dedupes request ids across the direct and the mailbox
 paths — and deletes it only after that submission was committed.
+
+The TTL attribute is ``gc_at``, never the head's ``expires_at``: that is the lease
+expiry in ms (0 once released), and TTL on it would delete the head and reset the
+fencing epoch.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ class Mailbox:
                     "pk": {"S": self._pk(actor)},
                     "sk": {"S": _PREFIX + request_id},
                     "body": {"S": json.dumps(body)},
-                    "expires_at": {"N": str((now + MAIL_TTL_MS) // 1000)},
+                    "gc_at": {"N": str((now + MAIL_TTL_MS) // 1000)},
                 },
                 ConditionExpression="attribute_not_exists(pk)",
             )
