@@ -103,3 +103,16 @@ def function(
             clock=clock,
         )
     )
+
+
+def alb_event(method: str, path: str, body: Any = None) -> dict[str, Any]:
+    """An Application Load Balancer target event."""
+    return {
+        "requestContext": {"elb": {"targetGroupArn": "arn:aws:elasticloadbalancing:tg/perdure"}},
+        "httpMethod": method,
+        "path": path,
+        "queryStringParameters": {},
+        "headers": {"authorization": f"Bearer {KIT_TOKEN}", "content-type": "application/json"},
+        "body": "" if body is None else json.dumps(body),
+        "isBase64Encoded": False,
+    }

@@ -14,7 +14,15 @@ from runtimes.actor.testing import KitTools
 from runtimes.aws import AwsResources
 from runtimes.aws.alarms import WakeSchedule, schedule_name, wake_event
 from tests.aws.aws_target import create_alarms
-from tests.aws.lambda_support import Context, answer, context, function, rest_event, url_event
+from tests.aws.lambda_support import (
+    Context,
+    alb_event,
+    answer,
+    context,
+    function,
+    rest_event,
+    url_event,
+)
 from tests.aws.support import head, items, objects
 
 
@@ -73,19 +81,20 @@ async def test_a_submission_is_answered_within_its_invocation_and_the_lease_rele
     assert alarms.armed("u1") is None  # nothing due: no schedule
 
 
-async def test_api_gateway_rest_events_are_served_too(
-    aws: AwsResources, alarms: WakeSchedule, clock: VirtualClock, tmp_path: Path
+@pytest.mark.parametrize("event", [rest_event, alb_event], ids=["api-gateway-rest", "alb"])
+async def test_api_gateway_rest_and_alb_events_are_served_too(
+    event: Any, aws: AwsResources, alarms: WakeSchedule, clock: VirtualClock, tmp_path: Path
 ) -> None:
     fn = function(aws, alarms, tmp_path, clock)
     body = {"type": "input", "content": "rest"}
     status, out = answer(
-        await fn.invoke(rest_event("POST", "/v1/actors/r1/submissions", body), context())
+        await fn.invoke(event("POST", "/v1/actors/r1/submissions", body), context())
     )
     assert status == 202, out
     status, state = answer(
-        await fn.invoke(rest_event("GET", f"/v1/actors/r1/submissions/{out['id']}"), context())
+        await fn.invoke(event("GET", f"/v1/actors/r1/submissions/{out['id']}"), context())
     )
-    assert state["answer"]["text"] == "echo: rest", state
+    assert status == 200 and state["answer"]["text"] == "echo: rest", state
 
 
 async def test_a_direct_invoke_is_served_by_the_same_api(
