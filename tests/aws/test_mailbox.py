@@ -30,6 +30,17 @@ def alarms(aws: AwsResources, clock: VirtualClock) -> WakeSchedule:
     return create_alarms(clock.now)
 
 
+@pytest.fixture(params=["in-process", "http"])
+def backend(
+    request: pytest.FixtureRequest, clock: VirtualClock
+) -> tuple[AwsResources, WakeSchedule]:
+    """moto in-process, or a ThreadedMotoServer on 127.0.0.1 reached over real HTTP."""
+    if request.param == "in-process":
+        return request.getfixturevalue("aws"), request.getfixturevalue("alarms")
+    endpoint = request.getfixturevalue("moto_server")
+    return request.getfixturevalue("aws_http"), create_alarms(clock.now, endpoint)
+
+
 def _post(actor: str, content: str, **extra: Any) -> dict[str, Any]:
     body = {"type": "input", "content": content, **extra}
     return url_event("POST", f"/v1/actors/{actor}/submissions", body)
@@ -52,8 +63,9 @@ async def _until(predicate: Any) -> None:
 
 
 async def test_two_concurrent_invocations_one_holds_the_other_is_mailed_and_answered_once(
-    aws: AwsResources, alarms: WakeSchedule, clock: VirtualClock, tmp_path: Path
+    backend: tuple[AwsResources, WakeSchedule], clock: VirtualClock, tmp_path: Path
 ) -> None:
+    aws, alarms = backend
     gate = asyncio.Event()
     tools = KitTools(gate=gate.wait)
     holder_ctx = context()
