@@ -8,7 +8,14 @@ working copy made durable by a fenced commit log (DynamoDB) plus snapshots (S3).
   commit durable with one fenced ``TransactWriteItems``;
 * :mod:`runtimes.aws.snapshots` — SQLite file snapshots to S3 and log garbage collection;
 * :mod:`runtimes.aws.replica` — opening an actor: lease, then a warm, caught-up or rebuilt
-  working copy served by the portable ``SqliteStorage``.
+  working copy served by the portable ``SqliteStorage``;
+* :mod:`runtimes.aws.host` — the shared ``ActorPool`` over those replicas, one lease
+  owner per invocation, the schedule armed before the lease is released;
+* :mod:`runtimes.aws.alarms` — one EventBridge Scheduler one-time schedule per actor;
+* :mod:`runtimes.aws.mailbox` — submissions that arrived while another invocation held
+  the actor;
+* :mod:`runtimes.aws.handler` — the Lambda entry point: the actor API behind Mangum,
+  scheduler wakes, direct invokes (:mod:`runtimes.aws.environment`: its settings).
 
 boto3 is the ``aws`` extra; clients are injected (:class:`AwsResources`), so tests point
 them at moto.

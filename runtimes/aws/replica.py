@@ -30,7 +30,7 @@ from runtimes.aws.resources import AwsResources
 from runtimes.aws.snapshots import download_snapshot, take_snapshot
 from runtimes.local.sqlite import Sqlite3Database, Synchronous
 
-__all__ = ["ActorReplica", "Origin", "open_actor_replica"]
+__all__ = ["ActorReplica", "Origin", "discard_working_copy", "open_actor_replica"]
 
 Origin = Literal["warm", "caught_up", "rebuilt"]
 
@@ -126,7 +126,7 @@ async def _working_copy(
                 raise
             return storage, "caught_up", replayed
         await storage.close()
-    _discard(path)
+    discard_working_copy(path)
     if grant.snapshot_key is not None:
         await download_snapshot(resources, grant.snapshot_key, path)
     storage = await open_file()
@@ -153,6 +153,7 @@ def _exists(path: Path) -> bool:
     return path.exists()
 
 
-def _discard(path: Path) -> None:
+def discard_working_copy(path: Path) -> None:
+    """Remove a working copy and its WAL files (blocking: run it off the loop)."""
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)

@@ -51,7 +51,9 @@ def items(aws: AwsResources, actor: str = "a1") -> list[dict[str, Any]]:
 
 
 def log_seqs(aws: AwsResources, actor: str = "a1") -> list[int]:
-    return sorted({int(i["seq"]["N"]) for i in items(aws, actor) if i["sk"]["S"] != "head"})
+    return sorted(
+        {int(i["seq"]["N"]) for i in items(aws, actor) if i["sk"]["S"].startswith("log#")}
+    )
 
 
 def head(aws: AwsResources, actor: str = "a1") -> dict[str, Any]:

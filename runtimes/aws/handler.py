@@ -1,0 +1,374 @@
+"""The Lambda front door of the AWS host.
+
+Every invocation is one lease owner (its request id) on a fresh :class:`AwsHost`:
+
+* **HTTP** (Function URL, API Gateway, ALB): Mangum turns the event into an ASGI request
+  for the shared actor API app (:func:`runtimes.actor.api.create_app`); the route opens
+  the actor — taking its lease and its working copy — and answers. The invocation then
+  lets the actor's work settle (Lambda cannot keep working after it returns), parks it
+  (its schedule armed to ``next_wake()``) and releases the lease.
+* **wake** (``{"perdure": "wake", "actor", "at"}``, the input of the actor's one-time
+  schedule): opens the actor and lets whatever is due within the Scheduler's one-minute
+  precision run, then parks it. Idempotent: the deadlines live in the actor's state, so
+  a duplicated delivery only looks.
+* **request** (``{"perdure": "request", "method", "path", "body"}``, a direct
+  ``lambda:Invoke`` — IAM-authorised, so the handler adds the API token itself): served
+  by the same app, answered ``{"status", "body"}``.
+
+A submission (HTTP or direct) refused because another invocation holds the actor's
+lease goes to the actor's mailbox (:mod:`runtimes.aws.mailbox`) and is answered
+``202 {"status": "mailed", "request_id"}``; re-submitting with that request id reads the
+submission once it was taken. Every invocation drains the mailboxes of the actors it
+holds before it parks them, and arms an immediate wake for mail that arrived after its
+last drain, so a mailbox is never stranded (a dead holder's mail is taken by the wake
+its mailer armed, once the lease ran out).
+
+An event that is none of these, or malformed, is refused with a 4xx and
+``{error: {code, message}}`` before any host exists, so nothing is written; bad actor
+ids and oversized bodies are refused by the app before it opens an actor.
+
+:class:`ActorFunction` is the handler object; :func:`lambda_handler` builds one from the
+environment on first use (``PERDURE_FUNCTION``: ``module:factory`` returning
+:class:`FunctionSettings`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import logging
+import os
+import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+import httpx
+from fastapi import FastAPI
+from mangum import Mangum
+from mangum.protocols import HTTPCycle
+from mangum.types import LambdaContext as MangumContext
+
+from core import Clock
+from runtimes.actor.api import ApiConfig, create_app
+from runtimes.actor.api.errors import error_body
+from runtimes.actor.config import ActorConfig
+from runtimes.actor.errors import ActorLocked, InvalidActorId
+from runtimes.actor.ids import check_actor_id
+from runtimes.aws.alarms import WAKE_EVENT, WakeSchedule
+from runtimes.aws.host import AwsActorStore, AwsHost
+from runtimes.aws.lease import DEFAULT_LEASE_MS
+from runtimes.aws.mailbox import Mailbox
+from runtimes.aws.resources import AwsResources
+from runtimes.local.clock import SystemClock
+
+__all__ = ["DUE_WINDOW_MS", "ActorFunction", "FunctionSettings", "LambdaContext", "lambda_handler"]
+
+_log = logging.getLogger("perdure.aws")
+
+DUE_WINDOW_MS = 60_000
+"""The Scheduler's precision: a wake finds deadlines up to this far ahead due."""
+
+REQUEST_EVENT = "request"
+
+_SUBMISSIONS = re.compile(r"/v1/actors/([A-Za-z0-9_-]{1,64})/submissions")
+_DRAIN_ROUNDS = 10  # drain, settle, drain again: mail that arrives meanwhile is taken too
+
+
+class LambdaContext(Protocol):
+    """The part of Lambda's context object the handler reads."""
+
+    @property
+    def aws_request_id(self) -> str: ...
+
+    def get_remaining_time_in_millis(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class FunctionSettings:
+    """What the function serves with. ``workdir`` is the container's ``/tmp`` (working
+    copies stay there for warm invocations). ``lease_now`` is the lease clock (default:
+    ``clock.now``). ``reserve_ms``: remaining invocation time kept for parking, not
+    spent waiting for work to settle."""
+
+    resources: AwsResources
+    actor: ActorConfig
+    api: ApiConfig
+    workdir: Path
+    alarms: WakeSchedule | None = None
+    clock: Clock = field(default_factory=SystemClock)
+    lease_now: Callable[[], int] | None = None
+    lease_ms: int = DEFAULT_LEASE_MS
+    reserve_ms: int = 10_000
+
+
+def _refusal(status: int, code: str, message: str) -> dict[str, Any]:
+    """A refused HTTP event, as every Lambda HTTP integration reads a response."""
+    return {
+        "statusCode": status,
+        "headers": {"content-type": "application/json"},
+        "body": json.dumps(error_body(code, message)),
+        "isBase64Encoded": False,
+    }
+
+
+def _direct_refusal(status: int, code: str, message: str) -> dict[str, Any]:
+    return {"status": status, **error_body(code, message)}
+
+
+class ActorFunction:
+    """The Lambda handler: ``function(event, context)`` (sync, as Lambda calls it) or
+    ``await function.invoke(event, context)``."""
+
+    def __init__(self, settings: FunctionSettings) -> None:
+        self.settings = settings
+
+    def __call__(self, event: Any, context: LambdaContext) -> dict[str, Any]:
+        return asyncio.run(self.invoke(event, context))
+
+    async def invoke(self, event: Any, context: LambdaContext) -> dict[str, Any]:
+        if not isinstance(event, dict):
+            return _refusal(400, "bad_event", "the event is not a JSON object")
+        kind = event.get("perdure")
+        if kind is None:
+            return await self._http(event, context)
+        if kind == WAKE_EVENT:
+            return await self._wake(event, context)
+        if kind == REQUEST_EVENT:
+            return await self._request(event, context)
+        return _direct_refusal(400, "bad_event", f"unknown event kind {kind!r}")
+
+    # ------------------------------------------------------------------ events
+
+    async def _http(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        host = self._host(context)
+        app = create_app(host, self.settings.api)
+        adapter = Mangum(app, lifespan="off")
+        try:
+            # Mangum only passes the context on, in the scope (its protocol names more).
+            handler = adapter.infer(event, cast(MangumContext, context))
+            scope, body = handler.scope, handler.body
+        except Exception as e:  # Mangum raises whatever a malformed event trips over
+            return _refusal(400, "bad_event", f"not an HTTP event Mangum can read: {e!r}")
+        async with self._invocation(host, app, context):
+            cycle = HTTPCycle(scope, body)
+            await cycle.run(app)
+            status, headers, content = cycle.status, cycle.headers, cycle.body
+            if status == 423:
+                mailed = await self._mail(scope["method"], scope["path"], body, context)
+                if mailed is not None:
+                    status, content = 202, json.dumps(mailed).encode()
+                    headers = [[b"content-type", b"application/json"]]
+        response: dict[str, Any] = handler({"status": status, "headers": headers, "body": content})
+        return response
+
+    async def _request(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        method, path, body = event.get("method"), event.get("path"), event.get("body")
+        if not isinstance(method, str) or not isinstance(path, str) or not path.startswith("/"):
+            return _direct_refusal(400, "bad_event", "a request needs a method and a /path")
+        host = self._host(context)
+        app = create_app(host, self.settings.api)
+        transport = httpx.ASGITransport(app=app)
+        headers = {"authorization": f"Bearer {self.settings.api.token}"}
+        async with (
+            self._invocation(host, app, context),
+            httpx.AsyncClient(transport=transport, base_url="http://lambda") as client,
+        ):
+            kwargs: dict[str, Any] = {} if body is None else {"json": body}
+            r = await client.request(method, path, headers=headers, **kwargs)
+            if r.status_code == 423:
+                raw = json.dumps(body).encode()
+                mailed = await self._mail(method.upper(), path, raw, context)
+                if mailed is not None:
+                    return {"status": 202, "body": mailed}
+        try:
+            answer: Any = r.json()
+        except ValueError:
+            answer = r.text
+        return {"status": r.status_code, "body": answer}
+
+    async def _wake(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        try:
+            actor = check_actor_id(event.get("actor"))
+        except InvalidActorId as e:
+            return _direct_refusal(400, "invalid_actor", str(e))
+        host = self._host(context)
+        async with self._invocation(host, create_app(host, self.settings.api), context):
+            try:
+                opened = await host.wake(actor)
+            except ActorLocked:
+                # The holder parks the actor when it ends, re-arming its schedule then.
+                return {"status": "busy", "actor": actor}
+            if opened:
+                await self._run_due(host, actor, context)
+        return {"status": "woken" if opened else "unknown", "actor": actor}
+
+    # ------------------------------------------------------------------ the invocation
+
+    def _host(self, context: LambdaContext) -> AwsHost:
+        s = self.settings
+        store = AwsActorStore(
+            s.resources,
+            owner=context.aws_request_id,
+            workdir=s.workdir,
+            lease_now=s.lease_now or s.clock.now,
+            lease_ms=s.lease_ms,
+        )
+        return AwsHost(s.actor, store=store, clock=s.clock, alarms=s.alarms)
+
+    @asynccontextmanager
+    async def _invocation(
+        self, host: AwsHost, app: FastAPI, context: LambdaContext
+    ) -> AsyncIterator[None]:
+        """Serve the block, let the actors' work settle within the time left, drain their
+        mailboxes, park them (schedules armed) and release their leases — parked also
+        when the block failed. Mail that slipped in after the last drain gets a wake."""
+        await host.start()
+        held: set[str] = set()
+        try:
+            yield
+            await self._settle(host, context)
+            for _ in range(_DRAIN_ROUNDS):
+                # Out of time: take no new work; the mail keeps, and a wake takes it.
+                if self._budget_s(context) <= 0 or not await self._drain(host, app):
+                    break
+                await self._settle(host, context)
+        finally:
+            held = set(host.active)
+            try:
+                await host.park_all()
+            finally:
+                await host.close()
+        await self._wake_for_mail(held)
+
+    async def _mail(
+        self, method: str, path: str, raw: bytes, context: LambdaContext
+    ) -> dict[str, Any] | None:
+        """A submission the app refused because another invocation holds the actor goes
+        to its mailbox; the answer is the handle (re-submit with its ``request_id`` to
+        read the submission once the holder drained it). ``None``: not a submission."""
+        match = _SUBMISSIONS.fullmatch(path)
+        if method != "POST" or match is None:
+            return None
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return None
+        if not isinstance(body, dict):
+            return None
+        actor = match.group(1)
+        request_id = body.get("request_id") or f"mail-{context.aws_request_id}"
+        body["request_id"] = request_id
+        now = self.settings.clock.now()
+        await Mailbox(self.settings.resources).post(actor, body, request_id=request_id, now=now)
+        if self.settings.alarms is not None:
+            # If the holder released before it saw this mail, this wake drains it.
+            await self.settings.alarms.arm(actor, now)
+        return {"status": "mailed", "actor": actor, "request_id": request_id}
+
+    async def _drain(self, host: AwsHost, app: FastAPI) -> int:
+        """Submit every mailed submission of the held actors through the app; return how
+        many left the mailbox."""
+        mailbox = Mailbox(self.settings.resources)
+        taken = 0
+        transport = httpx.ASGITransport(app=app)
+        headers = {"authorization": f"Bearer {self.settings.api.token}"}
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://lambda", headers=headers
+        ) as client:
+            for name in sorted(host.active):
+                for mail in await mailbox.pending(name):
+                    r = await client.post(f"/v1/actors/{name}/submissions", json=mail.body)
+                    if r.status_code != 202 and _retry_later(r):
+                        continue
+                    if r.status_code != 202:
+                        _log.warning("mailed submission %s refused: %s", mail.request_id, r.text)
+                    await mailbox.remove(name, mail.request_id)
+                    taken += 1
+        return taken
+
+    async def _wake_for_mail(self, actors: set[str]) -> None:
+        if self.settings.alarms is None:
+            return
+        mailbox = Mailbox(self.settings.resources)
+        for name in sorted(actors):
+            if await mailbox.pending(name):
+                await self.settings.alarms.arm(name, self.settings.clock.now())
+
+    def _budget_s(self, context: LambdaContext) -> float:
+        return max(0.0, (context.get_remaining_time_in_millis() - self.settings.reserve_ms) / 1000)
+
+    async def _settle(self, host: AwsHost, context: LambdaContext) -> None:
+        for name in sorted(host.active):
+            entry = host.current(name)
+            if entry is None:
+                continue
+            try:
+                await asyncio.wait_for(entry.harness.wait_for_idle(), self._budget_s(context))
+            except TimeoutError:
+                # Out of time: parked with work left, it must come back at once.
+                host.unfinished.add(name)
+
+    async def _run_due(self, host: AwsHost, actor: str, context: LambdaContext) -> None:
+        """Let every deadline due within :data:`DUE_WINDOW_MS` pass in this invocation."""
+        clock = self.settings.clock
+        for _ in range(1000):  # each pass consumes a deadline; bounded all the same
+            entry = host.current(actor)
+            if entry is None:
+                return
+            await self._settle(host, context)
+            wake = entry.harness.next_wake()
+            if wake is None or wake > clock.now() + DUE_WINDOW_MS or actor in host.unfinished:
+                return
+            if wake > clock.now():
+                if not await _until(clock, wake, self._budget_s(context)):
+                    return
+            else:
+                await asyncio.sleep(0)  # the harness's own timer runs it
+
+
+def _retry_later(r: httpx.Response) -> bool:
+    """A drain refusal that a later drain may not get: busy conversation, locked, 5xx."""
+    if r.status_code >= 500 or r.status_code == 423:
+        return True
+    try:
+        code = r.json()["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return bool(code == "conversation_busy")
+
+
+async def _until(clock: Clock, when: int, timeout_s: float) -> bool:
+    """Wait until ``clock`` reaches ``when`` (``False``: the timeout came first)."""
+    reached: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def arrive() -> None:
+        if not reached.done():
+            reached.set_result(None)
+
+    handle = clock.call_at(when, arrive)
+    try:
+        await asyncio.wait_for(reached, timeout_s)
+    except TimeoutError:
+        return False
+    finally:
+        handle.cancel()
+    return True
+
+
+_function: ActorFunction | None = None
+
+
+def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    """The entry point named in the function's configuration. ``PERDURE_FUNCTION`` names
+    the factory (``package.module:function``) that returns the :class:`FunctionSettings`;
+    it runs once per container."""
+    global _function
+    if _function is None:
+        module, _, name = os.environ["PERDURE_FUNCTION"].partition(":")
+        factory = getattr(importlib.import_module(module), name)
+        _function = ActorFunction(factory())
+    return _function(event, context)

@@ -1,0 +1,161 @@
+"""The AWS host: the shared :class:`~runtimes.actor.ActorPool` over fenced replicas.
+
+One :class:`AwsHost` lives for one Lambda invocation (one lease ``owner``, the request
+id). Opening an actor takes its lease and opens its working copy
+(:func:`~runtimes.aws.replica.open_actor_replica`); parking arms the actor's one-time
+schedule to ``next_wake()`` *before* the lease is released, so a parked actor is always
+either leased or scheduled.
+
+An actor exists once its head has a commit (``seq > 0``). A first request that fails
+before committing leaves only a head at seq 0 (its lease and epoch — never deleted, so
+the epoch never resets); that is "no actor".
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from core import Clock, Storage
+from core.harness import Registry
+from runtimes.actor.config import ActorConfig
+from runtimes.actor.errors import ActorLocked, UnknownActor
+from runtimes.actor.lifecycle import ActorPool, OpenActor
+from runtimes.aws.alarms import WakeSchedule
+from runtimes.aws.errors import LeaseHeld
+from runtimes.aws.keys import ActorKeys
+from runtimes.aws.lease import DEFAULT_LEASE_MS
+from runtimes.aws.replica import ActorReplica, discard_working_copy, open_actor_replica
+from runtimes.aws.resources import AwsResources, call
+
+__all__ = ["AwsActorStore", "AwsHost"]
+
+
+@dataclass
+class _ReplicaLease:
+    store: AwsActorStore
+    replica: ActorReplica
+    fresh: bool
+
+    @property
+    def storage(self) -> Storage:
+        return self.replica.storage
+
+    async def release(self, *, discard: bool) -> None:
+        # A crashed holder releases nothing: its lease runs out, as a killed one's does.
+        await self.replica.close(release=not self.store.crashed)
+        if discard:
+            await asyncio.to_thread(discard_working_copy, self.replica.path)
+
+
+class AwsActorStore:
+    """Actors' fenced replicas, opened under leases held by ``owner`` (unique per
+    invocation). ``workdir`` is the container's ``/tmp`` (warm copies are reused);
+    ``lease_now`` is the lease clock (epoch ms)."""
+
+    def __init__(
+        self,
+        resources: AwsResources,
+        *,
+        owner: str,
+        workdir: Path,
+        lease_now: Callable[[], int],
+        lease_ms: int = DEFAULT_LEASE_MS,
+    ) -> None:
+        self.resources = resources
+        self.owner = owner
+        self.workdir = workdir
+        self.lease_now = lease_now
+        self.lease_ms = lease_ms
+        self.crashed = False
+
+    async def open(self, name: str, *, create: bool) -> _ReplicaLease:
+        if not create and not await self._stored(name):
+            raise UnknownActor(f"no actor {name!r}")
+        try:
+            replica = await open_actor_replica(
+                self.resources,
+                name,
+                owner=self.owner,
+                now=self.lease_now,
+                workdir=self.workdir,
+                lease_ms=self.lease_ms,
+            )
+        except LeaseHeld as e:
+            raise ActorLocked(str(e)) from e
+        return _ReplicaLease(self, replica, fresh=replica.storage.seq == 0)
+
+    def exists(self, name: str) -> bool:
+        """Blocking read of the head (the API never calls it; tests and tools do)."""
+        out = self.resources.dynamodb.get_item(**self._head_request(name))
+        return _committed(out.get("Item"))
+
+    async def _stored(self, name: str) -> bool:
+        out = await call(self.resources.dynamodb.get_item, **self._head_request(name))
+        return _committed(out.get("Item"))
+
+    def _head_request(self, name: str) -> dict[str, object]:
+        keys = ActorKeys(name, self.resources.prefix)
+        return {"TableName": self.resources.table, "Key": keys.head(), "ConsistentRead": True}
+
+
+def _committed(head: dict[str, dict[str, str]] | None) -> bool:
+    return head is not None and int(head.get("seq", {"N": "0"})["N"]) > 0
+
+
+class AwsHost(ActorPool):
+    """The actors one invocation holds. :meth:`park_all` ends the invocation's work
+    (each actor parked: schedule armed, lease released); :meth:`crash` stops as a
+    killed container stops (leases left to expire)."""
+
+    def __init__(
+        self,
+        config: ActorConfig,
+        *,
+        store: AwsActorStore,
+        clock: Clock,
+        alarms: WakeSchedule | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        super().__init__(store, config, clock=clock, registry=registry)
+        self.aws_store = store
+        self.alarms = alarms
+        self._parked: set[str] = set()  # for :attr:`wakes`
+        self.unfinished: set[str] = set()
+        """Actors whose work did not settle in the invocation: parked with a wake now."""
+
+    async def park(self, entry: OpenActor) -> int | None:
+        # The schedule is armed while the lease is still held: a crash after it leaves
+        # a schedule that wakes the actor; arming after the release could lose the wake.
+        if self.alarms is not None:
+            wake = self.clock.now() if entry.name in self.unfinished else entry.wake_at()
+            await self.alarms.arm(entry.name, wake)
+        return await super().park(entry)
+
+    async def park_all(self) -> None:
+        for name in sorted(self.active):
+            await self.evict(name, force=True)
+
+    @property
+    def wakes(self) -> Mapping[str, int]:
+        """Deadlines of the schedules of the actors this host parked (read from the
+        Scheduler: blocking, for tests)."""
+        if self.alarms is None:
+            return {}
+        found = {name: self.alarms.armed(name) for name in self._parked}
+        return {name: at for name, at in found.items() if at is not None}
+
+    def parked(self, name: str, wake: int | None) -> None:
+        self._parked.add(name)
+
+    async def crash(self) -> None:
+        """Stop as a SIGKILLed container: harnesses closed (which writes no outcome),
+        no schedule armed, no lease released."""
+        self.aws_store.crashed = True
+        self.begin_shutdown()
+        actors = [a for a in (self.current(n) for n in self.active) if a is not None]
+        self._actors.clear()
+        for entry in actors:
+            await entry.close()

@@ -1,0 +1,98 @@
+"""The host kit's target for the AWS host: DynamoDB, S3 and the Scheduler in moto.
+
+Each host is a new container (a fresh ``/tmp``: every open is a cold start) with its own
+lease owner. ``kill`` stops the host as SIGKILL would — no lease released, no schedule
+armed — and then lets the lease clock run past the dead holder's lease, as the next
+invocation would find it."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from core import Clock
+from runtimes.actor import ActorConfig
+from runtimes.actor.testing import KitHost
+from runtimes.aws import AwsResources
+from runtimes.aws.alarms import WakeSchedule
+from runtimes.aws.host import AwsActorStore, AwsHost
+from runtimes.aws.lease import DEFAULT_LEASE_MS
+from tests.aws.conftest import REGION
+from tests.aws.support import container, items
+
+GROUP = "perdure-actors"
+FUNCTION_ARN = f"arn:aws:lambda:{REGION}:123456789012:function:perdure-actor"
+ROLE_ARN = "arn:aws:iam::123456789012:role/perdure-scheduler"
+
+
+def create_alarms(now: Any, endpoint_url: str | None = None) -> WakeSchedule:
+    scheduler = boto3.client("scheduler", region_name=REGION, endpoint_url=endpoint_url)
+    scheduler.create_schedule_group(Name=GROUP)
+    return WakeSchedule(scheduler, GROUP, FUNCTION_ARN, ROLE_ARN, now)
+
+
+class LeaseClock:
+    """The lease clock every host of a target shares (epoch ms, moved by hand)."""
+
+    def __init__(self) -> None:
+        self.ms = 1_700_000_000_000
+
+    def now(self) -> int:
+        return self.ms
+
+
+def digest(aws: AwsResources, actor: str) -> str | None:
+    """Everything committed for ``actor``: the head's seq and snapshot pointer, its log
+    items and its S3 objects — not the lease fields, which every open rewrites."""
+    found = items(aws, actor)
+    heads = [i for i in found if i["sk"]["S"] == "head"]
+    if not heads or int(heads[0].get("seq", {"N": "0"})["N"]) == 0:
+        return None
+    head = heads[0]
+    state: list[Any] = [
+        head["seq"]["N"],
+        head.get("snapshot_key", {}).get("S"),
+        sorted(
+            (i["sk"]["S"], repr(i.get("data")), repr(i.get("object")))
+            for i in found
+            if i is not head
+        ),
+    ]
+    listing = aws.s3.list_objects_v2(Bucket=aws.bucket, Prefix=f"{aws.prefix}/{actor}/")
+    for obj in sorted(o["Key"] for o in listing.get("Contents", [])):
+        body = aws.s3.get_object(Bucket=aws.bucket, Key=obj)["Body"].read()
+        state.append((obj, hashlib.sha256(body).hexdigest()))
+    return hashlib.sha256(repr(state).encode()).hexdigest()
+
+
+class AwsTarget:
+    def __init__(self, aws: AwsResources, alarms: WakeSchedule, tmp: Path, lease: LeaseClock):
+        self.aws = aws
+        self.alarms = alarms
+        self.tmp = tmp
+        self.lease = lease
+        self._owners = itertools.count()
+
+    def host(self, config: ActorConfig, clock: Clock) -> AwsHost:
+        store = AwsActorStore(
+            self.aws,
+            owner=f"invocation-{next(self._owners)}",
+            workdir=container(self.tmp),
+            lease_now=self.lease.now,
+        )
+        return AwsHost(config, store=store, clock=clock, alarms=self.alarms)
+
+    async def kill(self, host: KitHost) -> None:
+        assert isinstance(host, AwsHost)
+        await host.crash()
+        self.lease.ms += DEFAULT_LEASE_MS + 1
+
+    def exists(self, actor: str) -> bool:
+        return digest(self.aws, actor) is not None
+
+    def digest(self, actor: str) -> str | None:
+        return digest(self.aws, actor)
