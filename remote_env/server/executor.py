@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -169,7 +170,11 @@ class CommandRun:
         key: str,
     ) -> None:
         self._jail = jail
-        self._key = key  # names the command's pids cgroup
+        # Names the command's pids cgroup. The cgroup hierarchy is shared by every sandbox
+        # server on the host, and op ids repeat across actors and servers ("<task>:<call>"),
+        # so a random part keeps one command's cgroup from being another's (or from being
+        # removed by a command that ended just before it started).
+        self._key = f"{key}\x00{secrets.token_hex(8)}"
         self._log_path = log_path
         self._cap = max_output_bytes
         self._on_output = on_output
