@@ -163,7 +163,13 @@ async def _drive(
 
 
 def run_bench(
-    *, actors: int, rounds: int, tools: int = 1, concurrency: int = 64, idle_s: float = 1.0
+    *,
+    actors: int,
+    rounds: int,
+    tools: int = 1,
+    concurrency: int = 64,
+    idle_s: float = 1.0,
+    wait_eviction: bool = True,
 ) -> Result:
     with tempfile.TemporaryDirectory(prefix="perdure-bench-") as tmp:
         log = open(Path(tmp) / "host.log", "w")  # noqa: SIM115 - closed below
@@ -183,7 +189,7 @@ def run_bench(
                 _drive(url, actors, rounds, tools, concurrency)
             )
             finished = time.perf_counter()
-            while (stats := httpx.get(f"{url}/bench/stats").json())["active"]:
+            while (stats := httpx.get(f"{url}/bench/stats").json())["active"] and wait_eviction:
                 time.sleep(0.1)
             evicted_in = time.perf_counter() - finished
             trimmed = httpx.get(f"{url}/bench/stats", params={"trim": True}).json()
