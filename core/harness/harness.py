@@ -35,7 +35,13 @@ from core.errors import (
 from core.harness.compaction import COMPACTION, settle_compaction, start_compaction
 from core.harness.context import ActiveRange, ContextView
 from core.harness.docs import AGENT, BUILTIN_DOCUMENTS, INBOX, LIVE, USAGE
-from core.harness.messages import Usage, UserMessage, message_from_json, message_to_json
+from core.harness.messages import (
+    Message,
+    Usage,
+    UserMessage,
+    message_from_json,
+    message_to_json,
+)
 from core.harness.models import Models
 from core.harness.registry import Registry, ResolvedAgent
 from core.harness.reminders import RemindArgs, pending_timers, start_reminder
@@ -622,6 +628,12 @@ class Harness:
             active = await self._load_range(conversation_id)
             self._ranges[conversation_id] = active
         return active.view(cutoff)
+
+    def cached_message(self, conversation_id: int, entry_id: int) -> Message | None:
+        """The parsed message of a committed entry of the conversation's active context
+        range, if that range is in memory (``None`` otherwise: read the storage)."""
+        active = self._ranges.get(conversation_id)
+        return active.message_of(entry_id) if active is not None else None
 
     async def _load_range(self, conversation_id: int) -> ActiveRange:
         storage = self.session.storage

@@ -213,8 +213,12 @@ class _Call:
 
 async def _load(h: Harness, task: Task, rt: TaskRuntime) -> _Call | None:
     value = task.input if isinstance(task.input, dict) else {}
-    entry = await h.session.storage.entry(cast(int, value.get("assistant")))
-    message = message_from_json(entry.message) if entry is not None and entry.message else None
+    assistant = cast(int, value.get("assistant"))
+    # The round's assistant entry is usually in the context range in memory: no read.
+    message = h.cached_message(rt.conversation_id, assistant)
+    if message is None:
+        entry = await h.session.storage.entry(assistant)
+        message = message_from_json(entry.message) if entry is not None and entry.message else None
     call_id = value.get("call_id")
     call = None
     if isinstance(message, AssistantMessage):
