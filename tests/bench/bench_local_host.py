@@ -73,6 +73,19 @@ def serve(data: Path, idle_s: float) -> None:
         }
 
     server.config.app.add_api_route("/bench/stats", stats, methods=["GET"])
+    profile_to = os.environ.get("PERDURE_BENCH_PROFILE")
+    if profile_to:  # cProfile the host until GET /bench/profile writes it out
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+
+        async def dump() -> dict[str, str]:
+            profiler.disable()
+            profiler.dump_stats(profile_to)
+            return {"written": profile_to}
+
+        server.config.app.add_api_route("/bench/profile", dump, methods=["GET"])
     sock = bind("127.0.0.1", 0)
     print(json.dumps({"url": f"http://127.0.0.1:{sock.getsockname()[1]}"}), flush=True)
     server.run(sockets=[sock])
