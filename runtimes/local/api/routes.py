@@ -63,16 +63,20 @@ class ApiSettings:
 _bearer = HTTPBearer(auto_error=False, description="the host's API token")
 
 
-def _documented_auth(_: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+# The dependencies are ``async def`` like the routes: FastAPI runs a plain ``def`` one
+# in a worker thread, a thread hop per dependency per request (and Workers have none).
+async def _documented_auth(
+    _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
     return None
 
 
-def _host(request: Request) -> ActorHost:
+async def _host(request: Request) -> ActorHost:
     host: ActorHost = request.app.state.host
     return host
 
 
-def _settings(request: Request) -> ApiSettings:
+async def _settings(request: Request) -> ApiSettings:
     settings: ApiSettings = request.app.state.api_settings
     return settings
 
