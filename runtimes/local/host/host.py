@@ -179,7 +179,11 @@ class ActorHost:
             entry.inflight -= 1
             self._touch(entry)
             if entry.harness.session.poisoned is not None or (failed and entry.fresh):
-                self._spawn(self._retire(entry))
+                retiring = self._spawn(self._retire(entry))
+                if failed and entry.fresh:
+                    # The refusal's answer must find no actor behind it: wait for the
+                    # files to go (a cancelled wait leaves the retirement running).
+                    await asyncio.wait([retiring])
 
     async def until_shutdown(self, awaitable: Awaitable[T]) -> tuple[bool, T | None]:
         """Await ``awaitable`` unless the host starts shutting down first.
@@ -410,10 +414,11 @@ class ActorHost:
         except Exception as error:
             self._report(name, error)
 
-    def _spawn(self, job: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, job: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(job)
         self._jobs.add(task)
         task.add_done_callback(self._job_done)
+        return task
 
     def _job_done(self, task: asyncio.Task[None]) -> None:
         self._jobs.discard(task)
