@@ -88,6 +88,13 @@ class ActiveRange:
         if position < len(self.ids) - 1:
             self._full_only = True  # an entry committed out of id order: no shortcuts
 
+    def message_of(self, entry_id: int) -> Message | None:
+        """The parsed message of entry ``entry_id`` if the range holds it."""
+        position = bisect.bisect_left(self.ids, entry_id)
+        if position < len(self.ids) and self.ids[position] == entry_id:
+            return self.messages[position]
+        return None
+
     def view(self, cutoff: int | None) -> ContextView:
         end = len(self.ids) if cutoff is None else bisect.bisect_right(self.ids, cutoff)
         if end == len(self.ids) and not self._full_only:

@@ -52,6 +52,7 @@ from core.harness.docs import INBOX, LIVE
 from core.harness.live import Throttle
 from core.harness.messages import (
     AssistantMessage,
+    Message,
     StopReason,
     SystemMessage,
     TextBlock,
@@ -88,7 +89,17 @@ from core.harness.runs import (
     withdraw_inputs,
 )
 from core.jsonvalue import JsonObject, JsonValue, dumps, scrub_text
-from core.records import Aborted, Completed, ErrorInfo, Failed, Faulted, Orphaned, Task, Waiting
+from core.records import (
+    Aborted,
+    Completed,
+    ErrorInfo,
+    Failed,
+    Faulted,
+    Orphaned,
+    Task,
+    Terminal,
+    Waiting,
+)
 from core.session.documents import DocHandle
 from core.session.session import ensure_outside_commit
 from core.session.transaction import Tx
@@ -98,7 +109,12 @@ from core.tasks.runtime import TaskRuntime
 if TYPE_CHECKING:
     from core.harness.harness import Harness
 
-__all__ = ["generation_task", "settle_generation"]
+__all__ = [
+    "generation_task",
+    "merge_hand_over",
+    "plan_merged_hand_over",
+    "settle_generation",
+]
 
 
 def generation_task(harness: Callable[[], Harness]) -> TaskDefinition:
@@ -169,8 +185,10 @@ class _Plan:
     compaction: Literal["blocking", "background"] | None
 
 
-async def _plan(h: Harness, conv: int) -> _Plan | str:
-    """Resolve the agent and plan the prompt; a string is the ``no_model`` detail."""
+async def _plan(h: Harness, conv: int, extra: Message | None = None) -> _Plan | str:
+    """Resolve the agent and plan the prompt; a string is the ``no_model`` detail.
+    ``extra``: a message the commit this plan is for adds to the context (counted in
+    the compaction decision)."""
     agent = await h.agent(conv)
     if agent.model is None:
         return "No model is configured for this conversation"
@@ -180,7 +198,7 @@ async def _plan(h: Harness, conv: int) -> _Plan | str:
     ctx = await h.context(conv)
     wanted = await _render(h, agent, conv, ctx)
     change = plan_prompt(ctx.sections, wanted, baseline=not ctx.prompted)
-    tokens = context_tokens(ctx.messages)
+    tokens = context_tokens([*ctx.messages, extra] if extra is not None else ctx.messages)
     need = compaction_need(h.settings.compaction, tokens, info.context_window)
     return _Plan(agent.model, agent.thinking, info.max_tokens, change, need)
 
@@ -567,6 +585,8 @@ async def _answer(h: Harness, rt: TaskRuntime, message: AssistantMessage) -> Non
 async def _tool_round(
     h: Harness, rt: TaskRuntime, message: AssistantMessage, offered: set[str]
 ) -> None:
+    from core.harness.tool_task import round_intent  # tool_task imports this module
+
     conv = rt.conversation_id
     agent = await h.agent(conv)
     calls = message.tool_calls
@@ -613,9 +633,14 @@ async def _tool_round(
                 by_task_id=current.id,
             )
         started: list[int] = []
+        by_id = {c.id: c for c in calls}
         for call_id in runnable[: 1 if sequential else len(runnable)]:
+            call = by_id[call_id]
             tool = await tx.create_task(
-                TOOL, {"assistant": entry.id, "call_id": call_id}, owner=current.id
+                TOOL,
+                {"assistant": entry.id, "call_id": call_id},
+                owner=current.id,
+                checkpoint=round_intent(agent, call),
             )
             started.append(tool.id)
             cast(JsonObject, slots[call_id])["task"] = tool.id
@@ -670,24 +695,103 @@ async def _after_tools(h: Harness, task: Task, rt: TaskRuntime) -> None:
     plan = await _plan(h, conv)
 
     async def hand_over(tx: Tx, current: Task) -> Completed:
-        live = await tx.doc(LIVE, conv)
-        if _is_current(live, current.id):
-            await post_tools_boundary(tx, conv, h.settings)
-            # A summary placed here starts a new context range: the plan made against
-            # the old one is void, so the successor prepares against the new one.
-            moved = any(e.head is not None for e in tx.entries if e.conversation_id == conv)
-            start = None
-            if not moved and not isinstance(plan, str) and plan.compaction != "blocking":
-                start = await _pin(h, tx, conv, plan, current.id, 1, overflowed=False)
-            successor = await tx.create_task(GENERATION, {}, conversation_id=conv, checkpoint=start)
-            run = _section(live, "run")
-            run["generation"] = successor.id
-            value = cast(JsonObject, live.value)
-            value["generation"] = {"task": successor.id}
-            value.pop("tools", None)
+        await _hand_over(h, tx, current, plan)
         return Completed({"entry": cp["assistant"]})
 
     await rt.commit(hand_over)
+
+
+async def _hand_over(h: Harness, tx: Tx, current: Task, plan: _Plan | str) -> None:
+    """Inside a commit: the post-tools boundary of the generation ``current`` and the
+    run handed to its successor (already prepared unless the boundary moved the start
+    of the context or the plan says it must compact first)."""
+    conv = current.conversation_id
+    live = await tx.doc(LIVE, conv)
+    if _is_current(live, current.id):
+        await post_tools_boundary(tx, conv, h.settings)
+        # A summary placed here starts a new context range: the plan made against
+        # the old one is void, so the successor prepares against the new one.
+        moved = any(e.head is not None for e in tx.entries if e.conversation_id == conv)
+        start = None
+        if not moved and not isinstance(plan, str) and plan.compaction != "blocking":
+            start = await _pin(h, tx, conv, plan, current.id, 1, overflowed=False)
+        successor = await tx.create_task(GENERATION, {}, conversation_id=conv, checkpoint=start)
+        run = _section(live, "run")
+        run["generation"] = successor.id
+        value = cast(JsonObject, live.value)
+        value["generation"] = {"task": successor.id}
+        value.pop("tools", None)
+
+
+# --------------------------------------------------------------------------- merged hand-over
+#
+# The last tool of a round may carry the hand-over in its own result commit: one commit
+# less per round. It is an optimisation with a fallback: whenever anything is unusual
+# the generation is woken as before and its ``tools`` phase hands over.
+
+
+def _round_closes(h: Harness, tool: Task, staged: dict[int, Task] | None) -> Task | None:
+    """The generation waiting on ``tool``'s round, if ``tool`` settling ends that round
+    and nothing else needs the generation's ``tools`` phase: every other call of the
+    round settled (and none left to start), no other live work owned by it, no abort
+    mark, no time wait, and its definition is the registry's current one."""
+    gen = h.session.tasks.get(tool.owner) if tool.owner is not None else None
+    if staged is not None and gen is not None:
+        gen = staged.get(gen.id, gen)
+    if gen is None or gen.kind != GENERATION or gen.abort_requested:
+        return None
+    state = gen.state
+    if not isinstance(state, Waiting) or state.until is not None or tool.id not in state.on:
+        return None
+    cp = state.checkpoint
+    if cp.get("phase") != "tools":
+        return None
+    calls = cp.get("calls")
+    tasks = cp.get("tasks")
+    if not isinstance(calls, list) or not isinstance(tasks, list) or len(tasks) < len(calls):
+        return None  # a sequential round still has calls to start
+    scheduler = h.engine.scheduler
+    if scheduler.closing or not scheduler.enabled:
+        return None
+    definition = scheduler.source.task(gen.kind)
+    if definition is None or definition.version != gen.version:
+        return None
+    for other in h.session.tasks.values():
+        if other.id == tool.id:
+            continue
+        live = staged.get(other.id, other) if staged is not None else other
+        if isinstance(live.state, Terminal):
+            continue
+        if other.owner == gen.id or other.id in state.on:
+            return None
+    return gen
+
+
+async def plan_merged_hand_over(h: Harness, tool: Task, result: Message) -> _Plan | str | None:
+    """Before ``tool``'s result commit: the successor's plan if that commit can hand the
+    round over (see :func:`merge_hand_over`), else ``None``."""
+    gen = _round_closes(h, tool, None)
+    if gen is None:
+        return None
+    agent = await h.agent(gen.conversation_id)
+    if any(hk.after_tools is not None for hk in agent.hooks):
+        return None  # observers see the round's results from the generation's phase
+    return await _plan(h, gen.conversation_id, extra=result)
+
+
+async def merge_hand_over(h: Harness, tx: Tx, tool: Task, plan: _Plan | str) -> bool:
+    """Inside ``tool``'s result commit (which settles it): if the round still closes
+    with it, stage the generation's hand-over and its completion, as its ``tools``
+    phase would have committed them. Returns whether it did."""
+    gen = _round_closes(h, tool, tx.tasks)
+    if gen is None:
+        return False
+    await _hand_over(h, tx, gen, plan)
+    assistant = cast(JsonObject, gen.checkpoint)["assistant"]
+    # Its only owned live work is ``tool``, settled by this same commit: terminal now.
+    done = Terminal(Completed({"entry": assistant}))
+    await tx.put_task(gen.evolve(state=done, ended_at=tx.now()))
+    return True
 
 
 def _round_results(ctx: ContextView, calls: set[str]) -> list[ToolResultMessage]:

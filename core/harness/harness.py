@@ -41,6 +41,7 @@ from core.harness.context import ActiveRange, ContextView
 from core.harness.docs import AGENT, BUILTIN_DOCUMENTS, INBOX, LIVE, USAGE
 from core.harness.messages import (
     AssistantMessage,
+    Message,
     Usage,
     UserMessage,
     assistant_text,
@@ -653,6 +654,12 @@ class Harness:
             active = await self._load_range(conversation_id)
             self._ranges[conversation_id] = active
         return active.view(cutoff)
+
+    def cached_message(self, conversation_id: int, entry_id: int) -> Message | None:
+        """The parsed message of a committed entry of the conversation's active context
+        range, if that range is in memory (``None`` otherwise: read the storage)."""
+        active = self._ranges.get(conversation_id)
+        return active.message_of(entry_id) if active is not None else None
 
     async def _load_range(self, conversation_id: int) -> ActiveRange:
         storage = self.session.storage

@@ -4,7 +4,9 @@ The first change after a quiet period commits at once; after each commit the nex
 waits at least ``interval_ms`` and at least as long as writing its bytes takes at
 100 KiB/s; changes made in between coalesce into that next commit. A crash loses at
 most the changes of the current window. ``close()`` stops the timer and waits for the
-commit in flight, so no stale progress lands after the outcome.
+commit in flight, so no stale progress lands after the outcome; a commit that was
+started but has not begun to run yet (the stream never yielded to the loop since) is
+dropped instead: the outcome commit that follows supersedes it at once.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Throttle:
         self._next_at = 0
         self._timer: TimerHandle | None = None
         self._inflight: asyncio.Task[None] | None = None
+        self._begun = False
         self._dirty = False
         self._closed = False
 
@@ -57,9 +60,11 @@ class Throttle:
 
     def _start(self) -> None:
         self._dirty = False
+        self._begun = False
         self._inflight = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
+        self._begun = True
         try:
             written = await self._commit()
             delay = max(self._interval, int(written / _BYTES_PER_MS))
@@ -77,4 +82,6 @@ class Throttle:
             self._timer.cancel()
             self._timer = None
         if self._inflight is not None:
+            if not self._begun:
+                self._inflight.cancel()  # never ran: nothing of it can be in flight
             await asyncio.wait([self._inflight])

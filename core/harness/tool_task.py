@@ -7,9 +7,11 @@ Phases:
              wins; a raising hook blocks), validate again, then commit the *intent*
              (``execute{arguments, replay}``) — and only then run the tool, run the
              ``after_tool`` hooks and commit the result entry with the outcome.
-``execute``  entered only after a crash interrupted a call between its intent and its
-             result. The call runs again only if both the recorded policy and the
-             current declaration are ``safe``; a ``recoverable`` call asks the execution
+``execute``  entered after a crash interrupted a call between its intent and its
+             result (or first, by the invocation reserved in the round commit, for a
+             safe call whose intent that commit recorded: see ``round_intent``).
+             After a crash the call runs again only if both the recorded policy and
+             the current declaration are ``safe``; a ``recoverable`` call asks the execution
              environment about its op id and, if the op finished or is still running,
              issues it again under the same id (the environment answers with the recorded
              result instead of running it twice); anything else is reported to the model
@@ -33,6 +35,7 @@ from pydantic import BaseModel, ValidationError
 from core.env import OP_ID_PATTERN, ExecutionEnv, OpLost, OpRef
 from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
 from core.harness.docs import LIVE
+from core.harness.generation import merge_hand_over, plan_merged_hand_over
 from core.harness.live import Throttle
 from core.harness.messages import (
     AssistantMessage,
@@ -44,7 +47,7 @@ from core.harness.messages import (
 from core.harness.registry import Block, ResolvedAgent, ToolDefinition
 from core.harness.runs import TOOL
 from core.harness.tools import Diagnostic, ToolContext, ToolResult, bound_output
-from core.jsonvalue import JsonObject, json_copy, scrub_text
+from core.jsonvalue import JsonObject, json_copy, json_equal, scrub_text
 from core.records import Aborted, Completed, ErrorInfo, Failed, Task
 from core.session.session import ensure_outside_commit
 from core.session.transaction import Tx
@@ -54,7 +57,7 @@ from core.tasks.runtime import TaskRuntime
 if TYPE_CHECKING:
     from core.harness.harness import Harness
 
-__all__ = ["settle_tool", "tool_task"]
+__all__ = ["round_intent", "settle_tool", "tool_task"]
 
 INTERRUPTED = "Tool {name} was interrupted and may have partially run"
 _LOST = " (the execution environment lost the operation when it restarted)"
@@ -65,7 +68,10 @@ def tool_task(harness: Callable[[], Harness]) -> TaskDefinition:
         await _call(harness(), task, rt)
 
     async def execute(task: Task, rt: TaskRuntime) -> None:
-        await _recover(harness(), task, rt)
+        if rt.fresh:  # started at its intent by the round commit: a first call
+            await _call(harness(), task, rt)
+        else:
+            await _recover(harness(), task, rt)
 
     async def abort(task: Task, rt: TaskRuntime) -> None:
         await _abort(harness(), task, rt)
@@ -176,6 +182,8 @@ class _Call:
             details=details,
         )
         conv = self.rt.conversation_id
+        # The last call of a round hands the run over in its own result commit.
+        plan = None if aborted else await plan_merged_hand_over(self.h, self.task, message)
 
         async def record(tx: Tx, current: Task) -> Completed | Failed | Aborted:
             entry = await tx.append_entry(
@@ -194,6 +202,8 @@ class _Call:
                 if inspect.isawaitable(applied):
                     await applied
             outcome: JsonObject = {"entry": entry.id}
+            if plan is not None:
+                await merge_hand_over(self.h, tx, current, plan)
             if aborted:
                 return Aborted("aborted", outcome)
             if failed:
@@ -205,8 +215,12 @@ class _Call:
 
 async def _load(h: Harness, task: Task, rt: TaskRuntime) -> _Call | None:
     value = task.input if isinstance(task.input, dict) else {}
-    entry = await h.session.storage.entry(cast(int, value.get("assistant")))
-    message = message_from_json(entry.message) if entry is not None and entry.message else None
+    assistant = cast(int, value.get("assistant"))
+    # The round's assistant entry is usually in the context range in memory: no read.
+    message = h.cached_message(rt.conversation_id, assistant)
+    if message is None:
+        entry = await h.session.storage.entry(assistant)
+        message = message_from_json(entry.message) if entry is not None and entry.message else None
     call_id = value.get("call_id")
     call = None
     if isinstance(message, AssistantMessage):
@@ -259,6 +273,17 @@ async def _call(h: Harness, task: Task, rt: TaskRuntime) -> None:
         )
         return
     stored = json_copy(arguments, "tool arguments")
+    cp = task.checkpoint or {}
+    if (
+        cp.get("phase") == "execute"
+        and cp.get("replay") == tool.replay == "safe"
+        and json_equal(cp.get("arguments"), stored)
+    ):
+        # This very intent (final arguments, safe policy) is durable since the round
+        # commit (``round_intent``): invariant 4 holds without a commit of its own, and
+        # a crash from here on reruns the call (invariant 7).
+        await _run(c, tool, args, 1)
+        return
 
     async def intent(tx: Tx, current: Task) -> JsonObject:
         slot = await _slot(tx, current, c.call.id)
@@ -268,6 +293,28 @@ async def _call(h: Harness, task: Task, rt: TaskRuntime) -> None:
 
     await rt.commit(intent)
     await _run(c, tool, args, 1)
+
+
+def round_intent(agent: ResolvedAgent, call: ToolCall) -> JsonObject | None:
+    """The first checkpoint of a tool task, staged by the generation's round commit.
+
+    A ``safe`` tool of an agent without ``before_tool`` hooks starts at its intent —
+    ``execute`` with the model's arguments and the policy — so the call runs without
+    an intent commit of its own. The invocation reserved in that commit (``fresh``)
+    still runs the whole ``call`` phase (resolution, validation); any later one is a
+    recovery and reruns it only if it is still safe (invariant 7). Hooks could block
+    or rewrite the call, and recovery does not rerun them: with hooks, and for every
+    other tool, the task starts at a bare ``call``."""
+    tool = agent.tools.get(call.name)
+    if tool is None or tool.replay != "safe":
+        return None
+    if any(hooks.before_tool is not None for hooks in agent.hooks):
+        return None
+    try:
+        arguments = json_copy(dict(call.arguments), "tool arguments")
+    except InvalidJson:
+        return None
+    return {"phase": "execute", "arguments": arguments, "replay": "safe", "attempt": 1}
 
 
 def _validate(tool: ToolDefinition, arguments: JsonObject) -> BaseModel | str:

@@ -59,6 +59,8 @@ class TaskRuntime:
         definition: TaskDefinition,
         mode: Literal["run", "abort"],
         signal: CancelSignal,
+        *,
+        fresh: bool = False,
     ) -> None:
         self._scheduler = scheduler
         self.task_id = task_id
@@ -67,6 +69,9 @@ class TaskRuntime:
         self.mode = mode
         self.signal = signal
         self.ended = False
+        self.fresh = fresh
+        """The task was created by the commit that reserved this invocation: no earlier
+        invocation (in this process or one that crashed) ran any of its phases."""
 
     @property
     def session(self) -> Session:

@@ -270,10 +270,11 @@ class Scheduler:
         return out
 
     async def _reservation(
-        self, tx: Tx, task: Task, res: _Resolution, mode: Mode, now: int
+        self, tx: Tx, task: Task, res: _Resolution, mode: Mode, now: int, *, fresh: bool = False
     ) -> _Invocation:
         """Stage ``running`` (with a migrated input and checkpoint) and build the
-        invocation that starts once the commit is durable."""
+        invocation that starts once the commit is durable; ``fresh``: the task is
+        created by this very commit, so no invocation can have run it before."""
         assert res.definition is not None
         checkpoint = task.checkpoint
         assert checkpoint is not None
@@ -292,7 +293,9 @@ class Scheduler:
             task_id=task.id,
             mode=mode,
             definition=res.definition,
-            runtime=TaskRuntime(self, task.id, task.conversation_id, res.definition, mode, signal),
+            runtime=TaskRuntime(
+                self, task.id, task.conversation_id, res.definition, mode, signal, fresh=fresh
+            ),
             signal=signal,
             done=asyncio.get_running_loop().create_future(),
         )
@@ -329,7 +332,8 @@ class Scheduler:
             res = self._resolve(current, run_migrations=False)
             if res.definition is None or res.definition.version != current.version:
                 continue
-            started.append(await self._reservation(tx, current, res, "run", now))
+            fresh = current.id not in self.session.tasks  # created by this commit
+            started.append(await self._reservation(tx, current, res, "run", now, fresh=fresh))
             view = self._view(tx)
         if started:
 

@@ -21,6 +21,10 @@ def bind(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted sockets inherit it. Without it uvicorn's accepted connections Nagle:
+        # the body written after the headers of a keep-alive response waits for the
+        # client's delayed ACK, about 40 ms per request (measured on loopback).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host, port))
         sock.listen(2048)
         sock.set_inheritable(True)

@@ -74,6 +74,19 @@ def serve(data: Path, idle_s: float) -> None:
         }
 
     server.config.app.add_api_route("/bench/stats", stats, methods=["GET"])
+    profile_to = os.environ.get("PERDURE_BENCH_PROFILE")
+    if profile_to:  # cProfile the host until GET /bench/profile writes it out
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+
+        async def dump() -> dict[str, str]:
+            profiler.disable()
+            profiler.dump_stats(profile_to)
+            return {"written": profile_to}
+
+        server.config.app.add_api_route("/bench/profile", dump, methods=["GET"])
     sock = bind("127.0.0.1", 0)
     print(json.dumps({"url": f"http://127.0.0.1:{sock.getsockname()[1]}"}), flush=True)
     server.run(sockets=[sock])
@@ -95,6 +108,7 @@ class Result:
     submissions_per_s: float
     accept_p50_ms: float
     accept_p99_ms: float
+    accept_p99_active_ms: float  # without the submissions that activated their actor
     peak_rss_mb: float
     rss_after_eviction_mb: float
     rss_after_eviction_trimmed_mb: float
@@ -163,8 +177,92 @@ async def _drive(
         return accept, requests, retries, time.perf_counter() - started
 
 
+class _Connection:
+    """A minimal HTTP/1.1 keep-alive client connection (JSON bodies, Content-Length).
+
+    httpx's pool costs the *client* process milliseconds per request once a hundred
+    connections are open, so with many clients the benchmark measured its own client;
+    this costs a few tens of microseconds."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        assert self.reader is not None
+        data = b"" if body is None else json.dumps(body).encode()
+        head = (
+            f"{method} {path} HTTP/1.1\r\nhost: {self.host}\r\n"
+            f"authorization: Bearer {TOKEN}\r\ncontent-length: {len(data)}\r\n"
+            + ("content-type: application/json\r\n" if body is not None else "")
+            + "\r\n"
+        )
+        self.writer.write(head.encode() + data)
+        status_line = await self.reader.readline()
+        if not status_line:
+            raise ConnectionError("closed")
+        status = int(status_line.split()[1])
+        length = 0
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode().partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value)
+        payload = await self.reader.readexactly(length)
+        return status, json.loads(payload) if payload else None
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+async def drive_raw(
+    url: str, actors: int, rounds: int, tools: int
+) -> tuple[list[float], list[float], float]:
+    """Each actor submits ``rounds`` inputs one after the other over one keep-alive
+    connection, long-polling each to ``done``; all actors at once. Returns the
+    acceptance latencies (ms), those of all but each actor's first submission (which
+    activates it), and the seconds it took."""
+    host, _, port = url.removeprefix("http://").partition(":")
+    accept: list[float] = []
+    warm: list[float] = []
+
+    async def actor(n: int) -> None:
+        conn = _Connection(host, int(port))
+        try:
+            for r in range(rounds):
+                body = {"type": "input", "content": f"tools:{tools}", "request_id": f"round-{r}"}
+                path = f"/v1/actors/bench-{n}/submissions"
+                started = time.perf_counter()
+                status, sent = await conn.request("POST", path, body)
+                accept.append((time.perf_counter() - started) * 1000)
+                if r:  # the actor is active: what acceptance costs without its activation
+                    warm.append(accept[-1])
+                assert status == 202, sent
+                while True:
+                    _, state = await conn.request("GET", f"{path}/{sent['id']}?wait=30")
+                    if state["status"] in ("done", "unanswered"):
+                        assert state["status"] == "done", state
+                        break
+        finally:
+            conn.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(actor(n) for n in range(actors)))
+    return accept, warm, time.perf_counter() - started
+
+
 def run_bench(
-    *, actors: int, rounds: int, tools: int = 1, concurrency: int = 64, idle_s: float = 1.0
+    *,
+    actors: int,
+    rounds: int,
+    tools: int = 1,
+    concurrency: int = 64,
+    idle_s: float = 1.0,
+    wait_eviction: bool = True,
+    raw_client: bool = False,
 ) -> Result:
     with tempfile.TemporaryDirectory(prefix="perdure-bench-") as tmp:
         log = open(Path(tmp) / "host.log", "w")  # noqa: SIM115 - closed below
@@ -180,11 +278,16 @@ def run_bench(
             assert proc.stdout is not None
             url = json.loads(proc.stdout.readline())["url"]
             before = httpx.get(f"{url}/bench/stats").json()
-            accept, requests, retries, seconds = asyncio.run(
-                _drive(url, actors, rounds, tools, concurrency)
-            )
+            if raw_client:  # every actor at once, each on its own connection
+                accept, warm, seconds = asyncio.run(drive_raw(url, actors, rounds, tools))
+                requests, retries = 2 * actors * rounds, 0  # at least: a POST and a GET each
+            else:
+                accept, requests, retries, seconds = asyncio.run(
+                    _drive(url, actors, rounds, tools, concurrency)
+                )
+                warm = accept
             finished = time.perf_counter()
-            while (stats := httpx.get(f"{url}/bench/stats").json())["active"]:
+            while (stats := httpx.get(f"{url}/bench/stats").json())["active"] and wait_eviction:
                 time.sleep(0.1)
             evicted_in = time.perf_counter() - finished
             trimmed = httpx.get(f"{url}/bench/stats", params={"trim": True}).json()
@@ -210,6 +313,7 @@ def run_bench(
         submissions_per_s=round(actors * rounds / seconds, 1),
         accept_p50_ms=round(statistics.median(accept), 2),
         accept_p99_ms=round(_percentile(accept, 99), 2),
+        accept_p99_active_ms=round(_percentile(warm, 99), 2) if warm else 0.0,
         peak_rss_mb=round(stats["peak_kb"] / 1024, 1),
         rss_after_eviction_mb=round(stats["rss_kb"] / 1024, 1),
         rss_after_eviction_trimmed_mb=round(trimmed["rss_kb"] / 1024, 1),

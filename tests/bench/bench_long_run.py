@@ -44,7 +44,9 @@ from core.harness import (
 from core.harness.compaction import COMPACTION, SUMMARY_PROMPT, estimate_tokens
 from core.harness.docs import LIVE, USAGE
 from core.harness.models import ModelInfo
+from core.harness.registry import ReplayPolicy
 from core.records import Completed
+from core.storage import Storage
 from runtimes.local.clock import SystemClock
 from runtimes.local.sqlite import open_sqlite_storage
 
@@ -98,9 +100,13 @@ async def long_run(
     settings: HarnessSettings | None = None,
     clock: Clock | None = None,
     profiles: tuple[cProfile.Profile, cProfile.Profile] | None = None,
+    storage: Storage | None = None,
+    replay: ReplayPolicy = "unsafe",
 ) -> LongRun:
     """Run the workload once on a fresh SQLite file at ``path``; with ``profiles``,
-    profile rounds 1-100 into the first and the last 100 rounds into the second."""
+    profile rounds 1-100 into the first and the last 100 rounds into the second; with
+    ``storage``, run on it (already open on ``path``) instead of opening one;
+    ``replay`` is the tool's replay policy."""
     settings = settings or HarnessSettings()
     limit = model.context_window - settings.compaction.reserve_tokens
     out = LongRun(rounds)
@@ -148,12 +154,18 @@ async def long_run(
             define_extension(
                 "logs",
                 tools=[
-                    define_tool("fetch", description="a page", parameters=FetchArgs, execute=fetch)
+                    define_tool(
+                        "fetch",
+                        description="a page",
+                        parameters=FetchArgs,
+                        execute=fetch,
+                        replay=replay,
+                    )
                 ],
             )
         ]
     )
-    storage = await open_sqlite_storage(path)
+    storage = storage or await open_sqlite_storage(path)
     h = await Harness.open(
         storage, models=faux, registry=registry, settings=settings, clock=clock or SystemClock()
     )

@@ -143,7 +143,9 @@ def test_a_write_is_placed_at_once_when_idle(client: httpx.Client) -> None:
 
 
 def test_configure_changes_and_clears_agent_fields(running: Running, client: httpx.Client) -> None:
-    submit(client, "create the actor")
+    created = submit(client, "create the actor")
+    # Its run must be over before the snapshot below, or its answer lands in between.
+    assert poll(client, created["id"])["status"] == "done"
     path = f"/v1/actors/{ACTOR}/conversations/1/agent"
     r = client.patch(path, json={"instructions": "be brief", "thinking": "low"})
     assert r.status_code == 200, r.text

@@ -733,8 +733,14 @@ def _drop_parts(ex: _Writer, table: str, key: str) -> None:
 
 
 def _apply(ex: _Writer, plan: CommitPlan, chunked: set[str]) -> None:
-    for record_id, kind in plan.new_ids.items():
-        ex.execute("INSERT INTO record_ids (id, type) VALUES (?, ?)", (record_id, kind))
+    # One statement for the new ids (50 rows at most: 100 bound parameters).
+    new_ids = list(plan.new_ids.items())
+    for start in range(0, len(new_ids), 50):
+        rows = new_ids[start : start + 50]
+        ex.execute(
+            "INSERT INTO record_ids (id, type) VALUES " + ", ".join(["(?, ?)"] * len(rows)),
+            tuple(value for row in rows for value in row),
+        )
     for conv, text in plan.conversations:
         record, parts = _store(ex, "conversations", str(conv.id), text, chunked)
         ex.execute(

@@ -61,6 +61,8 @@ class ApiSettings:
 _bearer = HTTPBearer(auto_error=False, description="the host's API token")
 
 
+# The dependencies are ``async def`` like the routes: FastAPI runs a plain ``def`` one
+# in a worker thread, a thread hop per dependency per request (and Workers have none).
 async def _documented_auth(
     _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> None:
