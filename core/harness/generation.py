@@ -776,7 +776,12 @@ async def plan_merged_hand_over(h: Harness, tool: Task, result: Message) -> _Pla
     agent = await h.agent(gen.conversation_id)
     if any(hk.after_tools is not None for hk in agent.hooks):
         return None  # observers see the round's results from the generation's phase
-    return await _plan(h, gen.conversation_id, extra=result)
+    plan = await _plan(h, gen.conversation_id, extra=result)
+    if isinstance(plan, _Plan) and plan.compaction is not None:
+        # Starting a compaction reads tables (is one in flight?), which the result commit,
+        # past its first write, may not: the generation's ``tools`` phase hands over.
+        return None
+    return plan
 
 
 async def merge_hand_over(h: Harness, tx: Tx, tool: Task, plan: _Plan | str) -> bool:
@@ -785,6 +790,12 @@ async def merge_hand_over(h: Harness, tx: Tx, tool: Task, plan: _Plan | str) -> 
     phase would have committed them. Returns whether it did."""
     gen = _round_closes(h, tool, tx.tasks)
     if gen is None:
+        return False
+    inbox = (await tx.doc(INBOX, gen.conversation_id)).value
+    if isinstance(inbox, dict) and inbox.get("items"):
+        # Items wait for this boundary (a steer, a write, a summary to land): placing them
+        # reads tables (the context range's start), which this commit, past its first
+        # write, may not. The generation's own ``tools`` phase hands over instead.
         return False
     await _hand_over(h, tx, gen, plan)
     assistant = cast(JsonObject, gen.checkpoint)["assistant"]
