@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import StorageCorrupt, StorageRejected
 from core.jsonvalue import JsonObject
@@ -191,3 +191,10 @@ class DynamoCommitGate:
             await call(self.resources.s3.delete_object, Bucket=self.resources.bucket, Key=key)
         except Exception as e:
             log.warning("could not delete unreferenced s3 object %s: %r", key, e)
+
+
+if TYPE_CHECKING:  # mypy proves the adapter satisfies its port
+    from core.storage.sqlite import CommitGate
+
+    def _conforms(adapter: DynamoCommitGate) -> CommitGate:
+        return adapter
