@@ -257,23 +257,31 @@ def report(cpython: dict[str, Any], inside: dict[str, Any]) -> None:
 def _openai_server() -> Any:
     """A real OpenAI-compatible streaming server on 127.0.0.1 (the models tests' own),
     for the model adapter over ``fetch`` inside Pyodide."""
-    from tests.models.fake_openai import FakeOpenAI, Stream, finish, text, usage
+    from tests.models.fake_openai import FakeOpenAI, Stream, finish, text, tool_call, usage
 
     server = FakeOpenAI()
     server.start()
-    server.script(Stream([text("Hello "), text("from 127.0.0.1"), finish("stop"), usage(5, 4)]))
+    # In the order the suite's checks ask: model_over_fetch_to_a_real_server, then
+    # durable_object_configured_from_env (a bash call on the sandbox, then the answer).
+    command = json.dumps({"command": "echo from-the-worker > note.txt; cat note.txt"})
+    server.script(
+        Stream([text("Hello "), text("from 127.0.0.1"), finish("stop"), usage(5, 4)]),
+        Stream([tool_call(0, id="call_1", name="bash", arguments=command), finish("tool_calls")]),
+        Stream([text("wrote the note"), finish("stop")]),
+    )
     return server
 
 
-def _sandbox_server(stack: contextlib.ExitStack, scratch: Path) -> tuple[str, str]:
-    """A real sandbox server (``python -m remote_env.server``) on 127.0.0.1 and a
-    workspace token for it, for the ``remote_env`` client over ``fetch``."""
-    from tests.remote_env.support import server_process, token
+def _sandbox_server(stack: contextlib.ExitStack, scratch: Path) -> tuple[str, str, str]:
+    """A real sandbox server (``python -m remote_env.server``) on 127.0.0.1 (its root is
+    ``scratch/sandbox/root``), a workspace token for it and its token secret, for the
+    ``remote_env`` client over ``fetch`` and for a Worker minting its own tokens."""
+    from tests.remote_env.support import SECRET, server_process, token
 
     where = scratch / "sandbox"
     where.mkdir()
     server = stack.enter_context(server_process(where))
-    return server.url, token("fetch-ws")
+    return server.url, token("fetch-ws"), SECRET.decode()
 
 
 def main() -> int:
@@ -293,11 +301,12 @@ def main() -> int:
         _log("Pyodide: the suite")
         openai = _openai_server()
         sandbox = contextlib.ExitStack()
-        sandbox_url, sandbox_token = _sandbox_server(sandbox, scratch)
+        sandbox_url, sandbox_token, sandbox_secret = _sandbox_server(sandbox, scratch)
         options = {
             "openai_base_url": openai.base_url,
             "sandbox_url": sandbox_url,
             "sandbox_token": sandbox_token,
+            "sandbox_secret": sandbox_secret,
             "scratch": str(scratch),
             "rounds": args.rounds,
             "long_actor": str(scratch / "long-actor-pyodide.sqlite"),

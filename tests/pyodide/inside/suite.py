@@ -553,6 +553,111 @@ async def hibernatable_watch_on_the_durable_object(options: dict[str, Any]) -> d
     return {"frames": len(ws.sent)}
 
 
+async def _until(predicate: Callable[[], bool], what: str, turns: int = 2000) -> None:
+    for _ in range(turns):
+        if predicate():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"not reached: {what}")
+
+
+def _instance(home: Home, env: Any) -> Any:
+    """A new instance of the Durable Object on ``home`` (the last one is gone), which
+    the object's hibernatable sockets now deliver to, as workerd routes them."""
+    from pyodide.ffi import create_proxy  # type: ignore[import-not-found]
+
+    from runtimes.cloudflare import worker
+
+    obj = worker.PerdureActor(home.js.open(), env)
+    home.js.attach(create_proxy(obj))
+    return obj
+
+
+@check
+async def websocket_upgrade_survives_hibernation(options: dict[str, Any]) -> dict[str, Any]:
+    """The upgrade branch of ``PerdureActor.fetch`` on workerd's ``WebSocketPair`` and
+    101 response (the JS stand-ins): the client gets the view, then deltas; the instance
+    is dropped (hibernation: no pump, no isolate state) while the client stays connected;
+    a new instance woken by a request sends it the current view first, then the deltas
+    of that request; the client's own message reaches the new instance's
+    ``webSocketMessage``; its close reaches ``webSocketClose``."""
+    import json
+
+    from runtimes.cloudflare import worker
+
+    home = Home(_path(options, "do-upgrade.sqlite"), "tree-u")
+    worker.configure(_travel_config([]))
+    first = _instance(home, _env())
+    client = _Client(first, "tree-u")
+    status, accepted = await client.call("POST", "/submissions", {"type": "input", "content": "a"})
+    assert status == 202, accepted
+    await client.settled(accepted["id"])
+
+    headers = {"authorization": f"Bearer {TOKEN}", "upgrade": "websocket"}
+    refused = await first.fetch(
+        _js_request("GET", "/v1/actors/tree-u/conversations/1/watch", {"upgrade": "websocket"})
+    )
+    assert refused.status == 401, refused.status  # the upgrade checks auth too
+    missing = await first.fetch(
+        _js_request("GET", "/v1/actors/tree-u/conversations/99/watch", headers)
+    )
+    assert missing.status == 404, missing.status  # refused before accepting
+    response = await first.fetch(
+        _js_request("GET", "/v1/actors/tree-u/conversations/1/watch", headers)
+    )
+    assert response.status == 101, response.status
+    socket = response.webSocket
+
+    def frames() -> list[dict[str, Any]]:
+        return [json.loads(m) for m in socket.received]
+
+    await _until(lambda: len(frames()) >= 1, "the first frame")
+    assert [f["type"] for f in frames()] == ["view"], frames()
+    status, more = await client.call("POST", "/submissions", {"type": "input", "content": "b"})
+    await client.settled(more["id"])
+    await _until(lambda: any(f["type"] == "delta" for f in frames()), "a delta")
+    assert {f["type"] for f in frames()[1:]} == {"delta"}, frames()
+
+    # Hibernation: the instance and everything it held in memory are gone.
+    await first.hub.stop_all()
+    await first.host.close()
+    seen = len(socket.received)
+    second = _instance(home, _env())
+    assert second.hub.pumping == 0
+    status, late = await _Client(second, "tree-u").call(
+        "POST", "/submissions", {"type": "input", "content": "c"}
+    )
+    assert status == 202, late
+    await _Client(second, "tree-u").settled(late["id"])
+    await _until(
+        lambda: any(f["type"] == "delta" for f in frames()[seen + 1 :]), "deltas after the wake"
+    )
+    after = frames()[seen:]
+    assert after[0]["type"] == "view", after[0]  # the current view first...
+    assert {f["type"] for f in after[1:]} == {"delta"}, after  # ...then deltas
+    status, view = await _Client(second, "tree-u").call("GET", "/conversations/1/view")
+    assert len([e for e in view["entries"] if e["kind"] == "user"]) == 3, view
+
+    # Dropped again; this time the client's message is what wakes the object.
+    await second.hub.stop_all()
+    await second.host.close()
+    third = _instance(home, _env())
+    seen = len(socket.received)
+    socket.send("sync")
+    await socket.delivered()
+    await _until(lambda: len(socket.received) > seen, "the view after the client's message")
+    frame = frames()[seen]
+    assert frame["type"] == "view", frame
+    assert len([e for e in frame["value"]["entries"] if e["kind"] == "user"]) == 3, frame
+    socket.close(1000, "bye")
+    await socket.delivered()
+    assert third.hub.pumping == 0
+    server_end = home.js.sockets[0][0]
+    assert list(server_end.closed) == [1000, "bye"], server_end.closed
+    await third.host.close()
+    return {"frames": len(socket.received)}
+
+
 @check
 async def model_over_fetch_to_a_real_server(options: dict[str, Any]) -> dict[str, Any] | None:
     """A harness turn whose model is the OpenAI-compatible httpx adapter over
@@ -602,6 +707,70 @@ async def remote_env_over_fetch_to_a_real_sandbox(options: dict[str, Any]) -> di
     assert first.exit_code == 0 and first.output.strip() == "hi from the sandbox", first
     assert again.output == first.output, (first, again)  # deduped: the line is there once
     return {"output": first.output.strip()}
+
+
+@check
+async def durable_object_configured_from_env(options: dict[str, Any]) -> dict[str, Any]:
+    """No ``configure()``: the real ``PerdureActor`` opens its actor from the Worker's
+    vars and secrets alone — the OpenAI-compatible adapter on the model server, the
+    coding tools on the sandbox server with workspace tokens minted from the sandbox
+    secret, both over Node's ``fetch``. The model asks for ``bash``; the command runs in
+    the actor's own workspace; the model answers. A deployment missing its model vars
+    is refused at the front door (500, naming them), no Durable Object addressed."""
+    import json
+
+    from js import Object  # type: ignore[import-not-found]
+    from perdure_do_standin import DurableObjectNamespace  # type: ignore[import-not-found]
+    from pyodide.ffi import to_js  # type: ignore[import-not-found]
+
+    from runtimes.cloudflare import names, worker
+
+    worker.configure_from_env()
+    namespace = DurableObjectNamespace.new()
+    bad = to_js(
+        {names.API_TOKEN_SECRET: TOKEN, names.DURABLE_OBJECT_BINDING: namespace},
+        dict_converter=Object.fromEntries,
+    )
+    door = worker.Default(to_js({}, dict_converter=Object.fromEntries), bad)
+    headers = {"authorization": f"Bearer {TOKEN}"}
+    response = await door.fetch(_js_request("GET", "/v1/actors/tree-env/tasks", headers))
+    body = await response.json()
+    assert response.status == 500 and body["error"]["code"] == "misconfigured", body
+    assert names.MODEL_VAR in body["error"]["message"], body
+    assert TOKEN not in json.dumps(body.to_py() if hasattr(body, "to_py") else body)
+    assert list(namespace.addressed) == []
+
+    env = to_js(
+        {
+            names.API_TOKEN_SECRET: TOKEN,
+            names.MODEL_VAR: "gpt-env",
+            names.MODEL_BASE_URL_VAR: options["openai_base_url"],
+            names.MODEL_API_KEY_SECRET: "sk-from-env",
+            names.SANDBOX_URL_VAR: options["sandbox_url"],
+            names.SANDBOX_SECRET: options["sandbox_secret"],
+        },
+        dict_converter=Object.fromEntries,
+    )
+    home = Home(_path(options, "do-env.sqlite"), "tree-env")
+    obj = _instance(home, env)
+    client = _Client(obj, "tree-env")
+    status, accepted = await client.call(
+        "POST", "/submissions", {"type": "input", "content": "write a note"}
+    )
+    assert status == 202, (status, accepted)
+    state = await client.settled(accepted["id"])
+    assert state["status"] == "done" and state["answer"]["text"] == "wrote the note", state
+    note = "/scratch/sandbox/root/tree-env/note.txt"  # run.py's scratch, mounted here
+    with open(note) as f:  # noqa: ASYNC230  (the mounted host file; tiny, a test)
+        assert f.read() == "from-the-worker\n"
+    status, view = await client.call("GET", "/conversations/1/view")
+    (result,) = [e["message"] for e in view["entries"] if e["kind"] == "tool_result"]
+    assert result["tool_name"] == "bash" and not result["is_error"], result
+    await obj.host.close()
+    config = worker._Deployment.from_env
+    assert config is not None
+    await config.models.aclose()  # type: ignore[attr-defined]
+    return {"answer": state["answer"]["text"]}
 
 
 @check
