@@ -68,7 +68,7 @@ def _settings(env: Any) -> WorkerSettings:
     return WorkerSettings.from_env(env, need_model=_Deployment.actor_config is None)
 
 
-def _actor_config(env: Any, settings: WorkerSettings) -> ActorConfig:
+def _actor_config(settings: WorkerSettings) -> ActorConfig:
     if _Deployment.actor_config is not None:
         return _Deployment.actor_config
     if _Deployment.from_env is None:
@@ -184,7 +184,7 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
         # refuses every request first, so only an alarm can meet this (and workerd's
         # retries of it end).
         self.settings = _settings(self.env)
-        config = _actor_config(self.env, self.settings)
+        config = _actor_config(self.settings)
         self.host = DurableActor(
             self.ctx.storage, config, clock=SystemClock(), alarm_report=_report
         )

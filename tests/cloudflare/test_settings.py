@@ -1,34 +1,23 @@
-"""The Worker's configuration from its vars and secrets, and the actors it opens.
+"""The Worker's configuration from its vars and secrets (also run inside Pyodide).
 
-The end-to-end case runs a Durable Object actor configured from nothing but an ``env``:
-the OpenAI-compatible adapter against a real streaming server on 127.0.0.1 and the
-coding tools on a real sandbox server (a subprocess), reached with workspace tokens
-minted from the sandbox secret the ``env`` holds.
+``test_settings_servers.py`` opens an actor from such an ``env`` against real servers.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 
-from core.testing.clock import VirtualClock
 from runtimes.cloudflare import names
-from runtimes.cloudflare.actor import DurableActor
 from runtimes.cloudflare.settings import (
     DEFAULT_MAX_BODY_BYTES,
     MisconfiguredWorker,
     WorkerSettings,
     default_actor_config,
 )
-from tests.cloudflare.standin import DurableObjectHome
-from tests.models.fake_openai import FakeOpenAI, Stream, finish, text, tool_call
-from tests.remote_env.support import SECRET, server_process
 
 TOKEN = "worker-api-token-0123456789"
 
@@ -119,59 +108,3 @@ def test_invalid_values_are_refused_by_name(values: dict[str, str], named: str) 
 def test_models_configured_in_code_need_no_model_vars() -> None:
     settings = WorkerSettings.from_env(SimpleNamespace(PERDURE_API_TOKEN=TOKEN), need_model=False)
     assert settings.model is None
-
-
-async def test_an_actor_configured_from_env_reaches_the_model_and_its_sandbox_workspace(
-    tmp_path: Path,
-) -> None:
-    """Model asks for ``bash`` → the command runs in the actor's own workspace on the
-    sandbox server (token minted from the env's secret) → the model answers."""
-    model = FakeOpenAI()
-    model.start()
-    home = DurableObjectHome(tmp_path / "do.sqlite")
-    try:
-        with server_process(tmp_path) as sandbox:
-            command = json.dumps({"command": "echo from-the-worker > note.txt; cat note.txt"})
-            model.script(
-                Stream(
-                    [
-                        tool_call(0, id="call_1", name="bash", arguments=command),
-                        finish("tool_calls"),
-                    ]
-                ),
-                Stream([text("wrote the note"), finish("stop")]),
-            )
-            env = _env(
-                **{
-                    names.MODEL_BASE_URL_VAR: model.base_url,  # http, but loopback
-                    names.SANDBOX_URL_VAR: sandbox.url,
-                    names.SANDBOX_SECRET: SECRET.decode(),
-                }
-            )
-            config = default_actor_config(
-                WorkerSettings.from_env(env), make_transport=httpx.AsyncHTTPTransport
-            )
-            actor = DurableActor(
-                home.open(),
-                config,
-                clock=VirtualClock(),
-                alarm_report=lambda r: None,
-                actor="tree-env",
-            )
-            try:
-                async with actor.serving() as harness:
-                    root = await harness.root(agent=dict(config.default_agent))
-                    record = await (await root.submit("write a note")).wait()
-                assert record.status == "done", record
-                assert (sandbox.root / "tree-env" / "note.txt").read_text() == "from-the-worker\n"
-                second = model.received[1].body
-                results = [m for m in second["messages"] if m["role"] == "tool"]
-                assert results and "from-the-worker" in results[0]["content"], results
-                assert model.received[0].headers["authorization"] == "Bearer sk-model-key"
-            finally:
-                with contextlib.suppress(Exception):
-                    await config.models.aclose()  # type: ignore[attr-defined]
-                await actor.close()
-    finally:
-        model.stop()
-        home.close()

@@ -13,6 +13,8 @@ import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+# The cold start, timed in three parts: everything the deployed Worker imports before
+# its first request is served (workload.DEPLOYED_MODULES and the entry classes).
 started = time.perf_counter()
 import core.harness  # noqa: E402, F401  (timed: what an isolate imports first)
 import runtimes.cloudflare.alarm  # noqa: E402
@@ -22,6 +24,13 @@ core_imported = time.perf_counter()
 from tests.pyodide.inside.durable import Home  # noqa: E402  (pulls the Workers SDK)
 
 sdk_imported = time.perf_counter()
+import importlib  # noqa: E402
+
+from tests.pyodide.inside.workload import DEPLOYED_MODULES  # noqa: E402
+
+for _module in (*DEPLOYED_MODULES, "runtimes.cloudflare.worker"):
+    importlib.import_module(_module)  # fastapi, the actor API, the adapters, the entry
+runtime_imported = time.perf_counter()
 
 from pydantic import BaseModel  # noqa: E402
 
@@ -69,6 +78,63 @@ async def cold_start_10k(options: dict[str, Any]) -> dict[str, Any] | None:
     result = await workload.cold_open(home.storage)
     assert result["entries"] >= int(options.get("entries", 10_000)), result
     return result
+
+
+def _wasm_heap_mb() -> float:
+    import pyodide_js  # type: ignore[import-not-found]
+
+    return float(pyodide_js._module.HEAP8.length) / (1024 * 1024)
+
+
+@check
+async def busy_durable_object_memory(options: dict[str, Any]) -> dict[str, Any] | None:
+    """One busy Durable Object: the runtime's host (``DurableActor``) on the 10,000-entry
+    actor, its heartbeat armed, running tool rounds on the long conversation (each model
+    request carries the whole transcript). Runs right after the cold start, so the wasm
+    heap then is Pyodide's baseline + the imports + this one object; the heap never
+    shrinks, so its size is an upper bound of what the object needed at its peak.
+    run.py runs it in a Pyodide process of its own, after the cold start: the number is
+    then this one object's, and the main suite stays below the heap size at which
+    Node 20's V8 aborted later checks (a fatal error in its deoptimizer, seen with the
+    heap grown to 75-90 MB)."""
+    if not options.get("long_actor"):
+        return None
+    rounds = min(int(options.get("rounds", 50)), 50)
+
+    def step(request: ModelRequest, state: FauxState) -> AssistantMessage:
+        if state.call_count <= rounds:
+            return faux_message(faux_tool_call("noop", {}, id=f"busy_{state.call_count}"))
+        return faux_message("done")
+
+    from runtimes.cloudflare.actor import DurableActor
+
+    home = Home(options["long_actor"])
+    config = ActorConfig(
+        models=FauxModel([step] * (rounds + 1), record_requests=False),
+        extensions=[workload.noop_extension()],
+    )
+    before = _wasm_heap_mb()
+    actor = DurableActor(
+        home.state().storage,
+        config,
+        clock=VirtualClock(),
+        alarm_report=lambda r: None,
+        actor="long",
+    )
+    async with actor.serving() as harness:
+        root = await harness.root()
+        record = await (await root.submit("busy")).wait()
+    assert record.status == "done", record
+    await actor.settle()
+    await actor.close()
+    baseline = float(options["timings"]["heap_baseline_mb"])
+    heap = _wasm_heap_mb()
+    return {
+        "rounds": rounds,
+        "wasm_heap_before_mb": before,
+        "wasm_heap_mb": heap,
+        "over_pyodide_baseline_mb": heap - baseline,
+    }
 
 
 @check
@@ -498,6 +564,57 @@ async def durable_object_class_evicted_then_alarm(options: dict[str, Any]) -> di
 
 
 @check
+async def reminder_fires_after_an_eviction(options: dict[str, Any]) -> dict[str, Any]:
+    """A reminder set over HTTP on the real ``PerdureActor`` arms the alarm at its time;
+    the isolate is evicted; the alarm fires on a new instance, which re-opens the actor
+    and delivers the reminder; delivered again, it fires nothing more."""
+    from runtimes.cloudflare import worker
+
+    home = Home(_path(options, "do-remind.sqlite"), "tree-r")
+    worker.configure(
+        ActorConfig(
+            models=FauxModel(fallback=lambda r, s: faux_message("noted")),
+            default_agent={"model": workload.MODEL},
+        )
+    )
+    first = _instance(home, _env())
+    client = _Client(first, "tree-r")
+    status, accepted = await client.call("POST", "/submissions", {"type": "input", "content": "hi"})
+    await client.settled(accepted["id"])
+    status, reminder = await client.call(
+        "POST", "/conversations/1/reminders", {"message": "ping", "after": 0.3}
+    )
+    assert status == 201, (status, reminder)
+    await first.host.settle()
+    assert home.js.alarm == reminder["at"], (home.js.alarm, reminder)  # armed exactly
+
+    second = _instance(home, _env())  # evicted: a new isolate on the same file
+    with contextlib.suppress(Exception):
+        await first.host.close()
+    assert not second.host.is_open
+    await asyncio.sleep(max(0.0, (reminder["at"] - time.time() * 1000) / 1000) + 0.05)
+    assert await _fire_alarm(home, second) == 1 and second.host.is_open
+    client = _Client(second, "tree-r")
+
+    async def users() -> list[str]:
+        _, view = await client.call("GET", "/conversations/1/view")
+        return [str(e["message"]["content"]) for e in view["entries"] if e["kind"] == "user"]
+
+    for _ in range(200):
+        if any("ping" in u for u in await users()):
+            break
+        await asyncio.sleep(0.01)
+    await _fire_alarm(home, second)  # delivered twice
+    await second.host.settle()
+    fired = [u for u in await users() if "ping" in u]
+    assert len(fired) == 1, await users()
+    status, timers = await client.call("GET", "/timers")
+    assert status == 200 and not [t for t in timers["timers"] if t["task"] == reminder["task"]]
+    await second.host.close()
+    return {"reminder_task": reminder["task"]}
+
+
+@check
 async def hibernatable_watch_on_the_durable_object(options: dict[str, Any]) -> dict[str, Any]:
     """The real ``PerdureActor``'s watch hub on the JS ``ctx``: an accepted socket gets
     the view, then deltas; a new isolate (the socket still connected) sends it the
@@ -816,6 +933,7 @@ async def _js_read(reader: Any) -> Any:
 async def main(options: Any) -> dict[str, Any]:
     opts: dict[str, Any] = options.to_py() if hasattr(options, "to_py") else dict(options)
     only = set(opts.get("only") or [])
+    skip = set(opts.get("skip") or [])
     out: dict[str, Any] = {
         "ok": True,
         "checks": {},
@@ -823,10 +941,11 @@ async def main(options: Any) -> dict[str, Any]:
         "timings": {
             "import_core_and_runtime_ms": (core_imported - started) * 1000,
             "import_workers_sdk_ms": (sdk_imported - core_imported) * 1000,
+            "import_app_and_adapters_ms": (runtime_imported - sdk_imported) * 1000,
         },
     }
     for name, fn in _CHECKS:
-        if only and name not in only:
+        if (only and name not in only) or name in skip:
             continue
         t = time.perf_counter()
         try:
