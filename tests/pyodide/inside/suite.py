@@ -891,6 +891,24 @@ async def durable_object_configured_from_env(options: dict[str, Any]) -> dict[st
 
 
 @check
+async def the_deployed_entry_module_imports(options: dict[str, Any]) -> None:
+    """``infra/cloudflare/src/entry.py`` (wrangler's ``main``) imports here and exports
+    the runtime's own classes under the names wrangler binds."""
+    import importlib.util
+
+    from runtimes.cloudflare import names, worker
+
+    spec = importlib.util.spec_from_file_location(
+        "perdure_entry", "/perdure/infra/cloudflare/src/entry.py"
+    )
+    assert spec is not None and spec.loader is not None
+    entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entry)
+    assert getattr(entry, names.ENTRY_CLASS) is worker.Default
+    assert getattr(entry, names.DURABLE_OBJECT_CLASS) is worker.PerdureActor
+
+
+@check
 async def sse_watch_streams_through_the_bridge(options: dict[str, Any]) -> dict[str, Any]:
     """The API's SSE watch through ``workers.asgi.fetch``: the response streams (the
     view event arrives while the stream is still open), then a commit's delta."""
