@@ -13,7 +13,7 @@ Every invocation is one lease owner (its request id) on a fresh :class:`AwsHost`
   a duplicated delivery only looks.
 * **request** (``{"perdure": "request", "method", "path", "body"}``, a direct
   ``lambda:Invoke`` — IAM-authorised, so the handler adds the API token itself): served
-  by the same app, answered ``{"status", "body"}``.
+  by the same app, answered ``{"status", "body"}`` (plus ``retry_after`` with a 423).
 
 A submission (HTTP or direct) refused because another invocation holds the actor's
 lease goes to the actor's mailbox (:mod:`runtimes.aws.mailbox`) and is answered
@@ -35,6 +35,7 @@ environment on first use (``PERDURE_FUNCTION``: ``module:factory`` returning
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import json
 import logging
@@ -145,7 +146,7 @@ class ActorFunction:
 
     async def _http(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         host = self._host(context)
-        app = create_app(host, self.settings.api)
+        app = create_app(host, self._api(context))
         adapter = Mangum(app, lifespan="off")
         try:
             # Mangum only passes the context on, in the scope (its protocol names more).
@@ -170,7 +171,7 @@ class ActorFunction:
         if not isinstance(method, str) or not isinstance(path, str) or not path.startswith("/"):
             return _direct_refusal(400, "bad_event", "a request needs a method and a /path")
         host = self._host(context)
-        app = create_app(host, self.settings.api)
+        app = create_app(host, self._api(context))
         transport = httpx.ASGITransport(app=app)
         headers = {"authorization": f"Bearer {self.settings.api.token}"}
         async with (
@@ -188,7 +189,10 @@ class ActorFunction:
             answer: Any = r.json()
         except ValueError:
             answer = r.text
-        return {"status": r.status_code, "body": answer}
+        out = {"status": r.status_code, "body": answer}
+        if "retry-after" in r.headers:  # a 423: the lease is held elsewhere
+            out["retry_after"] = r.headers["retry-after"]
+        return out
 
     async def _wake(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         try:
@@ -196,7 +200,7 @@ class ActorFunction:
         except InvalidActorId as e:
             return _direct_refusal(400, "invalid_actor", str(e))
         host = self._host(context)
-        async with self._invocation(host, create_app(host, self.settings.api), context):
+        async with self._invocation(host, create_app(host, self._api(context)), context):
             try:
                 opened = await host.wake(actor)
             except ActorLocked:
@@ -297,6 +301,12 @@ class ActorFunction:
         for name in sorted(actors):
             if await mailbox.pending(name):
                 await self.settings.alarms.arm(name, self.settings.clock.now())
+
+    def _api(self, context: LambdaContext) -> ApiConfig:
+        """The API for this invocation: a long poll (submission or deltas) waits no longer
+        than the time left before the reserve, so it answers before Lambda's deadline."""
+        api = self.settings.api
+        return dataclasses.replace(api, max_wait_s=min(api.max_wait_s, self._budget_s(context)))
 
     def _budget_s(self, context: LambdaContext) -> float:
         return max(0.0, (context.get_remaining_time_in_millis() - self.settings.reserve_ms) / 1000)

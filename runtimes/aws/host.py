@@ -30,7 +30,10 @@ from runtimes.aws.lease import DEFAULT_LEASE_MS
 from runtimes.aws.replica import ActorReplica, discard_working_copy, open_actor_replica
 from runtimes.aws.resources import AwsResources, call
 
-__all__ = ["AwsActorStore", "AwsHost"]
+__all__ = ["RETRY_AFTER_CAP_S", "AwsActorStore", "AwsHost"]
+
+RETRY_AFTER_CAP_S = 2
+"""The longest ``Retry-After`` a request refused by another invocation's lease gets."""
 
 
 @dataclass
@@ -84,8 +87,16 @@ class AwsActorStore:
                 lease_ms=self.lease_ms,
             )
         except LeaseHeld as e:
-            raise ActorLocked(str(e)) from e
+            raise ActorLocked(str(e), retry_after_s=self._retry_after_s(e)) from e
         return _ReplicaLease(self, replica, fresh=replica.storage.seq == 0)
+
+    def _retry_after_s(self, held: LeaseHeld) -> int:
+        # A holder releases at the end of its invocation, mostly long before its lease
+        # would expire: come back soon, and never later than the expiry.
+        if held.expires_at is None:
+            return 1
+        left_s = -(-(held.expires_at - self.lease_now()) // 1000)
+        return int(min(RETRY_AFTER_CAP_S, max(1, left_s)))
 
     def exists(self, name: str) -> bool:
         """Blocking read of the head (the API never calls it; tests and tools do)."""

@@ -10,6 +10,8 @@ from typing import Any
 from fastapi import FastAPI
 
 from remote_env.limits import BodyLimit
+from runtimes.actor.api.deltas import DeltaFeeds
+from runtimes.actor.api.deltas import router as deltas_router
 from runtimes.actor.api.errors import install_error_handlers
 from runtimes.actor.api.middleware import BearerAuth
 from runtimes.actor.api.openapi import complete_openapi
@@ -74,7 +76,9 @@ def create_app(
     app.state.api_settings = ApiSettings(
         max_wait_s=config.max_wait_s, heartbeat_s=config.heartbeat_s
     )
+    app.state.delta_feeds = DeltaFeeds()
     app.include_router(router)
+    app.include_router(deltas_router)
     install_error_handlers(app)
     derive_openapi = app.openapi
 
