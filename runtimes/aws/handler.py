@@ -11,6 +11,8 @@ Every invocation is one lease owner (its request id) on a fresh :class:`AwsHost`
   schedule): opens the actor and lets whatever is due within the Scheduler's one-minute
   precision run, then parks it. Idempotent: the deadlines live in the actor's state, so
   a duplicated delivery only looks.
+* **sweep** (``{"perdure": "sweep"}``, from the template's rate schedule): wakes the
+  actors whose park could not arm their schedule (:mod:`runtimes.aws.pending`).
 * **request** (``{"perdure": "request", "method", "path", "body"}``, a direct
   ``lambda:Invoke`` — IAM-authorised, so the handler adds the API token itself): served
   by the same app, answered ``{"status", "body"}`` (plus ``retry_after`` with a 423).
@@ -63,6 +65,7 @@ from runtimes.aws.alarms import WAKE_EVENT, WakeSchedule
 from runtimes.aws.host import AwsActorStore, AwsHost
 from runtimes.aws.lease import DEFAULT_LEASE_MS
 from runtimes.aws.mailbox import Mailbox
+from runtimes.aws.pending import PendingWakes, arm_durably
 from runtimes.aws.resources import AwsResources
 from runtimes.local.clock import SystemClock
 
@@ -74,6 +77,7 @@ DUE_WINDOW_MS = 60_000
 """The Scheduler's precision: a wake finds deadlines up to this far ahead due."""
 
 REQUEST_EVENT = "request"
+SWEEP_EVENT = "sweep"
 
 _SUBMISSIONS = re.compile(r"/v1/actors/([A-Za-z0-9_-]{1,64})/submissions")
 _DRAIN_ROUNDS = 10  # drain, settle, drain again: mail that arrives meanwhile is taken too
@@ -140,6 +144,8 @@ class ActorFunction:
             return await self._wake(event, context)
         if kind == REQUEST_EVENT:
             return await self._request(event, context)
+        if kind == SWEEP_EVENT:
+            return await self._sweep(context)
         return _direct_refusal(400, "bad_event", f"unknown event kind {kind!r}")
 
     # ------------------------------------------------------------------ events
@@ -210,6 +216,19 @@ class ActorFunction:
                 await self._run_due(host, actor, context)
         return {"status": "woken" if opened else "unknown", "actor": actor}
 
+    async def _sweep(self, context: LambdaContext) -> dict[str, Any]:
+        """Wake every actor whose park could not arm its schedule (the wake's own park
+        arms it); a record goes once its actor was woken without recording a new one."""
+        pending = PendingWakes(self.settings.resources)
+        woken: list[str] = []
+        for wake in await pending.listed():
+            if self._budget_s(context) <= 0:
+                break  # the next sweep takes the rest
+            out = await self._wake({"actor": wake.actor}, context)
+            if out["status"] in ("woken", "unknown") and await pending.clear(wake):
+                woken.append(wake.actor)
+        return {"status": "swept", "woken": woken}
+
     # ------------------------------------------------------------------ the invocation
 
     def _host(self, context: LambdaContext) -> AwsHost:
@@ -270,7 +289,7 @@ class ActorFunction:
         await Mailbox(self.settings.resources).post(actor, body, request_id=request_id, now=now)
         if self.settings.alarms is not None:
             # If the holder released before it saw this mail, this wake drains it.
-            await self.settings.alarms.arm(actor, now)
+            await arm_durably(self.settings.alarms, self.settings.resources, actor, now, now)
         return {"status": "mailed", "actor": actor, "request_id": request_id}
 
     async def _drain(self, host: AwsHost, app: FastAPI) -> int:
@@ -300,7 +319,8 @@ class ActorFunction:
         mailbox = Mailbox(self.settings.resources)
         for name in sorted(actors):
             if await mailbox.pending(name):
-                await self.settings.alarms.arm(name, self.settings.clock.now())
+                now = self.settings.clock.now()
+                await arm_durably(self.settings.alarms, self.settings.resources, name, now, now)
 
     def _api(self, context: LambdaContext) -> ApiConfig:
         """The API for this invocation: a long poll (submission or deltas) waits no longer
