@@ -57,6 +57,7 @@ from mangum.types import LambdaContext as MangumContext
 
 from core import Clock
 from runtimes.actor.api import ApiConfig, create_app
+from runtimes.actor.api.app import rebind_app
 from runtimes.actor.api.errors import error_body
 from runtimes.actor.config import ActorConfig
 from runtimes.actor.errors import ActorLocked, InvalidActorId
@@ -130,11 +131,20 @@ class ActorFunction:
 
     def __init__(self, settings: FunctionSettings) -> None:
         self.settings = settings
+        self._served: FastAPI | None = None
+        self._serving = 0  # invocations in flight on this object
 
     def __call__(self, event: Any, context: LambdaContext) -> dict[str, Any]:
         return asyncio.run(self.invoke(event, context))
 
     async def invoke(self, event: Any, context: LambdaContext) -> dict[str, Any]:
+        self._serving += 1
+        try:
+            return await self._dispatch(event, context)
+        finally:
+            self._serving -= 1
+
+    async def _dispatch(self, event: Any, context: LambdaContext) -> dict[str, Any]:
         if not isinstance(event, dict):
             return _refusal(400, "bad_event", "the event is not a JSON object")
         kind = event.get("perdure")
@@ -152,7 +162,7 @@ class ActorFunction:
 
     async def _http(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         host = self._host(context)
-        app = create_app(host, self._api(context))
+        app = self._app(host, context)
         adapter = Mangum(app, lifespan="off")
         try:
             # Mangum only passes the context on, in the scope (its protocol names more).
@@ -177,7 +187,7 @@ class ActorFunction:
         if not isinstance(method, str) or not isinstance(path, str) or not path.startswith("/"):
             return _direct_refusal(400, "bad_event", "a request needs a method and a /path")
         host = self._host(context)
-        app = create_app(host, self._api(context))
+        app = self._app(host, context)
         transport = httpx.ASGITransport(app=app)
         headers = {"authorization": f"Bearer {self.settings.api.token}"}
         async with (
@@ -206,7 +216,7 @@ class ActorFunction:
         except InvalidActorId as e:
             return _direct_refusal(400, "invalid_actor", str(e))
         host = self._host(context)
-        async with self._invocation(host, create_app(host, self._api(context)), context):
+        async with self._invocation(host, self._app(host, context), context):
             try:
                 opened = await host.wake(actor)
             except ActorLocked:
@@ -321,6 +331,18 @@ class ActorFunction:
             if await mailbox.pending(name):
                 now = self.settings.clock.now()
                 await arm_durably(self.settings.alarms, self.settings.resources, name, now, now)
+
+    def _app(self, host: AwsHost, context: LambdaContext) -> FastAPI:
+        """The container's app, bound to this invocation's host (invocations of one
+        container run one at a time; building an app per invocation cost more than
+        serving it)."""
+        if self._serving > 1:  # overlapping invocations (tests, not Lambda): one each
+            return create_app(host, self._api(context))
+        if self._served is None:
+            self._served = create_app(host, self._api(context))
+        else:
+            rebind_app(self._served, host, self._api(context))
+        return self._served
 
     def _api(self, context: LambdaContext) -> ApiConfig:
         """The API for this invocation: a long poll (submission or deltas) waits no longer

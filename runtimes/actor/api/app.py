@@ -18,7 +18,7 @@ from runtimes.actor.api.openapi import complete_openapi
 from runtimes.actor.api.routes import ApiSettings, router
 from runtimes.actor.host import Host
 
-__all__ = ["ApiConfig", "create_app"]
+__all__ = ["ApiConfig", "create_app", "rebind_app"]
 
 
 @dataclass(frozen=True)
@@ -72,11 +72,7 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-    app.state.host = host
-    app.state.api_settings = ApiSettings(
-        max_wait_s=config.max_wait_s, heartbeat_s=config.heartbeat_s
-    )
-    app.state.delta_feeds = DeltaFeeds()
+    rebind_app(app, host, config)
     app.include_router(router)
     app.include_router(deltas_router)
     install_error_handlers(app)
@@ -92,3 +88,16 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(BearerAuth, token=config.token)
     return app
+
+
+def rebind_app(app: FastAPI, host: Host, config: ApiConfig) -> None:
+    """Point ``app`` (from :func:`create_app`) at ``host``, with ``config``'s waits and a
+    fresh set of delta feeds. For a host that lives for one request at a time (a Lambda
+    invocation): building an app costs more than the request (FastAPI builds each
+    route's state on first use), so a container keeps one and rebinds it. The token,
+    body limit and registry stay the ones the app was created with."""
+    app.state.host = host
+    app.state.api_settings = ApiSettings(
+        max_wait_s=config.max_wait_s, heartbeat_s=config.heartbeat_s
+    )
+    app.state.delta_feeds = DeltaFeeds()
