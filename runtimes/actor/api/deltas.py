@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict, deque
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, TypeAlias, cast
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
@@ -84,6 +84,10 @@ class DeltaPage(BaseModel):
     )
 
 
+_Answer: TypeAlias = tuple[list[Frame], int | None]
+"""Frames and the ``next`` cursor they bring a client to."""
+
+
 class _Feed:
     """A watch kept mounted between polls, the view as of its newest frame and the last
     frames. Every delta committed after ``floor`` is in ``history``."""
@@ -130,15 +134,16 @@ class _Feed:
             self.history.clear()
             self.floor = _seq(frame)
 
-    def answer(self, after: int) -> list[Frame]:
-        """The frames a client at ``after`` is missing: the deltas since, or one
-        ``replace`` when they are not all here; ``[]``: it is up to date."""
+    def answer(self, after: int) -> _Answer:
+        """The frames a client at ``after`` is missing — the deltas since, or one
+        ``replace`` when they are not all here; none: it is up to date — and the cursor
+        they bring it to (taken together: another poll may absorb more right after)."""
         if self.floor is None or self.seq is None or not self.floor <= after <= self.seq:
-            return [self.view("replace")]
-        return [f for f in self.history if _seq(f) > after]
+            return self.view("replace")
+        return [f for f in self.history if _seq(f) > after], self.seq
 
-    def view(self, kind: Literal["view", "replace"]) -> Frame:
-        return {"type": kind, "seq": self.seq, "value": json_copy(self.value)}
+    def view(self, kind: Literal["view", "replace"]) -> _Answer:
+        return [{"type": kind, "seq": self.seq, "value": json_copy(self.value)}], self.seq
 
 
 class DeltaFeeds:
@@ -164,39 +169,39 @@ class DeltaFeeds:
             feed.used = now
             feed.polls += 1
             try:
-                frames = await self._frames(host, feed, after, wait_s)
+                frames, next_seq = await self._frames(host, feed, after, wait_s)
             finally:
                 feed.polls -= 1
                 feed.used = host.clock.now()
             if not feed.alive:
                 self._drop(key, feed)
-            next_seq = feed.seq if frames or after is None else after
         return DeltaPage.model_validate({"frames": frames, "next": next_seq})
 
-    async def _frames(
-        self, host: Host, feed: _Feed, after: int | None, wait_s: float
-    ) -> list[Frame]:
+    async def _frames(self, host: Host, feed: _Feed, after: int | None, wait_s: float) -> _Answer:
         await feed.absorb_queued()
         if after is None:
-            return [feed.view("view")]
+            return feed.view("view")
         found = feed.answer(after)
-        if found or wait_s <= 0:
+        if found[0] or wait_s <= 0:
             return found
 
-        async def wait() -> list[Frame]:
+        async def wait() -> _Answer:
             async with feed.waiting:
                 # Another poll may have taken frames while this one queued for the lock.
-                while not (found := feed.answer(after)):
+                while not (found := feed.answer(after))[0]:
                     if not await feed.absorb_next():
                         break
                 return found
 
         try:
             # Ends early when the host shuts down, so a long poll never holds up an exit.
-            finished, frames = await host.until_shutdown(asyncio.wait_for(wait(), wait_s))
+            finished, answer = await host.until_shutdown(asyncio.wait_for(wait(), wait_s))
         except TimeoutError:
-            return []
-        return frames if finished and frames is not None else []
+            finished, answer = False, None
+        if not finished or answer is None or not answer[0]:
+            # Up to date (past commits that did not change this view, if any).
+            return [], max(after, feed.seq or after)
+        return answer
 
     def _sweep(self, now: int) -> None:
         stale = [
