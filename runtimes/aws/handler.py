@@ -56,6 +56,7 @@ from mangum.protocols import HTTPCycle
 from mangum.types import LambdaContext as MangumContext
 
 from core import Clock
+from core.errors import SessionPoisoned
 from runtimes.actor.api import ApiConfig, create_app
 from runtimes.actor.api.app import rebind_app
 from runtimes.actor.api.errors import error_body
@@ -363,6 +364,11 @@ class ActorFunction:
             except TimeoutError:
                 # Out of time: parked with work left, it must come back at once.
                 host.unfinished.add(name)
+            except SessionPoisoned as e:
+                # A commit failed — fenced off (another invocation took the lease while
+                # this one was paused) or uncertain. What was answered stays answered;
+                # the actor's work is the next holder's, rebuilt from what is durable.
+                _log.warning("actor %s stopped: %s", name, e)
 
     async def _run_due(self, host: AwsHost, actor: str, context: LambdaContext) -> None:
         """Let every deadline due within :data:`DUE_WINDOW_MS` pass in this invocation."""
