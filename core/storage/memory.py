@@ -79,6 +79,11 @@ class MemoryStorage:
         self.state = state if state is not None else MemoryState()
         self._closed = False
 
+    @property
+    def seq(self) -> int:
+        """The seq of the newest commit (0 when there is none)."""
+        return self.state.next_seq - 1
+
     # ------------------------------------------------------------------ ids and commits
 
     async def mint_id(self) -> int:

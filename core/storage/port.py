@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Generic, Literal, Protocol, TypeAlias, TypeVar
+from typing import Generic, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from core.jsonvalue import JsonObject, JsonValue
 from core.records import (
@@ -58,6 +58,7 @@ __all__ = [
     "DocumentRetire",
     "Order",
     "Page",
+    "SequencedStorage",
     "Storage",
     "Write",
 ]
@@ -310,4 +311,16 @@ class Storage(Protocol):
 
     async def close(self) -> None:
         """Release resources. Idempotent; every later call raises ``StorageClosed``."""
+        ...
+
+
+@runtime_checkable
+class SequencedStorage(Protocol):
+    """A storage that can tell the seq of its newest commit without a commit. Optional:
+    the session starts its ``last_seq`` from it, so a view read before this process's
+    first commit still says which commit it is current as of (watch cursors)."""
+
+    @property
+    def seq(self) -> int:
+        """The seq of the newest commit (0 when there is none)."""
         ...
