@@ -23,9 +23,11 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -85,9 +87,20 @@ def _params() -> list[Any]:
 
 
 @pytest.fixture(scope="module")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    tmp = tmp_path_factory.mktemp("matrix-sandbox")
-    (tmp / "root").mkdir()
+def base() -> Iterator[Path]:
+    """A directory of the matrix's own: other pytest runs on this machine rotate the
+    shared basetemp away while a long run still works in it."""
+    path = Path(tempfile.mkdtemp(prefix="perdure-matrix-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def sandbox(base: Path) -> Iterator[ServerProcess]:
+    tmp = base / "sandbox"
+    (tmp / "root").mkdir(parents=True)
     (tmp / "secret").write_bytes(SECRET)
     server = ServerProcess(root=tmp / "root", port=free_port(), secret_file=tmp / "secret")
     server.start()
@@ -154,7 +167,7 @@ def _lines(text: str) -> list[dict[str, Any]]:
 
 def run_case(case: Case, base: Path, sandbox: ServerProcess, moto: str | None) -> Outcome:
     started = time.monotonic()
-    work = base / case.slug
+    work = base / "cases" / case.slug
     work.mkdir(parents=True)
     spec: dict[str, Any] = {
         "host": case.host,
@@ -217,10 +230,9 @@ def outcomes(
     request: pytest.FixtureRequest,
     sandbox: ServerProcess,
     moto: str | None,
-    tmp_path_factory: pytest.TempPathFactory,
+    base: Path,
 ) -> dict[str, Outcome]:
     cases = _selected(request)
-    base = tmp_path_factory.mktemp("matrix")
     with ThreadPoolExecutor(WORKERS) as pool:
         futures = {c.id: pool.submit(run_case, c, base, sandbox, moto) for c in cases}
         results = {cid: f.result() for cid, f in futures.items()}
