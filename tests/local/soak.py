@@ -12,7 +12,8 @@ checker, settled) and counted.
 Reported: inputs accepted, answered, unanswered, lost (accepted, never settled: must be
 0), duplicated (a request id with more than one submission, or a submission placed or
 answered more than once: must be 0), and p99 latency (first send to settle) of the
-inputs settled in the ``window`` seconds before each kill and after each restart.
+inputs settled in the ``window`` seconds before each kill and after each restart (these
+include time the host was down), and of the inputs whose wait overlapped no downtime.
 Exit status 1 if anything was lost or duplicated or a check failed.
 """
 
@@ -53,6 +54,9 @@ class SoakResult:
     problems: list[str] = field(default_factory=list)
     p99_before_ms: list[float] = field(default_factory=list)  # per cycle, before the kill
     p99_after_ms: list[float] = field(default_factory=list)  # per cycle, after the restart
+    p99_steady_ms: float = 0.0  # inputs whose wait overlapped no downtime
+    slowest_ms: float = 0.0
+    slowest_spanned_kills: int = 0  # how many kills happened while the slowest one waited
 
     @property
     def ok(self) -> bool:
@@ -67,7 +71,8 @@ class SoakResult:
                 "max": round(ordered[-1], 1),
             }
 
-        body = {k: v for k, v in asdict(self).items() if not k.startswith("p99")}
+        body = {k: v for k, v in asdict(self).items() if not k.startswith("p99_")}
+        body["p99_steady_ms"] = self.p99_steady_ms
         body["p99_before_kill_ms"] = stats(self.p99_before_ms)
         body["p99_after_restart_ms"] = stats(self.p99_after_ms)
         return body
@@ -184,6 +189,15 @@ def _result(
     latencies = [(r["settled"], 1000 * (r["settled"] - r["sent"])) for r in settled.values()]
     before = [_p99([ms for t, ms in latencies if k - window_s <= t < k]) for k, _ in kills]
     after = [_p99([ms for t, ms in latencies if r < t <= r + window_s]) for _, r in kills]
+    steady = [
+        1000 * (r["settled"] - r["sent"])
+        for r in settled.values()
+        if not any(r["sent"] <= ready and killed <= r["settled"] for killed, ready in kills)
+    ]
+    slowest = max(settled.values(), key=lambda r: r["settled"] - r["sent"], default=None)
+    spanned = (
+        sum(1 for k, _ in kills if slowest["sent"] <= k <= slowest["settled"]) if slowest else 0
+    )
     return SoakResult(
         cycles=cycles,
         seconds=round(seconds, 1),
@@ -196,6 +210,9 @@ def _result(
         problems=problems,
         p99_before_ms=[round(v, 1) for v in before],
         p99_after_ms=[round(v, 1) for v in after],
+        p99_steady_ms=round(_p99(steady), 1),
+        slowest_ms=round(1000 * (slowest["settled"] - slowest["sent"]), 1) if slowest else 0.0,
+        slowest_spanned_kills=spanned,
     )
 
 
