@@ -344,8 +344,19 @@ async def _run(c: _Call, tool: ToolDefinition, args: BaseModel, attempt: int) ->
     diagnostics: list[Diagnostic] = []
     failed = False
     ensure_outside_commit(f"tool {tool.name}")
+    span = c.h.session.telemetry.span(
+        f"tool {tool.name}",
+        {
+            "perdure.task.id": c.task.id,
+            "perdure.tool.name": tool.name,
+            "perdure.tool.call_id": c.call.id,
+            "perdure.op.id": c.op_id,
+            "perdure.op.attempt": attempt,
+        },
+    )
     try:
-        produced = await tool.execute(args, ctx)
+        with span:
+            produced = await tool.execute(args, ctx)
         result = produced if isinstance(produced, ToolResult) else ToolResult(str(produced))
     except asyncio.CancelledError:
         raise

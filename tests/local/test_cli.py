@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from core.harness import HarnessSettings, RetrySettings
 from runtimes.cli.dev import choose_model
 from runtimes.cli.main import app
+from runtimes.cli.preflight import PreflightError
 from runtimes.local.host import ActorHost
 from tests.local.support import AGENT, ROOT, host_config
 from tests.models.fake_openai import FakeOpenAI, Stream, finish, text
@@ -127,13 +128,13 @@ def test_dev_talks_to_a_litellm_model(tmp_path: Path, fake_openai: FakeOpenAI) -
         proc.communicate(timeout=20)
 
 
-def test_without_credentials_dev_falls_back_to_the_demo_model(
+def test_without_credentials_dev_refuses_the_model_instead_of_the_demo_model(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert choose_model(None).demo
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    choice = choose_model("openai/gpt-4o-mini")
-    assert choice.demo and "OPENAI_API_KEY" in choice.note
+    with pytest.raises(PreflightError, match="needs OPENAI_API_KEY: export OPENAI_API_KEY="):
+        choose_model("openai/gpt-4o-mini")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     choice = choose_model("openai/gpt-4o-mini")
     assert not choice.demo and choice.model_id == "openai/gpt-4o-mini"

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from core import JsonObject, UnknownRecord
+from core.errors import InvalidInput
 from core.harness import Conversation, Harness, Submission, agent_change, write_draft
 from core.records import MAX_ID, ROOT_CONVERSATION_ID
 from core.records import Submission as SubmissionRecord
@@ -177,6 +178,10 @@ async def configure_agent(
     created with the host's default agent and the change, in one commit."""
     fields = change.model_dump(exclude_unset=True)
     agent_change(host.registry, {}, fields)  # refused before the actor is opened
+    model = fields.get("model")
+    if isinstance(model, str) and host.actor_config.models.info(model) is None:
+        # Refused now, not later as an unanswered "no_model" inside the conversation.
+        raise InvalidInput(f"this host serves no model {model!r}", field="model")
     root = conversation_id == ROOT_CONVERSATION_ID
     async with host.use(actor, create=root) as harness:
         conversation = await _conversation(

@@ -1,0 +1,69 @@
+"""``HostTelemetry``: the core's Telemetry port on a CPython host (logs + OpenTelemetry)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+from opentelemetry import trace
+from opentelemetry.trace import Tracer
+
+from core.jsonvalue import JsonObject
+from core.telemetry import SpanAttributes
+from runtimes.observe.logs import describe_event, log_line
+
+__all__ = ["HostTelemetry"]
+
+
+class HostTelemetry:
+    """Spans for task phases and tool calls (children of whatever span is current, so a
+    model request or a sandbox call made inside becomes their child), a ``tool`` log
+    line per tool call, and an ``event`` log line per harness event, for one actor."""
+
+    def __init__(self, actor: str, tracer: Tracer | None = None) -> None:
+        self.actor = actor
+        self.tracer = tracer or trace.get_tracer("perdure")
+
+    def span(self, name: str, attributes: SpanAttributes) -> AbstractContextManager[object]:
+        return self._span(name, attributes)
+
+    @contextmanager
+    def _span(self, name: str, attributes: SpanAttributes) -> Iterator[object]:
+        started = time.perf_counter()
+        error: BaseException | None = None
+        with self.tracer.start_as_current_span(
+            name, attributes={**attributes, "perdure.actor": self.actor}
+        ) as span:
+            try:
+                yield span
+            except BaseException as e:
+                error = e
+                raise
+            finally:
+                if name.startswith("tool "):
+                    self._log_tool(name, attributes, time.perf_counter() - started, error)
+
+    def _log_tool(
+        self, name: str, attributes: SpanAttributes, seconds: float, error: BaseException | None
+    ) -> None:
+        tool = str(attributes.get("perdure.tool.name", name.removeprefix("tool ")))
+        ms = int(seconds * 1000)
+        outcome = "ok" if error is None else f"ended by {type(error).__name__}"
+        fields = {
+            "actor": self.actor,
+            "tool": tool,
+            "task": attributes.get("perdure.task.id"),
+            "call_id": attributes.get("perdure.tool.call_id"),
+            "duration_ms": ms,
+            "ok": error is None,
+        }
+        log_line("tool", f"{self.actor}: tool {tool} {ms} ms {outcome}", fields)
+
+    def event(self, conversation_id: int, event: JsonObject) -> None:
+        fields = {**event, "actor": self.actor, "conversation": conversation_id}
+        log_line("event", f"{self.actor}/{conversation_id}: {describe_event(event)}", fields)
+        span = trace.get_current_span()
+        if span.is_recording():
+            n = event.get("n")
+            span.add_event(f"perdure.{event.get('kind')}", {"perdure.event.n": str(n)})
