@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 
@@ -62,13 +63,19 @@ class ObservedModels:
         first: float | None = None
         usage: Usage | None = None
         error: BaseException | None = None
+        done = False
         try:
             async for event in events:
                 if first is None and not isinstance(event, StreamStart):
                     first = time.perf_counter()
                 if isinstance(event, StreamDone):
-                    usage = event.message.usage
+                    usage, done = event.message.usage, True
                 yield event
+        except GeneratorExit:
+            # The consumer stopped reading: normal once the final message arrived.
+            if not done:
+                error = asyncio.CancelledError("the request was abandoned")
+            raise
         except BaseException as e:
             error = e
             raise

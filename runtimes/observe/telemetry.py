@@ -61,7 +61,9 @@ class HostTelemetry:
         log_line("tool", f"{self.actor}: tool {tool} {ms} ms {outcome}", fields)
 
     def event(self, conversation_id: int, event: JsonObject) -> None:
-        fields = {**event, "actor": self.actor, "conversation": conversation_id}
+        # The line's kind is "event"; the event's own kind goes under "event".
+        fields = {k: v for k, v in event.items() if k != "kind"}
+        fields.update(event=event.get("kind"), actor=self.actor, conversation=conversation_id)
         log_line("event", f"{self.actor}/{conversation_id}: {describe_event(event)}", fields)
         span = trace.get_current_span()
         if span.is_recording():

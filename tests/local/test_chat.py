@@ -12,6 +12,7 @@ import os
 import socket
 import sys
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,12 @@ import pexpect
 import pytest
 from rich.console import Console
 
+from core.times import iso_time
 from runtimes.cli.chat import Screen, Transcript, sse_events
 from tests.local.support import ROOT, TOKEN, start_host_process, stop
 
 TIMEOUT = 60
+LOCAL = datetime.now().astimezone().tzinfo
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +239,44 @@ def test_the_transcript_streams_partials_then_finishes_with_the_entry() -> None:
         "    two",
         "    three",
         "    (+1 lines)",
-        "[overloaded: retrying (attempt 2)]",
+        f"[overloaded: retrying (attempt 2) at {iso_time(1, LOCAL)}]",
         "» from a reminder",
         "agent> [aborted]",
+    ]
+
+
+def test_the_transcript_shows_recovery_tool_output_and_the_turn_s_tokens() -> None:
+    out = io.StringIO()
+    screen = Screen(Console(file=out, width=200, color_system=None, soft_wrap=True))
+    t = Transcript(screen, own={10})
+    asked = _user(1, "book it", 10)
+    call = {"type": "tool_call", "id": "c1", "name": "bash", "arguments": {"command": "x"}}
+    round_ = _assistant(2, 5, "", call)
+    round_["message"]["usage"] = {"input": 100, "output": 10, "cost": 0.001}
+    running = {"run": {}, "tools": {"c1": {"name": "bash", "status": "running", "task": 7}}}
+    running["tools"]["c1"]["output"] = "line one\nline tw"
+    t.show(_view([asked, round_], running))
+    running["tools"]["c1"]["output"] = "line one\nline two\n"
+    t.show(_view([asked, round_], running))
+    restart = {"n": 1, "kind": "restart", "tasks": [{"task": 7, "kind": "tool", "tool": "bash"}]}
+    search = {"n": 2, "kind": "tool_recovery", "task": 8, "tool": "search", "how": "rerun"}
+    view = _view([asked, round_], running)
+    view["docs"]["events"] = {"items": [restart, search]}
+    t.show(view)  # the restart named bash: its recovery is still to come
+    booked = {"n": 3, "kind": "tool_recovery", "task": 7, "tool": "bash", "how": "recovered"}
+    view["docs"]["events"] = {"items": [restart, search, booked]}
+    t.show(view)
+    cut = _assistant(3, 9, "Bo", stop="aborted")
+    cut["data"] = {"interrupted": "restart"}
+    answer = _assistant(4, 9, "Booked.")
+    answer["message"]["usage"] = {"input": 120, "output": 5, "cost": 0.002}
+    t.show(_view([asked, round_, cut, answer]))
+    assert out.getvalue().splitlines() == [
+        '  ⚙ bash {"command": "x"}',
+        "    │ line one",
+        "    │ line two",
+        "[recovered after restart: search reran, bash recovered from the sandbox]",
+        "agent> Bo [cut short by a restart: asking the model again]",
+        "agent> Booked.",
+        "  (220 in / 15 out tokens, $0.0030)",
     ]
