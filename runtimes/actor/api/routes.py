@@ -14,6 +14,7 @@ from core.errors import InvalidInput
 from core.harness import Conversation, Harness, Submission, agent_change, write_draft
 from core.records import MAX_ID, ROOT_CONVERSATION_ID
 from core.records import Submission as SubmissionRecord
+from core.times import iso_time
 from runtimes.actor.api.errors import ApiError
 from runtimes.actor.api.schemas import (
     AbortBody,
@@ -40,7 +41,7 @@ from runtimes.actor.api.schemas import (
     Timers,
 )
 from runtimes.actor.api.sse import WatchStream
-from runtimes.actor.api.taskgraph import task_graph
+from runtimes.actor.api.taskgraph import task_graph_of
 from runtimes.actor.host import Host
 from runtimes.actor.ids import ACTOR_ID_PATTERN
 
@@ -198,7 +199,7 @@ async def configure_agent(
 async def tasks(actor: ActorId, host: HostDep) -> TaskGraph:
     """Every live task: derived state, stored status, owner, abort mark, waits."""
     async with host.use(actor) as harness:
-        return task_graph(harness.inspect())
+        return await task_graph_of(harness)
 
 
 @router.get("/conversations/{conversation_id}/view", response_model=ConversationView)
@@ -322,7 +323,7 @@ async def remind(
     async with host.use(actor) as harness:
         conversation = await harness.conversation(conversation_id)
         reminder = await conversation.remind(body.message, at=body.at, after=body.after)
-    return ReminderSet(task=reminder.task, at=reminder.at)
+    return ReminderSet(task=reminder.task, at=reminder.at, at_iso=iso_time(reminder.at))
 
 
 @router.get("/timers", response_model=Timers)
