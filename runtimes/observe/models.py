@@ -20,7 +20,7 @@ from core.harness.models import (
     StreamStart,
 )
 from core.jsonvalue import JsonValue
-from core.tasks.signal import CancelSignal
+from core.tasks import CancelSignal
 from runtimes.observe.logs import log_line
 
 __all__ = ["ObservedModels"]

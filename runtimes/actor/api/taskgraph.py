@@ -71,8 +71,9 @@ async def _tool_call(harness: Harness, task: Task) -> tuple[str, JsonObject] | N
     if not isinstance(assistant, int):
         return None
     message = harness.cached_message(task.conversation_id, assistant)
-    if message is None:
-        entry = await harness.session.storage.entry(assistant)
+    if message is None:  # not loaded yet: the round's entry is in the active context
+        context = await harness.context(task.conversation_id)
+        entry = next((e for e in context.entries if e.id == assistant), None)
         message = message_from_json(entry.message) if entry and entry.message else None
     if not isinstance(message, AssistantMessage):
         return None
