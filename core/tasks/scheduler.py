@@ -442,10 +442,13 @@ class Scheduler:
                 if handler is None:
                     raise LookupError(f"task {task.kind} has no phase {phase!r}")
                 ensure_outside_commit(f"phase {phase} of task {task.id}")
-                span = self.session.telemetry.span(
-                    f"{task.kind} {phase}",
-                    {"perdure.task.id": task.id, "perdure.task.kind": task.kind},
-                )
+                attributes: dict[str, str | int | float | bool] = {
+                    "perdure.task.id": task.id,
+                    "perdure.task.kind": task.kind,
+                }
+                if task.owner is not None:
+                    attributes["perdure.task.owner"] = task.owner
+                span = self.session.telemetry.span(f"{task.kind} {phase}", attributes)
                 with span:
                     await handler(task, inv.runtime)
             except asyncio.CancelledError as e:

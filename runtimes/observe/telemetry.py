@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 
 from opentelemetry import trace
-from opentelemetry.trace import Tracer
+from opentelemetry.trace import NonRecordingSpan, SpanContext, Tracer
 
 from core.jsonvalue import JsonObject
 from core.telemetry import SpanAttributes
 from runtimes.observe.logs import describe_event, log_line
 
 __all__ = ["HostTelemetry"]
+
+_KEEP_SPANS = 1024
 
 
 class HostTelemetry:
@@ -24,6 +27,10 @@ class HostTelemetry:
     def __init__(self, actor: str, tracer: Tracer | None = None) -> None:
         self.actor = actor
         self.tracer = tracer or trace.get_tracer("perdure")
+        # The latest phase span of each task, so an owned task's phases (a tool call of
+        # a generation's round) continue its owner's trace. Bounded; empty after a
+        # restart, where a recovered task starts a new trace.
+        self._task_spans: OrderedDict[int, SpanContext] = OrderedDict()
 
     def span(self, name: str, attributes: SpanAttributes) -> AbstractContextManager[object]:
         return self._span(name, attributes)
@@ -32,9 +39,20 @@ class HostTelemetry:
     def _span(self, name: str, attributes: SpanAttributes) -> Iterator[object]:
         started = time.perf_counter()
         error: BaseException | None = None
+        parent = None
+        owner = attributes.get("perdure.task.owner")
+        known = self._task_spans.get(owner) if isinstance(owner, int) else None
+        if known is not None and not trace.get_current_span().get_span_context().is_valid:
+            parent = trace.set_span_in_context(NonRecordingSpan(known))
         with self.tracer.start_as_current_span(
-            name, attributes={**attributes, "perdure.actor": self.actor}
+            name, context=parent, attributes={**attributes, "perdure.actor": self.actor}
         ) as span:
+            task = attributes.get("perdure.task.id")
+            if isinstance(task, int) and "perdure.task.kind" in attributes:
+                self._task_spans[task] = span.get_span_context()
+                self._task_spans.move_to_end(task)
+                while len(self._task_spans) > _KEEP_SPANS:
+                    self._task_spans.popitem(last=False)
             try:
                 yield span
             except BaseException as e:

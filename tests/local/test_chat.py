@@ -11,6 +11,7 @@ import io
 import os
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -22,7 +23,7 @@ import pytest
 from rich.console import Console
 
 from core.times import iso_time
-from runtimes.cli.chat import Screen, Transcript, sse_events
+from runtimes.cli.chat import Chat, ChatOptions, Screen, Transcript, sse_events
 from tests.local.support import ROOT, TOKEN, start_host_process, stop
 
 TIMEOUT = 60
@@ -280,3 +281,26 @@ def test_the_transcript_shows_recovery_tool_output_and_the_turn_s_tokens() -> No
         "agent> Booked.",
         "  (220 in / 15 out tokens, $0.0030)",
     ]
+
+
+async def test_the_status_line_shows_waiting_a_running_tool_and_a_retry_countdown() -> None:
+    out = io.StringIO()
+    screen = Screen(Console(file=out, width=200, force_terminal=True, color_system=None))
+    async with httpx.AsyncClient() as http:
+        chat = Chat(ChatOptions(url="http://127.0.0.1:9", token="t"), http, screen)
+        started: dict[object, float] = {}
+        chat.view = {"entries": [], "docs": {"live": {"run": {}, "generation": {"task": 5}}}}
+        chat.transcript.busy = True
+        assert chat._progress(started)[0] == "waiting for the model (0 s)"
+        tools = {"c1": {"name": "bash", "status": "running", "task": 7}}
+        chat.view["docs"]["live"]["tools"] = tools  # type: ignore[index]
+        assert chat._progress(started)[0] == "running bash 0 s"
+        retry = {"task": 5, "retry": {"at": int(time.time() * 1000) + 5400, "attempt": 2}}
+        chat.view["docs"]["live"]["generation"] = retry  # type: ignore[index]
+        assert chat._progress(started)[0] in ("retry 2 in 5 s", "retry 2 in 6 s")
+        chat.transcript.busy = False
+        chat.view["docs"]["live"] = {}  # type: ignore[index]
+        assert chat._progress(started)[0] is None
+    screen.status("⠋ running bash 3 s")
+    screen.write("  ↳ done\n")  # other output erases the status line first
+    assert out.getvalue() == "\r\x1b[K⠋ running bash 3 s\r\x1b[K  ↳ done\n"

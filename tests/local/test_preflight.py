@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from runtimes.cli.preflight import PreflightError, check_model
 from tests.local.support import ROOT
 from tests.local.test_cli import start_dev
 from tests.remote_env.support import free_port, server_process
@@ -123,12 +124,18 @@ def test_a_sandbox_that_is_not_running_or_refuses_the_token(tmp_path: Path) -> N
     refused(result, "refused the token", "--secret-file")
 
 
-def test_a_model_without_credentials_or_an_unknown_provider(tmp_path: Path) -> None:
+def test_a_model_without_credentials_or_an_unknown_provider(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     args = ("dev", "--data", str(tmp_path / "d"), "--port", "0")
     refused(perdure(*args, "--model", "openai/gpt-4o-mini"), "needs OPENAI_API_KEY", "export")
-    with_base = perdure(*args, "--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1")
-    refused(with_base, "needs OPENAI_API_KEY")
     refused(perdure(*args, "--model", "nosuchprovider/x"), "unknown provider", "openai/gpt-4o")
+    # With --api-base too (the same check, in-process: each CLI run imports litellm anew).
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(PreflightError, match="needs OPENAI_API_KEY"):
+        check_model("openai/x", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    check_model("openai/x", "http://127.0.0.1:9/v1")
 
 
 def test_an_existing_demo_workdir(tmp_path: Path) -> None:

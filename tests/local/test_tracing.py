@@ -43,7 +43,7 @@ def _parent_of(span: ReadableSpan) -> int | None:
     return span.parent.span_id if span.parent is not None else None
 
 
-async def test_a_tool_round_is_one_trace_per_task_phase_across_the_sandbox_hop(
+async def test_a_tool_round_is_one_trace_across_the_sandbox_hop(
     tmp_path: Path,
 ) -> None:
     exporter = InMemorySpanExporter()
@@ -108,6 +108,9 @@ async def test_a_tool_round_is_one_trace_per_task_phase_across_the_sandbox_hop(
         s for s in spans if s.kind == SpanKind.SERVER and _parent_of(s) == client.context.span_id
     )
     assert _parent_of(tool) == phase.context.span_id
+    # The tool task belongs to the round's generation: its phase continues that trace.
+    round_request = next(r for r in requests if r.context.span_id == _parent_of(phase))
+    assert phase.context.trace_id == round_request.context.trace_id
     assert _parent_of(client) == tool.context.span_id
     assert served.context.trace_id == client.context.trace_id == phase.context.trace_id
     assert served.name == "sandbox POST /v1/ops"
