@@ -90,7 +90,18 @@ def sandbox(
     except (ValueError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    serve(settings, host, port, log_level=log_level, say=_say)
+    from remote_env.otel import TracingUnavailable, tracer_provider_from_env
+
+    try:  # off unless OTEL_* asks; then each request continues its caller's trace
+        provider = tracer_provider_from_env("perdure-sandbox")
+    except TracingUnavailable as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        serve(settings, host, port, log_level=log_level, say=_say)
+    finally:
+        if provider is not None:
+            provider.shutdown()
 
 
 def _say(line: str) -> None:

@@ -33,6 +33,7 @@ from core.tools import coding_tools
 from runtimes.actor import ActorConfig, ActorEnvProvider
 from runtimes.actor.api import ApiConfig
 from runtimes.cli.preflight import (
+    PreflightError,
     bind_port,
     check_model,
     check_sandbox,
@@ -50,6 +51,7 @@ from runtimes.observe import (
     tracer_provider_from_env,
 )
 from runtimes.observe.logs import LogFormat
+from runtimes.observe.otel import TracingUnavailable
 
 __all__ = ["DevOptions", "ModelChoice", "choose_model", "demo_model", "run_dev", "sandbox_env"]
 
@@ -170,7 +172,10 @@ def _serve(options: DevOptions, sock: socket.socket, say: Callable[[str], None])
     else:
         token = secrets.token_urlsafe(24)
     configure_logging(options.log_format)
-    provider = tracer_provider_from_env("perdure-dev")
+    try:
+        provider = tracer_provider_from_env("perdure-dev")
+    except TracingUnavailable as error:
+        raise PreflightError(str(error)) from None
     tracer = None if provider is None else provider.get_tracer("perdure")
     agent: JsonObject = {"model": choice.model_id}
     # The agent can always set reminders (they need no sandbox); with a sandbox, the
