@@ -39,6 +39,7 @@ from core.errors import (
 from core.harness.compaction import COMPACTION, settle_compaction, start_compaction
 from core.harness.context import ActiveRange, ContextView
 from core.harness.docs import AGENT, BUILTIN_DOCUMENTS, INBOX, LIVE, USAGE
+from core.harness.events import EVENTS, note_event, note_restart
 from core.harness.messages import (
     AssistantMessage,
     Message,
@@ -83,6 +84,7 @@ from core.session.transaction import Tx
 from core.storage.port import Cursor, DocumentCopy, DocumentCreate, Order, Page, Storage
 from core.tasks.definition import TaskDefinition
 from core.tasks.scheduler import Inspection
+from core.telemetry import NO_TELEMETRY, Telemetry
 
 __all__ = [
     "HARNESS_KINDS",
@@ -157,8 +159,11 @@ class Harness:
         clock: Clock,
         settings: HarnessSettings | None = None,
         report: Callable[[BaseException], None] | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> Harness:
-        """Open the harness on ``storage`` (closed again if opening fails). Runs nothing."""
+        """Open the harness on ``storage`` (closed again if opening fails). Runs nothing;
+        work a crash left running is noted as a ``restart`` event (see
+        :mod:`core.harness.events`) in the open-time reconciliation commit."""
         from core.harness.compaction import compaction_task
         from core.harness.generation import generation_task
         from core.harness.reminders import reminder_task
@@ -179,7 +184,12 @@ class Harness:
             )
         }
         engine = await Engine.open(
-            storage, tasks=_Tasks(builtins, registry), clock=clock, report=report
+            storage,
+            tasks=_Tasks(builtins, registry),
+            clock=clock,
+            report=report,
+            telemetry=telemetry,
+            on_reconcile=note_restart,
         )
         harness = cls(
             engine,
@@ -436,6 +446,10 @@ class Harness:
             for t in marked:
                 await tx.put_task(t.evolve(abort_requested=True))
             await withdraw_inputs(tx, conversation_id)
+            if marked:
+                await note_event(
+                    tx, conversation_id, "abort", tasks=len(marked), background=background
+                )
             return [t.id for t in marked]
 
         marked = await self.session.commit(mark)
@@ -449,6 +463,8 @@ class Harness:
 
     def document_definition(self, kind: str) -> DocDefinition[Any] | None:
         """A built-in document kind, or one an installed extension registered."""
+        if kind == EVENTS.kind:
+            return EVENTS
         return BUILTIN_DOCUMENTS.get(kind) or self.registry.document(kind)
 
     async def fork(

@@ -50,6 +50,7 @@ from core.storage.port import (
     Storage,
     Write,
 )
+from core.telemetry import NO_TELEMETRY, Telemetry
 
 if TYPE_CHECKING:
     from core.tasks.definition import TaskDefinition
@@ -127,6 +128,8 @@ class Session:
         batch is prepared; the scheduler uses it to reserve tasks the commit made runnable
         in that same commit."""
         self.poison_listeners: list[Callable[[BaseException], None]] = []
+        self.telemetry: Telemetry = NO_TELEMETRY
+        """The host's logs and traces (see :mod:`core.telemetry`); set by the harness."""
         """Called once, synchronously, when an uncertain storage failure poisons the
         session: whoever holds waiters fails them, since nothing will ever settle them."""
         self._line = asyncio.Lock()

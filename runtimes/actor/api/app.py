@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from runtimes.actor.api.openapi import complete_openapi
 from runtimes.actor.api.routes import ApiSettings, router
 from runtimes.actor.host import Host
 
-__all__ = ["ApiConfig", "create_app", "rebind_app"]
+__all__ = ["ApiConfig", "create_app", "new_api_token", "rebind_app"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,14 @@ class ApiConfig:
             raise ValueError("max_wait_s must be >= 0")
         if not self.heartbeat_s > 0:
             raise ValueError("heartbeat_s must be > 0")
+
+
+def new_api_token() -> str:
+    """A fresh bearer token for :class:`ApiConfig`.
+
+    Hex, so it never starts with ``-``: people and scripts pass it on command lines
+    (``--token TOKEN``), where a leading dash reads as an option."""
+    return secrets.token_hex(24)
 
 
 def create_app(

@@ -230,7 +230,12 @@ class TaskNode(BaseModel):
     abort_requested: bool
     waiting_on: list[int] = Field(default_factory=list)
     until: int | None = Field(None, description="a durable deadline, epoch ms")
+    until_iso: str | None = Field(None, description="``until`` as ISO-8601 (UTC)")
     blocked_reason: str | None = None
+    started_at: int | None = Field(None, description="when the task was created, epoch ms")
+    started_at_iso: str | None = Field(None, description="``started_at`` as ISO-8601 (UTC)")
+    tool: str | None = Field(None, description="a tool task's tool name")
+    arguments: dict[str, Any] | None = Field(None, description="a tool task's arguments")
 
 
 class TaskGraph(BaseModel):
@@ -337,6 +342,7 @@ class ReminderBody(BaseModel):
 class ReminderSet(BaseModel):
     task: int = Field(description="the reminder's timer task; DELETE /timers/{task} cancels it")
     at: int = Field(description="when it fires, epoch ms")
+    at_iso: str = Field(description="``at`` as ISO-8601 (UTC), for people")
 
 
 class Timer(BaseModel):
@@ -344,6 +350,7 @@ class Timer(BaseModel):
     kind: str = Field(description="perdure.reminder, or the harness's own waits (retry, poll)")
     conversation_id: int
     at: int = Field(description="epoch ms")
+    at_iso: str = Field(description="``at`` as ISO-8601 (UTC), for people")
     message: str | None = Field(None, description="a reminder's message")
 
 
