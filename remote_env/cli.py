@@ -58,6 +58,9 @@ def sandbox(
     max_memory: Annotated[
         int, typer.Option(help="address space per command process, bytes (0: unlimited)")
     ] = 8 * 1024**3,
+    max_cpu: Annotated[
+        int, typer.Option(help="CPU seconds per command process (0: unlimited)")
+    ] = 600,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",
 ) -> None:
     """Run the sandbox server in the foreground."""
@@ -83,6 +86,7 @@ def sandbox(
             allow_network=allow_network,
             max_processes=max_processes,
             max_memory_bytes=max_memory,
+            max_cpu_seconds=max_cpu,
         )
     except (ValueError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
