@@ -84,8 +84,7 @@ class ServerSettings:
             raise ValueError("waits, retention and sweep interval must be non-negative")
         if self.max_processes < 1 or self.max_memory_bytes < 0 or self.max_cpu_seconds < 0:
             raise ValueError(
-                "max_processes must be positive, max_memory_bytes and max_cpu_seconds "
-                "non-negative"
+                "max_processes must be positive, max_memory_bytes and max_cpu_seconds non-negative"
             )
         if self.run_as_group is not None and self.run_as_user is None:
             raise ValueError("run_as_group needs run_as_user")

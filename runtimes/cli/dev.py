@@ -115,7 +115,7 @@ class DevOptions:
     port: int = 8787
     model: str | None = None
     api_base: str | None = None
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)
     idle_evict_s: float = 300.0
     sandbox_url: str | None = None
     sandbox_secret: bytes | None = field(default=None, repr=False)
