@@ -37,6 +37,7 @@ import hashlib
 import os
 import resource
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +89,7 @@ _ETC_ENTRIES = (
     "terminfo",
 )
 _CGROUP_V1 = Path("/sys/fs/cgroup")
+_SWEEP_MIN_AGE_S = 60.0
 
 
 def find_bwrap() -> str | None:
@@ -337,9 +339,16 @@ class CommandCgroup:
             else:
                 return
 
-    def sweep(self) -> None:
-        """Remove the empty cgroups a previous server process left behind."""
+    def sweep(self, *, min_age_s: float = _SWEEP_MIN_AGE_S) -> None:
+        """Remove the empty cgroups a previous server process left behind.
+
+        The hierarchy is shared by every sandbox server on the host, and a command's cgroup
+        is empty between its creation and the command joining it: one younger than
+        ``min_age_s`` may belong to a live server about to start a command (removing it
+        would fail that command's spawn), so it is left for a later sweep.
+        """
+        now = time.time()
         for child in self.parent.iterdir():
-            if child.is_dir():
-                with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):
+                if child.is_dir() and now - child.stat().st_mtime >= min_age_s:
                     child.rmdir()

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from core.env import CommandTimeout, EnvUnavailable, ExecResult, OpRef
-from remote_env.server.confine import find_bwrap
+from remote_env.server.confine import CommandCgroup, find_bwrap
 from tests.remote_env.support import asgi_env, host_pids, run, running_app, settings, wait_until
 
 pytestmark = pytest.mark.skipif(find_bwrap() is None, reason="needs bubblewrap (bwrap)")
@@ -246,3 +246,22 @@ def test_a_command_running_as_root_inside_the_jail_has_no_capabilities(tmp_path:
     caps, *rest = result.output.splitlines()
     assert caps.split()[1] == "0000000000000000"
     assert rest[-1] != "0"  # the system is read-only to it
+
+
+@pytest.mark.skipif(
+    CommandCgroup.open("pids", "pids.max") is None, reason="needs a writable cgroup-v1 pids tree"
+)
+def test_a_starting_server_sweeps_only_stale_command_cgroups() -> None:
+    # Another server's command cgroup is empty between its creation and the command
+    # joining it: a sweep (every server start) must leave a fresh one alone.
+    group = CommandCgroup.open("pids", "pids.max")
+    assert group is not None
+    key = f"sweep-test-{time.monotonic_ns()}"
+    path = group.create(key, 8, None)
+    try:
+        group.sweep()
+        assert path.is_dir()
+        group.sweep(min_age_s=0)
+        assert not path.exists()
+    finally:
+        run(group.remove(key))
