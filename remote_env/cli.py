@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -91,6 +92,13 @@ def sandbox(
     except (ValueError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    if run_as_user is None and os.geteuid() == 0:
+        typer.echo(
+            "warning: commands will run as root (without capabilities, inside bubblewrap "
+            "unless --unconfined); pass --run-as-user nobody --run-as-group nogroup to run "
+            "them unprivileged",
+            err=True,
+        )
     serve(settings, host, port, log_level=log_level)
 
 
