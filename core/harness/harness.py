@@ -597,6 +597,7 @@ class Harness:
             found = self._mounts.get(key)
             if found is None:
                 found = await build()
+                found.seq = self.session.last_seq  # built on the line: no commit since
                 found.pace_wakes(self.clock, self.settings.progress.watch_wake_ms)
                 self._mounts[key] = found
             return found
@@ -692,6 +693,7 @@ class Harness:
                     if not fut.done():
                         fut.set_result(sub)
         for mount in list(self._mounts.values()):
+            mount.seq = event.seq
             mount.on_commit(event)
         if event.tasks and self._idle_waiters:
             for conversation_id, idle in list(self._idle_waiters):

@@ -46,6 +46,7 @@ from core.storage.port import (
     DocumentChange,
     DocumentCreate,
     DocumentRetire,
+    SequencedStorage,
     Storage,
     Write,
 )
@@ -143,6 +144,8 @@ class Session:
     async def open(cls, storage: Storage, clock: Clock) -> Session:
         """Load the live tasks (and their conversations) from storage. Writes nothing."""
         session = cls(storage, clock)
+        if isinstance(storage, SequencedStorage):
+            session.last_seq = storage.seq
         for status in _LIVE_STATUSES:
             cursor = None
             while True:

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import importlib
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.faux import FAUX_MODEL, FauxModel, FauxState, faux_message
 from core.harness import (
     AssistantMessage,
-    EnvFactory,
     Extension,
     ModelInfo,
     ModelRequest,
@@ -27,8 +25,9 @@ from core.harness import (
 )
 from core.jsonvalue import JsonObject
 from core.tools import coding_tools
-from runtimes.actor import ActorConfig, ActorEnvProvider
+from runtimes.actor import ActorConfig
 from runtimes.actor.api import ApiConfig
+from runtimes.actor.sandbox import sandbox_env
 from runtimes.local.host import ActorHost, HostConfig
 from runtimes.local.server import bind, make_server
 
@@ -93,20 +92,6 @@ def choose_model(model: str | None, *, api_base: str | None = None) -> ModelChoi
     info = ModelInfo(model, context_window=context, max_tokens=max_tokens)
     models = LitellmModels({model: LitellmModel(info=info, api_base=api_base)})
     return ModelChoice(models, model, f"model {model} via litellm", False, (close_litellm_clients,))
-
-
-def sandbox_env(url: str, secret: bytes) -> ActorEnvProvider:
-    """Each actor's tools run in its own workspace on the sandbox server at ``url``,
-    with workspace tokens minted from ``secret`` (refreshed per request)."""
-    from remote_env.auth import mint_token
-    from remote_env.client import RemoteEnv
-
-    @asynccontextmanager
-    async def provider(actor: str) -> AsyncIterator[EnvFactory | None]:
-        async with RemoteEnv(url, lambda: mint_token(secret, actor, 3600)) as env:
-            yield lambda _conversation_id, _cwd: env
-
-    return provider
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,15 @@ from typing import Any
 from fastapi import FastAPI
 
 from remote_env.limits import BodyLimit
+from runtimes.actor.api.deltas import DeltaFeeds
+from runtimes.actor.api.deltas import router as deltas_router
 from runtimes.actor.api.errors import install_error_handlers
 from runtimes.actor.api.middleware import BearerAuth
 from runtimes.actor.api.openapi import complete_openapi
 from runtimes.actor.api.routes import ApiSettings, router
 from runtimes.actor.host import Host
 
-__all__ = ["ApiConfig", "create_app"]
+__all__ = ["ApiConfig", "create_app", "rebind_app"]
 
 
 @dataclass(frozen=True)
@@ -70,11 +72,9 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-    app.state.host = host
-    app.state.api_settings = ApiSettings(
-        max_wait_s=config.max_wait_s, heartbeat_s=config.heartbeat_s
-    )
+    rebind_app(app, host, config)
     app.include_router(router)
+    app.include_router(deltas_router)
     install_error_handlers(app)
     derive_openapi = app.openapi
 
@@ -88,3 +88,16 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(BearerAuth, token=config.token)
     return app
+
+
+def rebind_app(app: FastAPI, host: Host, config: ApiConfig) -> None:
+    """Point ``app`` (from :func:`create_app`) at ``host``, with ``config``'s waits and a
+    fresh set of delta feeds. For a host that lives for one request at a time (a Lambda
+    invocation): building an app costs more than the request (FastAPI builds each
+    route's state on first use), so a container keeps one and rebinds it. The token,
+    body limit and registry stay the ones the app was created with."""
+    app.state.host = host
+    app.state.api_settings = ApiSettings(
+        max_wait_s=config.max_wait_s, heartbeat_s=config.heartbeat_s
+    )
+    app.state.delta_feeds = DeltaFeeds()
