@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -61,6 +62,9 @@ def sandbox(
     max_memory: Annotated[
         int, typer.Option(help="address space per command process, bytes (0: unlimited)")
     ] = 8 * 1024**3,
+    max_cpu: Annotated[
+        int, typer.Option(help="CPU seconds per command process (0: unlimited)")
+    ] = 600,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",
 ) -> None:
     """Run the sandbox server in the foreground."""
@@ -86,10 +90,18 @@ def sandbox(
             allow_network=allow_network,
             max_processes=max_processes,
             max_memory_bytes=max_memory,
+            max_cpu_seconds=max_cpu,
         )
     except (ValueError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    if run_as_user is None and os.geteuid() == 0:
+        typer.echo(
+            "warning: commands will run as root (without capabilities, inside bubblewrap "
+            "unless --unconfined); pass --run-as-user nobody --run-as-group nogroup to run "
+            "them unprivileged",
+            err=True,
+        )
     from remote_env.otel import TracingUnavailable, tracer_provider_from_env
 
     try:  # off unless OTEL_* asks; then each request continues its caller's trace

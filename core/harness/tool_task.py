@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, cast
 
 from pydantic import BaseModel, ValidationError
 
-from core.env import OP_ID_PATTERN, ExecutionEnv, OpLost, OpRef
+from core.env import OP_ID_PATTERN, EnvUnavailable, ExecutionEnv, OpLost, OpRef
 from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
 from core.harness.docs import LIVE
 from core.harness.events import note_event
@@ -62,6 +62,7 @@ __all__ = ["round_intent", "settle_tool", "tool_task"]
 
 INTERRUPTED = "Tool {name} was interrupted and may have partially run"
 _LOST = " (the execution environment lost the operation when it restarted)"
+_UNREACHABLE = " (the execution environment could not be reached: {error})"
 
 
 def tool_task(harness: Callable[[], Harness]) -> TaskDefinition:
@@ -366,6 +367,18 @@ async def _run(c: _Call, tool: ToolDefinition, args: BaseModel, attempt: int) ->
         prefix = f"{c.output}\n" if c.output else ""
         result = ToolResult(f"{prefix}[error] {text}", is_error=True)
         diagnostics.append(Diagnostic("interrupted", text))
+        failed = True
+    except EnvUnavailable as e:
+        # The request may have reached the sandbox before the link failed: an op-backed
+        # tool's effect is then unknown, not failed (a "tool_error" would invite a rerun).
+        if tool.replay == "safe":
+            text = f"{type(e).__name__}: {e}"
+            diagnostics.append(Diagnostic("tool_error", text))
+        else:
+            text = INTERRUPTED.format(name=tool.name) + _UNREACHABLE.format(error=e)
+            diagnostics.append(Diagnostic("interrupted", text))
+        prefix = f"{c.output}\n" if c.output else ""
+        result = ToolResult(f"{prefix}[error] {text}", is_error=True)
         failed = True
     except Exception as e:
         message = f"{type(e).__name__}: {e}"

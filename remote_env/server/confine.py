@@ -16,10 +16,12 @@ Each ``bash`` op runs as ``bwrap <options> -- <shell> -c <gate> <shell> <command
   command started dies with it: killing the process group kills everything.
 * **Capabilities**: all dropped, so even a command running as root cannot remount, trace
   other processes or override file permissions.
-* **Limits**: ``RLIMIT_AS`` (address space, against memory hogs), ``RLIMIT_NPROC`` and, where
-  a writable cgroup-v1 ``pids`` hierarchy exists, a per-command ``pids.max`` (against fork
-  bombs: the kernel exempts root from ``RLIMIT_NPROC``, not from a pids cgroup), and no core
-  files.
+* **Limits**: ``RLIMIT_AS`` (address space, against memory hogs), ``RLIMIT_CPU`` (CPU
+  seconds per process, against spinners that outlive no timeout because they fork anew),
+  ``RLIMIT_NPROC`` and, where writable cgroup-v1 hierarchies exist, a per-command
+  ``pids.max`` (against fork bombs: the kernel exempts root from ``RLIMIT_NPROC``, not from a
+  pids cgroup) and ``memory.limit_in_bytes`` (the command's processes *together*: a hog split
+  over many processes each under ``RLIMIT_AS`` is still stopped), and no core files.
 
 ``bwrap`` keeps the process group the server gave it (no ``--new-session``), so the op log's
 gating and group-kill semantics (see :mod:`remote_env.server.executor`) are unchanged; a
@@ -35,15 +37,16 @@ import hashlib
 import os
 import resource
 import shutil
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from remote_env.server.settings import ServerSettings
 
 __all__ = [
+    "CommandCgroup",
     "Jail",
-    "PidsCgroup",
     "bwrap_argv",
     "find_bwrap",
     "open_jail",
@@ -85,7 +88,8 @@ _ETC_ENTRIES = (
     "gitconfig",
     "terminfo",
 )
-_CGROUP_V1_PIDS = Path("/sys/fs/cgroup/pids")
+_CGROUP_V1 = Path("/sys/fs/cgroup")
+_SWEEP_MIN_AGE_S = 60.0
 
 
 def find_bwrap() -> str | None:
@@ -102,15 +106,29 @@ class Jail:
             operator asked for it).
         allow_network: share the host's network namespace.
         max_processes: processes (and threads) one command may have at once.
-        max_memory_bytes: address space of each process of a command; ``0``: unlimited.
+        max_memory_bytes: address space of each process of a command, and the memory of
+            all of them together where a memory cgroup exists; ``0``: unlimited.
         pids: the per-command pids cgroup parent, when the host offers one.
+        memory: the per-command memory cgroup parent, when the host offers one.
+        max_cpu_seconds: CPU time of each process of a command; ``0``: unlimited.
     """
 
     bwrap: str | None
     allow_network: bool
     max_processes: int
     max_memory_bytes: int
-    pids: PidsCgroup | None = None
+    pids: CommandCgroup | None = None
+    memory: CommandCgroup | None = None
+    max_cpu_seconds: int = 0
+
+    def cgroups(self) -> list[tuple[CommandCgroup, int]]:
+        """The per-command cgroups to create, each with its limit."""
+        chosen = []
+        if self.pids is not None:
+            chosen.append((self.pids, self.max_processes))
+        if self.memory is not None and self.max_memory_bytes > 0:
+            chosen.append((self.memory, self.max_memory_bytes))
+        return chosen
 
 
 async def open_jail(settings: ServerSettings, scratch: Path) -> tuple[Jail, str | None]:
@@ -120,10 +138,24 @@ async def open_jail(settings: ServerSettings, scratch: Path) -> tuple[Jail, str 
     is tried once, as the command user, on ``scratch``: the server root, whose workspaces
     that user must be able to reach).
     """
-    pids = PidsCgroup.open()
-    if pids is not None:
-        await asyncio.to_thread(pids.sweep)
-    open_jail = Jail(None, True, settings.max_processes, settings.max_memory_bytes, pids)
+    pids = CommandCgroup.open("pids", "pids.max")
+    memory = CommandCgroup.open("memory", "memory.limit_in_bytes")
+    for made in (pids, memory):
+        if made is not None:
+            await asyncio.to_thread(made.sweep)
+
+    def jail(bwrap: str | None, allow_network: bool) -> Jail:
+        return Jail(
+            bwrap,
+            allow_network,
+            settings.max_processes,
+            settings.max_memory_bytes,
+            pids=pids,
+            memory=memory,
+            max_cpu_seconds=settings.max_cpu_seconds,
+        )
+
+    open_jail = jail(None, True)
     if settings.unconfined:
         return open_jail, None
     bwrap = shutil.which(settings.bwrap) if settings.bwrap else find_bwrap()
@@ -147,10 +179,7 @@ async def open_jail(settings: ServerSettings, scratch: Path) -> tuple[Jail, str 
             else ""
         )
         return open_jail, f"bash is disabled: commands cannot be confined: {problem}{hint}"
-    jail = Jail(
-        bwrap, settings.allow_network, settings.max_processes, settings.max_memory_bytes, pids
-    )
-    return jail, None
+    return jail(bwrap, settings.allow_network), None
 
 
 def bwrap_argv(
@@ -235,55 +264,64 @@ async def probe_bwrap(
     return None
 
 
-def resource_limiter(jail: Jail, cgroup: Path | None) -> Callable[[], None]:
-    """A ``preexec_fn`` (run in the forked child, after it changed user): join ``cgroup``
+def resource_limiter(jail: Jail, cgroups: Sequence[Path]) -> Callable[[], None]:
+    """A ``preexec_fn`` (run in the forked child, after it changed user): join ``cgroups``
     first, so ``bwrap`` and everything it starts are counted, then apply the limits."""
-    procs = None if cgroup is None else str(cgroup / "cgroup.procs")
+    procs = [str(cgroup / "cgroup.procs") for cgroup in cgroups]
 
     def limit() -> None:
-        if procs is not None:
-            with open(procs, "w") as f:
+        for path in procs:
+            with open(path, "w") as f:
                 f.write(str(os.getpid()))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NPROC, (jail.max_processes, jail.max_processes))
         if jail.max_memory_bytes > 0:
             cap = jail.max_memory_bytes
             resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        if jail.max_cpu_seconds > 0:
+            # SIGXCPU at the limit (its default action ends the process); a process that
+            # catches it gets SIGKILL one CPU second later.
+            seconds = jail.max_cpu_seconds
+            resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
 
     return limit
 
 
-class PidsCgroup:
-    """Per-command ``pids`` cgroups (v1) under ``<hierarchy>/perdure-sandbox``.
+class CommandCgroup:
+    """Per-command cgroups (v1) of one controller under ``<hierarchy>/perdure-sandbox``,
+    each limited by writing its ``limit_file`` (``pids.max``, ``memory.limit_in_bytes``).
 
-    A command's process joins its cgroup between fork and exec (see :func:`resource_limiter`),
-    so every process it ever starts is counted. Its cgroup is removed when it is over (a pid
-    namespace guarantees no member outlives it for long).
+    A command's process joins its cgroups between fork and exec (see
+    :func:`resource_limiter`), so every process it ever starts is counted. Its cgroups are
+    removed when it is over (a pid namespace guarantees no member outlives it for long).
     """
 
-    def __init__(self, parent: Path) -> None:
+    def __init__(self, parent: Path, limit_file: str) -> None:
         self.parent = parent
+        self.limit_file = limit_file
 
     @classmethod
-    def open(cls, hierarchy: Path = _CGROUP_V1_PIDS) -> PidsCgroup | None:
+    def open(
+        cls, controller: str, limit_file: str, root: Path = _CGROUP_V1
+    ) -> CommandCgroup | None:
         """The parent cgroup, created if needed; ``None`` if the host has no writable one."""
-        parent = hierarchy / "perdure-sandbox"
+        parent = root / controller / "perdure-sandbox"
         try:
             parent.mkdir(exist_ok=True)
-            (parent / "pids.max").read_text()
+            (parent / limit_file).read_text()
         except OSError:
             return None
-        return cls(parent)
+        return cls(parent, limit_file)
 
     def _path(self, key: str) -> Path:
         return self.parent / hashlib.sha256(key.encode()).hexdigest()[:32]
 
-    def create(self, key: str, max_processes: int, owner: tuple[int, int] | None) -> Path:
-        """A fresh cgroup for one command, limited to ``max_processes``; ``owner`` (the user
+    def create(self, key: str, limit: int, owner: tuple[int, int] | None) -> Path:
+        """A fresh cgroup for one command, limited to ``limit``; ``owner`` (the user
         commands run as) may move itself into it."""
         path = self._path(key)
         path.mkdir(exist_ok=True)
-        (path / "pids.max").write_text(str(max_processes))
+        (path / self.limit_file).write_text(str(limit))
         if owner is not None:
             os.chown(path / "cgroup.procs", *owner)
         return path
@@ -301,9 +339,16 @@ class PidsCgroup:
             else:
                 return
 
-    def sweep(self) -> None:
-        """Remove the empty cgroups a previous server process left behind."""
+    def sweep(self, *, min_age_s: float = _SWEEP_MIN_AGE_S) -> None:
+        """Remove the empty cgroups a previous server process left behind.
+
+        The hierarchy is shared by every sandbox server on the host, and a command's cgroup
+        is empty between its creation and the command joining it: one younger than
+        ``min_age_s`` may belong to a live server about to start a command (removing it
+        would fail that command's spawn), so it is left for a later sweep.
+        """
+        now = time.time()
         for child in self.parent.iterdir():
-            if child.is_dir():
-                with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):
+                if child.is_dir() and now - child.stat().st_mtime >= min_age_s:
                     child.rmdir()

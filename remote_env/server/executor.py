@@ -248,9 +248,7 @@ class CommandRun:
                     allow_network=jail.allow_network,
                     workspace_fd=workspace_fd,
                 )
-            cgroup = None
-            if jail.pids is not None:
-                cgroup = jail.pids.create(self._key, jail.max_processes, owner)
+            cgroups = [group.create(self._key, limit, owner) for group, limit in jail.cgroups()]
         except OSError as exc:
             os.close(self._log_fd)
             for fd in inherit:
@@ -275,7 +273,7 @@ class CommandRun:
                 user=user,
                 group=group,
                 extra_groups=[] if user is not None else None,
-                preexec_fn=resource_limiter(jail, cgroup),
+                preexec_fn=resource_limiter(jail, cgroups),
                 pass_fds=inherit,
             )
         except (OSError, ValueError, KeyError, subprocess.SubprocessError) as exc:
@@ -368,8 +366,8 @@ class CommandRun:
             if self._output_transport is not None:
                 self._output_transport.close()
             os.close(self._log_fd)
-            if self._jail.pids is not None:
-                await self._jail.pids.remove(self._key)
+            for group, _ in self._jail.cgroups():
+                await group.remove(self._key)
         code = process.returncode
         exit_code = code if code is not None and code >= 0 else None
         sig = -code if code is not None and code < 0 else None

@@ -110,6 +110,9 @@ async def info(workspace: Workspace, service: Service) -> InfoResponse:
             "max_body_bytes": settings.max_body_bytes,
             "max_wait_ms": int(settings.max_wait_s * 1000),
             "openat2": service.workspaces.use_openat2,
+            "max_processes": settings.max_processes,
+            "max_memory_bytes": settings.max_memory_bytes,
+            "max_cpu_seconds": settings.max_cpu_seconds,
         },
     )
 

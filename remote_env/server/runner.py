@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,23 @@ from remote_env.auth import load_secret, write_new_secret
 from remote_env.server.app import create_app
 from remote_env.server.settings import ServerSettings
 
-__all__ = ["parse_listen", "resolve_secret", "serve"]
+__all__ = ["QueryRedaction", "parse_listen", "resolve_secret", "serve"]
+
+
+class QueryRedaction(logging.Filter):
+    """Drop the query string from uvicorn's access log lines.
+
+    No route takes a secret in its query, but a client that puts its token there (``?token=``,
+    as some SDKs do) would otherwise have it written to the log in clear.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str):
+            path, mark, _ = args[2].partition("?")
+            if mark:
+                record.args = (args[0], args[1], f"{path}?<redacted>", args[3], args[4])
+        return True
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -92,4 +109,6 @@ def serve(
         if say is not None:
             say(f"perdure sandbox: ready at http://{shown}:{port} (workspaces in {settings.root})")
 
+    # uvicorn.Config has configured its loggers by now.
+    logging.getLogger("uvicorn.access").addFilter(QueryRedaction())
     _Server(config, ready).run()

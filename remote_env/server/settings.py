@@ -41,8 +41,12 @@ class ServerSettings:
         allow_network: let commands use the host's network (default: loopback only).
         max_processes: processes and threads one command may have at once (a pids cgroup
             where the host has one; ``RLIMIT_NPROC``, per user and ignored for root, always).
-        max_memory_bytes: address space of each process of a command (``RLIMIT_AS``);
+        max_memory_bytes: address space of each process of a command (``RLIMIT_AS``) and,
+            where the host has a memory cgroup, the memory of all its processes together;
             ``0`` for no limit.
+        max_cpu_seconds: CPU time of each process of a command (``RLIMIT_CPU``: the process
+            is killed by ``SIGXCPU`` when it used that much); ``0`` for no limit. The wall
+            clock timeout bounds the command as a whole.
         bwrap: the ``bwrap`` executable (default: found on the system path).
     """
 
@@ -65,6 +69,7 @@ class ServerSettings:
     allow_network: bool = False
     max_processes: int = 512
     max_memory_bytes: int = 8 * 1024 * _MiB
+    max_cpu_seconds: int = 600
     bwrap: str | None = None
 
     def __post_init__(self) -> None:
@@ -77,8 +82,10 @@ class ServerSettings:
                 raise ValueError(f"{name} must be positive")
         if self.max_wait_s < 0 or self.retention_s < 0 or self.sweep_interval_s <= 0:
             raise ValueError("waits, retention and sweep interval must be non-negative")
-        if self.max_processes < 1 or self.max_memory_bytes < 0:
-            raise ValueError("max_processes must be positive, max_memory_bytes non-negative")
+        if self.max_processes < 1 or self.max_memory_bytes < 0 or self.max_cpu_seconds < 0:
+            raise ValueError(
+                "max_processes must be positive, max_memory_bytes and max_cpu_seconds non-negative"
+            )
         if self.run_as_group is not None and self.run_as_user is None:
             raise ValueError("run_as_group needs run_as_user")
 

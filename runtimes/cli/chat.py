@@ -68,7 +68,7 @@ class ChatError(Exception):
 @dataclass(frozen=True)
 class ChatOptions:
     url: str
-    token: str
+    token: str = field(repr=False)
     actor: str = "demo"
     conversation_id: int = 1
     read_timeout_s: float = 60.0  # the server pings every 15 s by default

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import socket
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.faux import FAUX_MODEL, FauxModel, FauxState, faux_message
@@ -117,7 +117,7 @@ class DevOptions:
     port: int = 8787
     model: str | None = None
     api_base: str | None = None
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)
     token_file: Path | None = None
     idle_evict_s: float = 300.0
     sandbox_url: str | None = None

@@ -120,7 +120,7 @@ def _is_json(content_type: str) -> bool:
 class FrontDoor:
     """The decision for one request; ``token`` is the API bearer token (a secret)."""
 
-    token: str
+    token: str = field(repr=False)  # a secret: kept out of reprs, logs and tracebacks
     routes: RouteTable
     max_body_bytes: int = 1024 * 1024
 

@@ -1,8 +1,12 @@
 """A harness process whose ``bash`` tool runs on a real sandbox server.
 
-``python -m tests.harness.sandbox_job DB SANDBOX_URL TOKEN`` submits one job (request id
-``sandbox-job``) to a scripted model that runs ``COMMAND`` with ``bash`` and then answers;
-it prints, as JSON lines, what the model saw of the tool result and the final status.
+``python -m tests.harness.sandbox_job DB SANDBOX_URL TOKEN [OPTIONS_JSON]`` submits one job
+(request id ``sandbox-job``) to a scripted model that runs ``COMMAND`` with ``bash`` and then
+answers; it prints, as JSON lines, what the model saw of the tool result and the final status.
+
+``OPTIONS_JSON`` (all optional): ``command`` (instead of ``COMMAND``), ``replay`` (declare
+``bash`` ``unsafe`` instead of ``recoverable``), ``long_poll_s`` and ``attempts`` (the
+client's long-poll length and how many times it tries to reach the sandbox).
 """
 
 from __future__ import annotations
@@ -10,10 +14,13 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from core.faux import FauxModel, FauxState, faux_message, faux_tool_call
 from core.harness import AssistantMessage, Harness, ModelRequest, Registry, ToolResultMessage
+from core.harness.registry import Extension, define_extension, define_tool
 from core.tools import coding_tools
 from remote_env.client import RemoteEnv, RetryPolicy
 from runtimes.local.clock import SystemClock
@@ -26,23 +33,50 @@ def say(**fields: object) -> None:
     print(json.dumps(fields), flush=True)
 
 
-def model(request: ModelRequest, state: FauxState) -> AssistantMessage:
-    if request.messages[-1].role == "user":
-        return faux_message(faux_tool_call("bash", {"command": COMMAND}, id="call_bash"))
-    results = [m for m in request.messages if isinstance(m, ToolResultMessage)]
-    say(model_saw=[{"error": r.is_error, "content": r.content} for r in results])
-    return faux_message("done")
+def scripted(command: str) -> Callable[[ModelRequest, FauxState], AssistantMessage]:
+    def model(request: ModelRequest, state: FauxState) -> AssistantMessage:
+        if request.messages[-1].role == "user":
+            return faux_message(faux_tool_call("bash", {"command": command}, id="call_bash"))
+        results = [m for m in request.messages if isinstance(m, ToolResultMessage)]
+        say(
+            model_saw=[
+                {"error": r.is_error, "content": r.content, "details": r.details} for r in results
+            ]
+        )
+        return faux_message("done")
+
+    return model
 
 
-async def run(db: Path, url: str, token: str) -> None:
+def tools(replay: str) -> Extension:
+    """The coding tools, with ``bash`` declared ``unsafe`` when asked."""
+    coding = coding_tools()
+    if replay == "recoverable":
+        return coding
+    bash = next(t for t in coding.tools if t.name == "bash")
+    unsafe = define_tool(
+        "bash",
+        description=bash.description,
+        parameters=bash.parameters,
+        execute=bash.execute,
+        replay="unsafe",
+    )
+    return define_extension("coding-unsafe-bash", tools=[unsafe])
+
+
+async def run(db: Path, url: str, token: str, options: dict[str, Any]) -> None:
     # Patient retries: the sandbox may be restarting under us.
-    retry = RetryPolicy(attempts=80, initial_delay=0.05, max_delay=0.25)
-    async with RemoteEnv(url, token, retry=retry) as env:
+    retry = RetryPolicy(
+        attempts=int(options.get("attempts", 80)), initial_delay=0.05, max_delay=0.25
+    )
+    model = scripted(str(options.get("command", COMMAND)))
+    client = RemoteEnv(url, token, retry=retry, long_poll_s=float(options.get("long_poll_s", 25)))
+    async with client as env:
         storage = await open_sqlite_storage(db)
         harness = await Harness.open(
             storage,
             models=FauxModel([model, model]),
-            registry=Registry([coding_tools()]),
+            registry=Registry([tools(str(options.get("replay", "recoverable")))]),
             env=lambda conversation_id, cwd: env,
             clock=SystemClock(),
         )
@@ -57,4 +91,5 @@ async def run(db: Path, url: str, token: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(run(Path(sys.argv[1]), sys.argv[2], sys.argv[3]))
+    extra = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
+    asyncio.run(run(Path(sys.argv[1]), sys.argv[2], sys.argv[3], extra))

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from core.env import EnvUnavailable
 from core.faux import faux_message, faux_tool_call
 from core.harness import Block, HarnessSettings, Hooks, ToolCall, ToolContext, ToolResult
 from core.records import Aborted, Completed, Failed, Terminal
@@ -185,6 +186,42 @@ async def test_a_failing_tool_or_non_json_details_become_error_results_and_the_r
     tools = (await h.session.storage.scan_tasks(kind="perdure.tool")).items
     assert [type(t.outcome).__name__ for t in tools] == ["Failed", "Failed"]
     assert isinstance(tools[0].outcome, Failed)
+    await h.close()
+
+
+async def test_an_unreachable_environment_is_interrupted_for_effects_an_error_for_reads(
+    tmp_path: Path,
+) -> None:
+    # The request may have reached the sandbox before the link failed: for a tool with an
+    # effect the outcome is unknown (interrupted), for a safe one nothing happened.
+    async def unreachable(args: Args, ctx: ToolContext) -> str:
+        raise EnvUnavailable("cannot reach the sandbox: ConnectError()")
+
+    rig = Rig(
+        tmp_path,
+        steps=calling(
+            faux_tool_call("mutate", {}, id="a"),
+            faux_tool_call("recover", {}, id="b"),
+            faux_tool_call("look", {}, id="c"),
+        ),
+    )
+    rig.registry.install(
+        extension(
+            "net",
+            tool("mutate", unreachable),
+            tool("recover", unreachable, replay="recoverable"),
+            tool("look", unreachable, replay="safe"),
+        )
+    )
+    h, record = await run_once(rig)
+    assert record.status == "done"
+    items = await entries(h)
+    contents = [r["content"] for r in results(items)]
+    assert diagnostics(items) == [["interrupted"], ["interrupted"], ["tool_error"]]
+    for name, content in zip(("mutate", "recover"), contents[:2], strict=True):
+        assert content.startswith(f"[error] Tool {name} was interrupted and may have partially")
+        assert "could not be reached: cannot reach the sandbox" in content
+    assert contents[2] == "[error] EnvUnavailable: cannot reach the sandbox: ConnectError()"
     await h.close()
 
 

@@ -42,11 +42,12 @@ class Subject:
         pricing: Pricing | None = None,
         base_url: str | None = None,
         litellm_model: str | None = None,
+        api_key: str = "sk-test",
     ) -> AsyncIterator[Models]:
         url = base_url or self.server.base_url
         if self.kind == "http":
             route = OpenAIModel(
-                info=INFO, base_url=url, api_key="sk-test", model=REMOTE_NAME, pricing=pricing
+                info=INFO, base_url=url, api_key=api_key, model=REMOTE_NAME, pricing=pricing
             )
             async with OpenAICompatibleModels({MODEL_ID: route}) as http_models:
                 yield http_models
@@ -57,7 +58,7 @@ class Subject:
             info=INFO,
             model=litellm_model or f"openai/{REMOTE_NAME}",
             api_base=url,
-            api_key="sk-test",
+            api_key=api_key,
             pricing=pricing,
         )
         try:

@@ -98,24 +98,28 @@ class ServerProcess:
     port: int
     secret_file: Path
     extra: list[str] = field(default_factory=list)
+    host: str = "127.0.0.1"
+    # Prepended to the server's command line (``ip netns exec NS`` puts it on another host).
+    launcher: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self, *, wait: bool = True) -> ServerProcess:
         log = open(self.root.parent / f"server-{self.port}.log", "ab")  # noqa: SIM115
         try:
             self.process = subprocess.Popen(
                 [
+                    *self.launcher,
                     sys.executable,
                     "-m",
                     "remote_env.server",
                     "--root",
                     str(self.root),
                     "--listen",
-                    f"127.0.0.1:{self.port}",
+                    f"{self.host}:{self.port}",
                     "--secret-file",
                     str(self.secret_file),
                     *self.extra,

@@ -5,7 +5,11 @@ limits stop fork bombs and memory hogs."""
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
+import signal
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +19,7 @@ from typing import Any
 import pytest
 
 from core.env import CommandTimeout, EnvUnavailable, ExecResult, OpRef
-from remote_env.server.confine import find_bwrap
+from remote_env.server.confine import CommandCgroup, find_bwrap
 from tests.remote_env.support import asgi_env, host_pids, run, running_app, settings, wait_until
 
 pytestmark = pytest.mark.skipif(find_bwrap() is None, reason="needs bubblewrap (bwrap)")
@@ -156,3 +160,107 @@ def test_without_bwrap_bash_is_refused_unless_unconfined(tmp_path: Path) -> None
             assert (await env.exec("echo hi", op=OpRef("b:1"))).output == "hi\n"
 
     run(main())
+
+
+XCPU = 128 + signal.SIGXCPU  # how bwrap (and bash) report a command ended by SIGXCPU
+
+
+def test_a_cpu_spinner_is_stopped_by_its_cpu_limit(tmp_path: Path) -> None:
+    # A pure spinner under a long wall-clock timeout: RLIMIT_CPU ends it after its CPU
+    # second (SIGXCPU), long before the timeout would.
+    started = time.monotonic()
+    result = sh(tmp_path / "root", "while :; do :; done", max_cpu_seconds=1)
+    assert time.monotonic() - started < 15
+    assert not result.timed_out
+    assert result.exit_code == XCPU
+    # Each process has its own budget: a child spinning after its parent's limit is
+    # stopped too, so forking anew does not buy more CPU per process.
+    nested = sh(
+        tmp_path / "root", "bash -c 'while :; do :; done'; echo child=$?", max_cpu_seconds=1
+    )
+    assert nested.output.splitlines()[-1] == f"child={XCPU}"
+
+
+@pytest.mark.skipif(
+    not Path("/sys/fs/cgroup/memory").is_dir() or not Path("/usr/bin/python3").exists(),
+    reason="needs a cgroup-v1 memory hierarchy and /usr/bin/python3",
+)
+def test_a_memory_hog_split_over_processes_is_stopped_by_the_memory_cgroup(
+    tmp_path: Path,
+) -> None:
+    # Four processes of 150 MB each: every one is under the 256 MiB address-space limit,
+    # together they are far over the command's memory budget, so some are OOM-killed.
+    hog = "import time; x = b'a' * 150_000_000; time.sleep(2); print('alive')"
+    command = f'for i in 1 2 3 4; do /usr/bin/python3 -c "{hog}" & done; wait'
+    result = sh(tmp_path / "root", command, max_memory_bytes=256 * 1024 * 1024)
+    assert result.output.splitlines().count("alive") < 4, result.output
+    roomy = sh(tmp_path / "root", command, max_memory_bytes=2 * 1024 * 1024 * 1024)
+    assert roomy.output.splitlines().count("alive") == 4, (
+        roomy.output
+    )  # the limit, not the hog, decides
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
+def test_limits_hold_for_the_unprivileged_command_user(tmp_path: Path) -> None:
+    # The command user must reach its workspace, and pytest's base temporary directory is
+    # root-only (and re-chmodded 0700 by every pytest run starting on this machine).
+    base = Path(tempfile.mkdtemp(prefix="perdure-nobody-"))
+    try:
+        base.chmod(0o711)
+        root = base / "root"
+        # (RLIMIT_NPROC counts every process of the user on the host, other servers' too:
+        # only the step about it runs with a tight limit.)
+        config: dict[str, Any] = {"run_as_user": "nobody", "run_as_group": "nogroup"}
+        ident = sh(root, "id -u; grep CapEff /proc/self/status", **config)
+        uid, caps = ident.output.splitlines()[-2:]
+        assert uid == "65534"  # not root
+        assert caps.split()[1] == "0000000000000000"  # and no capabilities
+        # 100 sleeps asked for, at most 32 processes at once (bash retries refused forks,
+        # so count what runs rather than wait for the loop); the rest end with the command.
+        many = sh(
+            root,
+            "exec 2>/dev/null; (for i in $(seq 100); do sleep 8.25 & done) & sleep 2;"
+            " echo $(ls -d /proc/[0-9]* | wc -l)",
+            max_processes=32,
+            **config,
+        )
+        # (RLIMIT_NPROC counts the user's processes on the whole host, so fewer may fit.)
+        assert 1 <= int(many.output.split()[-1]) <= 32, many.output
+        assert wait_until(lambda: not host_pids("8.25"), timeout=10)
+        spin = sh(root, "while :; do :; done", max_cpu_seconds=1, **config)
+        assert spin.exit_code == XCPU
+        hog = sh(
+            root,
+            "x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo kept ${#x}",
+            max_memory_bytes=256 * 1024 * 1024,
+            **config,
+        )
+        assert "kept 400000000" not in hog.output and hog.exit_code != 0
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_command_running_as_root_inside_the_jail_has_no_capabilities(tmp_path: Path) -> None:
+    result = sh(tmp_path / "root", "grep CapEff /proc/self/status; touch /etc/x 2>&1; echo $?")
+    caps, *rest = result.output.splitlines()
+    assert caps.split()[1] == "0000000000000000"
+    assert rest[-1] != "0"  # the system is read-only to it
+
+
+@pytest.mark.skipif(
+    CommandCgroup.open("pids", "pids.max") is None, reason="needs a writable cgroup-v1 pids tree"
+)
+def test_a_starting_server_sweeps_only_stale_command_cgroups() -> None:
+    # Another server's command cgroup is empty between its creation and the command
+    # joining it: a sweep (every server start) must leave a fresh one alone.
+    group = CommandCgroup.open("pids", "pids.max")
+    assert group is not None
+    key = f"sweep-test-{time.monotonic_ns()}"
+    path = group.create(key, 8, None)
+    try:
+        group.sweep()
+        assert path.is_dir()
+        group.sweep(min_age_s=0)
+        assert not path.exists()
+    finally:
+        run(group.remove(key))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI
@@ -29,7 +29,7 @@ class ApiConfig:
     ``heartbeat_s``: a watch stream sends a ``: ping`` comment after this long without an
     event (keeps proxies and clients from timing the stream out)."""
 
-    token: str
+    token: str = field(repr=False)  # a secret: kept out of reprs, logs and tracebacks
     max_body_bytes: int = 1024 * 1024
     max_wait_s: float = 60.0
     heartbeat_s: float = 15.0

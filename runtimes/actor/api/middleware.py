@@ -49,7 +49,11 @@ class BearerAuth:
         self._prefix = prefix
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not str(scope.get("path", "")).startswith(self._prefix):
+        kind = scope["type"]
+        # WebSocket handshakes too: a route added later must not be reachable unauthenticated.
+        if kind not in ("http", "websocket") or not str(scope.get("path", "")).startswith(
+            self._prefix
+        ):
             await self.app(scope, receive, send)
             return
         header = b""
@@ -60,6 +64,10 @@ class BearerAuth:
         scheme, _, token = header.partition(b" ")
         if scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self._token):
             await self.app(scope, receive, send)
+            return
+        if kind == "websocket":
+            # Closing before accepting makes the server answer the handshake with 403.
+            await send({"type": "websocket.close", "code": 1008})
             return
         message = "missing bearer token" if not header else "invalid bearer token"
         await _refuse(send, 401, "unauthorized", message, [(b"www-authenticate", b"Bearer")])
