@@ -282,6 +282,7 @@ class FauxModel:
         size = self.token_size
         return [text[i : i + size] for i in range(0, len(text), size)] or []
 
+
 async def _yield() -> None:
     """Let other coroutines run (a zero-time checkpoint that reads no clock)."""
     loop = asyncio.get_running_loop()

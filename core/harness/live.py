@@ -6,10 +6,11 @@ The first change after a quiet period commits at once — unless the throttle st
 progress at all (its outcome commit carries everything). After each commit the next one
 waits at least ``interval_ms`` and at least as long as writing its bytes takes at
 100 KiB/s; changes made in between coalesce into that next commit. A crash loses at
-most the changes of the current window (the quiet start is one such window). ``close()`` stops the timer and waits for the
-commit in flight, so no stale progress lands after the outcome; a commit that was
-started but has not begun to run yet (the stream never yielded to the loop since) is
-dropped instead: the outcome commit that follows supersedes it at once.
+most the changes of the current window (the quiet start is one such window).
+``close()`` stops the timer and waits for the commit in flight, so no stale progress
+lands after the outcome; a commit that was started but has not begun to run yet (the
+stream never yielded to the loop since) is dropped instead: the outcome commit that
+follows supersedes it at once.
 """
 
 from __future__ import annotations

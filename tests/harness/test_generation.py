@@ -213,7 +213,7 @@ async def test_partial_output_commits_once_the_response_streamed_a_while_then_ev
 async def test_a_response_past_the_size_threshold_commits_its_partial_at_once(
     tmp_path: Path,
 ) -> None:
-    rig, h, sub, resume = await _paused_stream(
+    _rig, h, sub, resume = await _paused_stream(
         tmp_path, "abcdefghijklmnopqrstuvwxyz", 4, partial_after_bytes=6
     )
     root = await h.root()
