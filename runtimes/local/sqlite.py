@@ -18,6 +18,7 @@ a WAL checkpoint — runs on a background thread for files opened through
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -102,7 +103,10 @@ class Sqlite3Database:
     Each call blocks the loop for the statement's duration — microseconds in WAL mode
     with ``synchronous=NORMAL``, which makes it the default there (no thread hand-off).
     With ``background_checkpoints`` the WAL is folded into the file by the process's
-    checkpoint thread, never inside a commit on the loop.
+    checkpoint thread, never inside a commit on the loop, and closing (a final
+    checkpoint, with fsyncs) runs on a worker thread. While ``threaded`` is set,
+    statements run on a worker thread too: :func:`open_sqlite_storage` sets it while a
+    file is created and migrated, which waits for the disk.
     """
 
     def __init__(
@@ -114,6 +118,7 @@ class Sqlite3Database:
         self._conn = conn
         self._background = background
         self._writes = 0
+        self.threaded = False
 
     @classmethod
     def open(
@@ -129,13 +134,21 @@ class Sqlite3Database:
         return cls(conn, background=(str(Path(path).resolve()), synchronous))
 
     async def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None:
-        self._conn.execute(sql, params)
+        if self.threaded:
+            await asyncio.to_thread(self._conn.execute, sql, params)
+        else:
+            self._conn.execute(sql, params)
 
     async def fetch(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
+        if self.threaded:
+            return await asyncio.to_thread(lambda: self._conn.execute(sql, params).fetchall())
         return self._conn.execute(sql, params).fetchall()
 
     async def transaction(self, fn: Callable[[SqlExecutor], T], *, write: bool = True) -> T:
-        result = _transaction(self._conn, fn, write)
+        if self.threaded:
+            result = await asyncio.to_thread(_transaction, self._conn, fn, write)
+        else:
+            result = _transaction(self._conn, fn, write)
         if write and self._background is not None:
             self._writes += 1
             if self._writes % EVERY == 0:
@@ -143,9 +156,16 @@ class Sqlite3Database:
         return result
 
     async def close(self) -> None:
-        if self._background is not None:
-            checkpointer().forget(self._background[0])
-        _close(self._conn)
+        if self._background is None:
+            _close(self._conn)
+            return
+        path = self._background[0]
+
+        def close() -> None:
+            checkpointer().forget(path)
+            _close(self._conn)
+
+        await asyncio.to_thread(close)
 
 
 class AioSqliteDatabase:
@@ -214,11 +234,18 @@ async def open_sqlite_storage(
     if driver == "aiosqlite":
         db = await AioSqliteDatabase.open(path, synchronous=synchronous)
     elif driver == "sqlite3":
-        db = Sqlite3Database.open(path, synchronous=synchronous, background_checkpoints=True)
+        # Creating a file (and switching it to WAL) waits for fsyncs: not on the loop.
+        db = await asyncio.to_thread(
+            Sqlite3Database.open, path, synchronous=synchronous, background_checkpoints=True
+        )
+        db.threaded = True  # so does migrating it
     else:
         raise ValueError(f"unknown SQLite driver {driver!r}")
     try:
-        return await SqliteStorage.open(db)
+        storage = await SqliteStorage.open(db)
     except BaseException:
         await db.close()
         raise
+    if isinstance(db, Sqlite3Database):
+        db.threaded = False  # open: commits run inline (see the module docstring)
+    return storage
