@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -221,18 +221,9 @@ class Session:
                 tx.settle()
             if batch is None or not batch[0]:
                 return result
-            # _land releases the line from here on, even if we are cancelled now. It
-            # starts at once, on this stack: a storage that commits without suspending
-            # (the inline SQLite facade) lands with no trip through the event loop.
-            handed_over = True
-            landing = self._land(tx, *batch)
-            try:
-                suspended = landing.send(None)
-            except StopIteration:
-                return result
-            # It suspended (a driver thread, a gate): finish it in a task, shielded from
-            # our cancellation.
-            await asyncio.shield(asyncio.ensure_future(_finish(landing, suspended)))
+            landing = asyncio.ensure_future(self._land(tx, *batch))
+            handed_over = True  # _land releases the line, even if we are cancelled now
+            await asyncio.shield(landing)
             return result
         finally:
             if not handed_over:
@@ -506,26 +497,6 @@ class Session:
         async with self._line:
             self._closed = True
         await self.storage.close()
-
-
-async def _finish(coro: Coroutine[Any, Any, None], suspended: object) -> None:
-    """Drive ``coro``, started by hand and suspended having yielded ``suspended``, to its
-    end as a task would have: resume it once what it awaits is done, and deliver this
-    task's own cancellation (a loop shutting down) into it."""
-    while True:
-        error: BaseException | None = None
-        try:
-            if isinstance(suspended, asyncio.Future):
-                suspended._asyncio_future_blocking = False
-                await asyncio.wait([suspended])  # it reads the result itself once resumed
-            else:  # a bare yield (``asyncio.sleep(0)``)
-                await asyncio.sleep(0)
-        except BaseException as e:
-            error = e
-        try:
-            suspended = coro.send(None) if error is None else coro.throw(error)
-        except StopIteration:
-            return
 
 
 def _document_writes(handle: DocHandle) -> tuple[list[Write], DocumentEvent | None]:
