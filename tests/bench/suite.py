@@ -295,9 +295,7 @@ def loop_rows(cfg: Config, tmp: Path, *, long: bool) -> list[Row]:
                 row.notes["compaction_commits_per_round"] = round(
                     out["compaction_commits"] / rounds, 2
                 )
-                row.notes["tool_round_commits_per_round"] = round(
-                    out["round_commits"] / rounds, 2
-                )
+                row.notes["tool_round_commits_per_round"] = round(out["round_commits"] / rounds, 2)
             row.notes["statements_per_commit"] = round(
                 out["statements"] / max(1, out["commits"]), 2
             )
