@@ -15,7 +15,8 @@ The model records every request it receives (``state.requests``, unless
 ``fallback`` (if given) answers every further request.
 Text streams in tokens of ``token_size`` characters; with ``tokens_per_second`` and a
 ``sleep`` function it streams at that rate (the core never sleeps on its own: tests
-pass ``asyncio.sleep``).
+pass ``asyncio.sleep``). Unpaced, it yields to the event loop once per content block,
+as a network read delivers a burst of events, not once per token.
 """
 
 from __future__ import annotations
@@ -249,12 +250,18 @@ class FauxModel:
                 args = json.dumps(block.arguments)
                 pieces = [ToolCallDelta(index, block.id, block.name, "")]
                 pieces += [ToolCallDelta(index, arguments=t) for t in self._tokens(args)]
-            for piece in pieces:
+            sleep, rate = self._sleep, self.tokens_per_second
+            for n, piece in enumerate(pieces):
                 if signal.cancelled:
                     return
                 if reply.fail_after is not None and tokens >= reply.fail_after:
                     raise reply.error or ModelError("faux stream failed")
-                await self._pace()
+                if rate and sleep is not None:
+                    await sleep(1 / rate)
+                elif n == 0:
+                    # Unpaced, a block arrives as one read would deliver it: one hop to
+                    # the loop per block, its tokens then stream without further hops.
+                    await _yield()
                 tokens += 1
                 yield piece
         if reply.fail_after is not None and tokens >= reply.fail_after:
@@ -274,12 +281,6 @@ class FauxModel:
     def _tokens(self, text: str) -> list[str]:
         size = self.token_size
         return [text[i : i + size] for i in range(0, len(text), size)] or []
-
-    async def _pace(self) -> None:
-        if self.tokens_per_second and self._sleep is not None:
-            await self._sleep(1 / self.tokens_per_second)
-        else:
-            await _yield()
 
 
 async def _yield() -> None:

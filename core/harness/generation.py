@@ -10,8 +10,9 @@ Phases (checkpoint ``phase``):
              summarizing, or one the generation owns (``compacted`` marks that it
              did) —, a context in the background band starts a conversation-owned
              compaction in the pin commit (unless one is in flight).
-``request``  stream from the model, committing partial output to ``live`` (throttled);
-             then one commit classifies the response:
+``request``  stream from the model, committing partial output to ``live`` (throttled,
+             and only once the response has streamed for a while or grown: a short
+             response commits no partial); then one commit classifies the response:
              * an answer → assistant entry, the run's inputs ``done``, the final boundary
                (which may start the next run);
              * tool calls → assistant entry, one tool task per call (owned by this task),
@@ -327,14 +328,17 @@ class _Partial:
     text: str = ""
     thinking: str = ""
     calls: dict[int, dict[str, str]] = field(default_factory=dict)
+    size: int = 0  # characters of text and thinking so far
 
     def add(self, event: StreamEvent) -> None:
         # A provider may stream lone surrogates; they are replaced here, because the
         # partial is committed to ``live`` and storage refuses what it cannot serve back.
         if isinstance(event, TextDelta):
             self.text += scrub_text(event.text)
+            self.size += len(event.text)
         elif isinstance(event, ThinkingDelta):
             self.thinking += scrub_text(event.text)
+            self.size += len(event.text)
         elif isinstance(event, ToolCallDelta):
             call = self.calls.setdefault(event.index, {"id": "", "name": "", "arguments": ""})
             if event.id:
@@ -402,7 +406,15 @@ async def _consume(
             return 0  # aborted or closing: the outcome is someone else's to write
         return len(dumps(snapshot))
 
-    throttle = Throttle(h.clock, h.settings.progress.partial_interval_ms, commit_partial, h.report)
+    progress = h.settings.progress
+    throttle = Throttle(
+        h.clock,
+        progress.partial_interval_ms,
+        commit_partial,
+        h.report,
+        quiet_ms=progress.partial_after_ms,
+        quiet_bytes=progress.partial_after_bytes,
+    )
     response = _Response()
     ensure_outside_commit("a model request")
     try:
@@ -419,7 +431,7 @@ async def _consume(
             if not isinstance(event, ToolCallDelta):
                 # Text and thinking are what watchers read as it streams; tool calls are
                 # shown once the round commits, so their argument fragments commit nothing.
-                throttle.changed()
+                throttle.changed(partial.size)
     except ModelError as e:
         response.error = e
     except Exception as e:  # an adapter bug is still a failed request, not a crashed run

@@ -138,6 +138,7 @@ class Harness:
         self.env_factory = env
         self.settings = settings
         self._ranges: dict[int, ActiveRange] = {}
+        self._agents: dict[int, tuple[object, int | None, object, ResolvedAgent]] = {}
         self._submission_waiters: dict[int, list[asyncio.Future[SubmissionRecord]]] = {}
         self._mounts: dict[tuple[object, ...], Mount] = {}
         self._idle_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -655,7 +656,25 @@ class Harness:
     # ------------------------------------------------------------------ services for tasks
 
     async def agent(self, conversation_id: int) -> ResolvedAgent:
-        return self.registry.resolve(await self._agent_doc(conversation_id))
+        # Resolved once per committed agent value and registry snapshot: both are
+        # replaced, never mutated, so their identities say whether anything changed.
+        state = await self.session.current_document(AGENT, conversation_id, None)
+        value = state.value if state is not None else None
+        version = state.version if state is not None else None
+        snapshot = self.registry.extensions
+        cached = self._agents.get(conversation_id)
+        if (
+            cached is not None
+            and cached[0] is value
+            and cached[1] == version
+            and cached[2] is snapshot
+        ):
+            return cached[3]
+        resolved = self.registry.resolve(await self._agent_doc(conversation_id))
+        if len(self._agents) >= 4096:
+            self._agents.clear()  # a bound, not a policy: misses only cost a resolve
+        self._agents[conversation_id] = (value, version, snapshot, resolved)
+        return resolved
 
     async def _agent_doc(self, conversation_id: int) -> JsonObject:
         value = await self.session.document_value(AGENT, conversation_id)

@@ -1,12 +1,16 @@
 """Adaptive throttling of progress commits (partial responses, tool output).
 
-The first change after a quiet period commits at once; after each commit the next one
+The first change after a quiet period commits at once — unless the throttle starts
+*quiet*: then the first commit waits until ``quiet_ms`` have passed since it was made
+(or the change has grown to ``quiet_bytes``), so a stream that ends sooner commits no
+progress at all (its outcome commit carries everything). After each commit the next one
 waits at least ``interval_ms`` and at least as long as writing its bytes takes at
 100 KiB/s; changes made in between coalesce into that next commit. A crash loses at
-most the changes of the current window. ``close()`` stops the timer and waits for the
-commit in flight, so no stale progress lands after the outcome; a commit that was
-started but has not begun to run yet (the stream never yielded to the loop since) is
-dropped instead: the outcome commit that follows supersedes it at once.
+most the changes of the current window (the quiet start is one such window).
+``close()`` stops the timer and waits for the commit in flight, so no stale progress
+lands after the outcome; a commit that was started but has not begun to run yet (the
+stream never yielded to the loop since) is dropped instead: the outcome commit that
+follows supersedes it at once.
 """
 
 from __future__ import annotations
@@ -28,24 +32,40 @@ class Throttle:
         interval_ms: int,
         commit: Callable[[], Awaitable[int]],
         report: Callable[[BaseException], None],
+        *,
+        quiet_ms: int = 0,
+        quiet_bytes: int | None = None,
     ) -> None:
-        """``commit()`` writes the latest state and returns how many bytes it wrote."""
+        """``commit()`` writes the latest state and returns how many bytes it wrote;
+        ``quiet_ms`` / ``quiet_bytes``: see the module docstring."""
         self._clock = clock
         self._interval = interval_ms
         self._commit = commit
         self._report = report
-        self._next_at = 0
+        self._next_at = clock.now() + quiet_ms if quiet_ms > 0 else 0
+        self._quiet_bytes = quiet_bytes if quiet_ms > 0 else None
         self._timer: TimerHandle | None = None
         self._inflight: asyncio.Task[None] | None = None
         self._begun = False
         self._dirty = False
         self._closed = False
 
-    def changed(self) -> None:
+    def changed(self, size: int = 0) -> None:
+        """Something changed; ``size`` is how big the changed state is now (what
+        ``quiet_bytes`` is compared with)."""
         if self._closed:
             return
         self._dirty = True
-        if self._inflight is not None or self._timer is not None:
+        if self._inflight is not None:
+            return
+        if self._quiet_bytes is not None and size >= self._quiet_bytes:
+            self._quiet_bytes = None  # grown past the quiet start: commit now
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._start()
+            return
+        if self._timer is not None:
             return
         now = self._clock.now()
         if now >= self._next_at:
@@ -65,6 +85,7 @@ class Throttle:
 
     async def _run(self) -> None:
         self._begun = True
+        self._quiet_bytes = None  # the quiet start is over once anything commits
         try:
             written = await self._commit()
             delay = max(self._interval, int(written / _BYTES_PER_MS))

@@ -29,9 +29,17 @@ class RetrySettings:
 class ProgressSettings:
     """How often streaming output is committed (model partials, tool output), and how
     often waiting watchers are woken while frames keep coming (see
-    :mod:`core.harness.watch`)."""
+    :mod:`core.harness.watch`).
+
+    A response's first partial commits once it has streamed for ``partial_after_ms``
+    or grown to ``partial_after_bytes`` characters, whichever comes first; later ones
+    at most every ``partial_interval_ms``. A response that completes sooner commits no
+    partial: its outcome commit records all of it. Either way a crash loses at most the
+    current window of a stream."""
 
     partial_interval_ms: int = 100
+    partial_after_ms: int = 100
+    partial_after_bytes: int = 4096
     output_interval_ms: int = 100
     watch_wake_ms: int = 20
 

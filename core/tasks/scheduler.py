@@ -430,7 +430,9 @@ class Scheduler:
     async def _run(self, inv: _Invocation) -> None:
         previous: tuple[JsonObject, str, BaseException | None] | None = None
         while True:
-            task = await self.session.commit(partial(self._step, inv=inv, previous=previous))
+            task = self._step_without_writes(inv, previous)
+            if isinstance(task, _NeedsLine):
+                task = await self.session.commit(partial(self._step, inv=inv, previous=previous))
             if task is None:
                 return
             checkpoint = task.checkpoint
@@ -461,6 +463,30 @@ class Scheduler:
             except BaseException as e:  # any escape from task code faults it
                 error = e
             previous = (checkpoint, phase, error)
+
+    def _step_without_writes(
+        self,
+        inv: _Invocation,
+        previous: tuple[JsonObject, str, BaseException | None] | None,
+    ) -> Task | _NeedsLine | None:
+        """The step's common outcomes, which write nothing, decided on committed state
+        without taking the line: stop, or continue with the next phase. A decision that
+        writes (a fault, a hand-over) is :meth:`_step`'s, on the line (``_NEEDS_LINE``).
+        Reading outside the line sees the state before or after any commit landing
+        meanwhile, never part of one: the same choice a step queued behind it makes."""
+        self.session.check_open()  # as the line would refuse: closed or poisoned
+        rec = self.session.tasks.get(inv.task_id)
+        if rec is None or not isinstance(rec.state, Running) or self.closing:
+            return None
+        if rec.abort_requested:
+            return None
+        if previous is not None:
+            checkpoint, _phase, error = previous
+            if error is not None or json_equal(rec.state.checkpoint, checkpoint):
+                return _NEEDS_LINE
+            if self.source.task(rec.kind) is not inv.definition:
+                return _NEEDS_LINE
+        return _detached(rec)
 
     async def _step(
         self,
@@ -825,6 +851,13 @@ class Scheduler:
             self._timer.cancel()
         self._timer = None
         self._timer_at = None
+
+
+class _NeedsLine:
+    """The step must decide on the line (see ``Scheduler._step_without_writes``)."""
+
+
+_NEEDS_LINE = _NeedsLine()
 
 
 def _cancel_intent(task: Task) -> bool:

@@ -10,11 +10,15 @@ microseconds, so :func:`open_sqlite_storage` runs it inline on the event loop
 (:class:`Sqlite3Database`); handing it to aiosqlite's thread costs about 100 µs per
 round trip on our 2-core machines (``tests/bench/bench_kernel.py`` shows both). With
 ``FULL`` every commit waits for an fsync, which must not stall the loop, so it goes
-through :class:`AioSqliteDatabase`.
+through :class:`AioSqliteDatabase`. The one other wait for the disk under ``NORMAL`` —
+a WAL checkpoint — runs on a background thread for files opened through
+:func:`open_sqlite_storage` (``background_checkpoints``; see
+:mod:`runtimes.local.checkpointer`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -24,6 +28,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 import aiosqlite
 
 from core.storage.sqlite import Row, SqlExecutor, SqliteStorage, SqlValue
+from runtimes.local.checkpointer import BACKSTOP_PAGES, EVERY, checkpointer
 
 __all__ = [
     "AioSqliteDatabase",
@@ -36,7 +41,9 @@ T = TypeVar("T")
 Synchronous = Literal["NORMAL", "FULL"]
 
 
-def _connect(path: str | Path, synchronous: Synchronous) -> sqlite3.Connection:
+def _connect(
+    path: str | Path, synchronous: Synchronous, autocheckpoint: int = 1000
+) -> sqlite3.Connection:
     if synchronous not in ("NORMAL", "FULL"):
         raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
     # isolation_level=None: the facade issues BEGIN/COMMIT itself.
@@ -46,7 +53,7 @@ def _connect(path: str | Path, synchronous: Synchronous) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute(f"PRAGMA synchronous = {synchronous}")
     conn.execute("PRAGMA busy_timeout = 5000")
-    conn.execute("PRAGMA wal_autocheckpoint = 1000")
+    conn.execute(f"PRAGMA wal_autocheckpoint = {int(autocheckpoint)}")
     return conn
 
 
@@ -95,26 +102,70 @@ class Sqlite3Database:
 
     Each call blocks the loop for the statement's duration — microseconds in WAL mode
     with ``synchronous=NORMAL``, which makes it the default there (no thread hand-off).
+    With ``background_checkpoints`` the WAL is folded into the file by the process's
+    checkpoint thread, never inside a commit on the loop, and closing (a final
+    checkpoint, with fsyncs) runs on a worker thread. While ``threaded`` is set,
+    statements run on a worker thread too: :func:`open_sqlite_storage` sets it while a
+    file is created and migrated, which waits for the disk.
     """
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        background: tuple[str, Synchronous] | None = None,
+    ) -> None:
         self._conn = conn
+        self._background = background
+        self._writes = 0
+        self.threaded = False
 
     @classmethod
-    def open(cls, path: str | Path, *, synchronous: Synchronous = "NORMAL") -> Sqlite3Database:
-        return cls(_connect(path, synchronous))
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        synchronous: Synchronous = "NORMAL",
+        background_checkpoints: bool = False,
+    ) -> Sqlite3Database:
+        if not background_checkpoints:
+            return cls(_connect(path, synchronous))
+        conn = _connect(path, synchronous, autocheckpoint=BACKSTOP_PAGES)
+        return cls(conn, background=(str(Path(path).resolve()), synchronous))
 
     async def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None:
-        self._conn.execute(sql, params)
+        if self.threaded:
+            await asyncio.to_thread(self._conn.execute, sql, params)
+        else:
+            self._conn.execute(sql, params)
 
     async def fetch(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
+        if self.threaded:
+            return await asyncio.to_thread(lambda: self._conn.execute(sql, params).fetchall())
         return self._conn.execute(sql, params).fetchall()
 
     async def transaction(self, fn: Callable[[SqlExecutor], T], *, write: bool = True) -> T:
-        return _transaction(self._conn, fn, write)
+        if self.threaded:
+            result = await asyncio.to_thread(_transaction, self._conn, fn, write)
+        else:
+            result = _transaction(self._conn, fn, write)
+        if write and self._background is not None:
+            self._writes += 1
+            if self._writes % EVERY == 0:
+                checkpointer().request(*self._background)
+        return result
 
     async def close(self) -> None:
-        _close(self._conn)
+        if self._background is None:
+            _close(self._conn)
+            return
+        path = self._background[0]
+
+        def close() -> None:
+            checkpointer().forget(path)
+            _close(self._conn)
+
+        await asyncio.to_thread(close)
 
 
 class AioSqliteDatabase:
@@ -183,14 +234,21 @@ async def open_sqlite_storage(
     if driver == "aiosqlite":
         db = await AioSqliteDatabase.open(path, synchronous=synchronous)
     elif driver == "sqlite3":
-        db = Sqlite3Database.open(path, synchronous=synchronous)
+        # Creating a file (and switching it to WAL) waits for fsyncs: not on the loop.
+        db = await asyncio.to_thread(
+            Sqlite3Database.open, path, synchronous=synchronous, background_checkpoints=True
+        )
+        db.threaded = True  # so does migrating it
     else:
         raise ValueError(f"unknown SQLite driver {driver!r}")
     try:
-        return await SqliteStorage.open(db)
+        storage = await SqliteStorage.open(db)
     except BaseException:
         await db.close()
         raise
+    if isinstance(db, Sqlite3Database):
+        db.threaded = False  # open: commits run inline (see the module docstring)
+    return storage
 
 
 if TYPE_CHECKING:  # mypy proves the adapter satisfies its port

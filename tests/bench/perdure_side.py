@@ -63,9 +63,10 @@ def _registry() -> Registry:
 
 
 async def open_storage(path: Path) -> tuple[SqliteStorage, dict[str, str]]:
-    """The local host's default storage (the inline sqlite3 facade, WAL + NORMAL) and
-    the journal mode and synchronous setting read back from its connection."""
-    db = Sqlite3Database.open(path, synchronous="NORMAL")
+    """The local host's default storage (the inline sqlite3 facade, WAL + NORMAL, WAL
+    checkpoints in the background: what ``open_sqlite_storage`` opens) and the journal
+    mode and synchronous setting read back from its connection."""
+    db = Sqlite3Database.open(path, synchronous="NORMAL", background_checkpoints=True)
     journal = await db.fetch("PRAGMA journal_mode")
     sync = await db.fetch("PRAGMA synchronous")
     names = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}

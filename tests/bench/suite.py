@@ -116,12 +116,43 @@ def _child(kind: str, args: dict[str, Any]) -> dict[str, Any]:
 
         async def loop() -> dict[str, Any]:
             storage, read_back = await open_storage(path)
+            background = [0]
+            landed: list[float] = []  # when each tool-round (non-compaction) commit landed
+            if counted:
+                from core.harness.compaction import COMPACTION
+                from core.records import Entry, Task
+
+                commit = storage.commit
+
+                async def classify(writes: Any) -> int:
+                    # Compaction work: a commit that starts, settles or lands a compaction
+                    # (its summary commit, and the hand-overs that start one or land its
+                    # summary, which a round commits separately instead of merging them
+                    # into its last result). Reported beside the tool rounds' own.
+                    compaction = any(
+                        (isinstance(w, Task) and w.kind == COMPACTION)
+                        or (isinstance(w, Entry) and w.kind == "compaction")
+                        for w in writes
+                    )
+                    background[0] += compaction
+                    seq = await commit(writes)
+                    if not compaction:
+                        landed.append(time.perf_counter())
+                    return seq
+
+                storage.commit = classify  # type: ignore[method-assign]
             run = await long_run(path, args["rounds"], storage=storage, replay=args["replay"])
             return {
                 "pragmas": read_back,
                 "stamps": run.round_starts,
                 "seconds": run.seconds,
                 "compactions": run.compactions,
+                "compaction_commits": background[0],
+                # Commits from round 1's model call to the final answer's: the tool
+                # rounds' own (not the submission, first preparation or answer).
+                "round_commits": sum(
+                    1 for t in landed if run.round_starts[0] <= t < run.round_starts[-1]
+                ),
             }
 
         out = asyncio.run(loop())
@@ -260,6 +291,11 @@ def loop_rows(cfg: Config, tmp: Path, *, long: bool) -> list[Row]:
                 kind, path=str(tmp / f"count-{kind}.sqlite"), rounds=rounds, count=True, **extra
             )
             row.notes["commits_per_round"] = round(out["commits"] / rounds, 2)
+            if "compaction_commits" in out:  # perdure: its tool rounds' commits, apart
+                row.notes["compaction_commits_per_round"] = round(
+                    out["compaction_commits"] / rounds, 2
+                )
+                row.notes["tool_round_commits_per_round"] = round(out["round_commits"] / rounds, 2)
             row.notes["statements_per_commit"] = round(
                 out["statements"] / max(1, out["commits"]), 2
             )
@@ -438,10 +474,20 @@ def targets(rows: list[Row]) -> list[dict[str, Any]]:
     check("agent loop ms/round <= 1.0x LangGraph (latest outputs)", ours, lg)
     check("agent loop ms/round <= 0.5x DBOS", ours, dbos * 0.5 if dbos else None)
     for r in rows:
+        # Tool rounds' commits: those from round 1's model call to the answer's, but the
+        # background compactions' own summary commits (reported beside them).
         if r.workload == "agent_loop" and r.system == "perdure (safe tool)":
-            check("commits per safe tool round <= 2", r.notes.get("commits_per_round"), 2.0)
+            check(
+                "commits per safe tool round <= 2",
+                r.notes.get("tool_round_commits_per_round"),
+                2.0,
+            )
         if r.workload == "agent_loop" and r.system == "perdure (unsafe tool)":
-            check("commits per unsafe tool round <= 3", r.notes.get("commits_per_round"), 3.0)
+            check(
+                "commits per unsafe tool round <= 3",
+                r.notes.get("tool_round_commits_per_round"),
+                3.0,
+            )
     check(
         "recovery ms to first resumed phase <= 300",
         _metric(rows, "recovery", "perdure", "ms_to_first_phase"),

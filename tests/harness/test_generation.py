@@ -13,9 +13,16 @@ from core.faux import (
     faux_error,
     faux_message,
 )
-from core.harness import AssistantMessage, HarnessSettings, ModelRequest, RetrySettings
+from core.harness import (
+    AssistantMessage,
+    HarnessSettings,
+    ModelRequest,
+    ProgressSettings,
+    RetrySettings,
+)
 from core.harness.models import ModelError
 from core.records import Waiting
+from core.session import CommitEvent
 from tests.core.support import settle, until
 from tests.harness.support import MODEL, Rig, entries, kinds
 
@@ -156,7 +163,11 @@ async def test_a_stream_failing_midway_records_the_partial_and_answers_model_err
     await h.close()
 
 
-async def test_partial_output_commits_at_once_then_at_most_every_interval(tmp_path: Path) -> None:
+async def _paused_stream(
+    tmp_path: Path, text: str, pause_at: int, **progress: int
+) -> tuple[Rig, Any, Any, asyncio.Event]:
+    """A response streaming ``text`` in 3-character tokens that pauses before token
+    ``pause_at``; returns the rig, the harness, the submission and the resume event."""
     paused = asyncio.Event()
     resume = asyncio.Event()
     tokens = 0
@@ -165,11 +176,12 @@ async def test_partial_output_commits_at_once_then_at_most_every_interval(tmp_pa
         nonlocal tokens
         tokens += 1
         await asyncio.sleep(0)  # a real stream yields between tokens
-        if tokens == 4:
+        if tokens == pause_at:
             paused.set()
             await resume.wait()
 
-    rig = Rig(tmp_path, steps=[faux_message("abcdefghijklmnopqrstuvwxyz")])
+    settings = HarnessSettings(progress=ProgressSettings(**progress)) if progress else None
+    rig = Rig(tmp_path, steps=[faux_message(text)], settings=settings)
     rig.faux.tokens_per_second = 1000
     rig.faux._sleep = pace
     h = await rig.open()
@@ -177,10 +189,17 @@ async def test_partial_output_commits_at_once_then_at_most_every_interval(tmp_pa
     sub = await root.submit("hi")
     await paused.wait()
     await settle()
+    return rig, h, sub, resume
+
+
+async def test_partial_output_commits_once_the_response_streamed_a_while_then_every_interval(
+    tmp_path: Path,
+) -> None:
+    rig, h, sub, resume = await _paused_stream(tmp_path, "abcdefghijklmnopqrstuvwxyz", 4)
+    root = await h.root()
     live = await root.live()
-    first = live["generation"]["partial"]["content"][0]["text"]  # type: ignore[index,call-overload]
-    assert first == "abc"  # the first change commits at once; later ones wait
-    rig.clock.advance(100)
+    assert "partial" not in live["generation"]  # type: ignore[operator,index,call-overload]
+    rig.clock.advance(100)  # streamed for partial_after_ms: the first partial commits
     await settle()
     live = await root.live()
     assert live["generation"]["partial"]["content"][0]["text"] == "abcdefghi"  # type: ignore[index,call-overload]
@@ -188,6 +207,38 @@ async def test_partial_output_commits_at_once_then_at_most_every_interval(tmp_pa
     record = await sub.wait()
     assert record.status == "done"
     assert "generation" not in (await root.live())  # type: ignore[operator]
+    await h.close()
+
+
+async def test_a_response_past_the_size_threshold_commits_its_partial_at_once(
+    tmp_path: Path,
+) -> None:
+    _rig, h, sub, resume = await _paused_stream(
+        tmp_path, "abcdefghijklmnopqrstuvwxyz", 4, partial_after_bytes=6
+    )
+    root = await h.root()
+    live = await root.live()  # no clock advance: the size alone triggered it
+    assert live["generation"]["partial"]["content"][0]["text"] in ("abcdef", "abcdefghi")  # type: ignore[index,call-overload]
+    resume.set()
+    assert (await sub.wait()).status == "done"
+    await h.close()
+
+
+async def test_a_short_response_commits_no_partial(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, steps=[faux_message("a short answer, streamed in five tokens")])
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    progress_only = 0
+
+    def count(event: CommitEvent) -> None:
+        nonlocal progress_only
+        if not (event.entries or event.tasks or event.submissions):
+            progress_only += 1
+
+    h.session.subscribe(count)
+    record = await (await root.submit("hi")).wait()
+    assert record.status == "done"
+    assert progress_only == 0
     await h.close()
 
 
@@ -214,6 +265,7 @@ async def test_aborting_while_streaming_keeps_the_partial_as_an_aborted_entry(
     sub = await root.submit("hi")
     await paused.wait()
     rig.faux._sleep = None
+    rig.clock.advance(100)  # hung past partial_after_ms: its partial is committed
     await settle()
     assert await sub.abort() == "aborted"
     record = await sub.wait()
@@ -246,6 +298,7 @@ async def test_an_interrupted_request_is_resent_and_its_partial_kept_out_of_cont
     root = await h.root(agent={"model": MODEL})
     sub = await root.submit("hi")
     await paused.wait()
+    rig.clock.advance(100)  # hung past partial_after_ms: its partial is committed
     await settle()
     await rig.crash(h)
     rig.faux._sleep = None

@@ -136,7 +136,7 @@ class SqliteStorage:
 
                 def run(ex: SqlExecutor) -> CommitPlan:
                     plan = plan_commit(batch, _View(ex, known), seq, next_id)
-                    _apply(ex, plan, self._chunked)
+                    _apply(ex, plan, self._chunked, known.task_rows)
                     return plan
 
                 plan = await self._db.transaction(run)
@@ -157,7 +157,7 @@ class SqliteStorage:
         def prepare(ex: SqlExecutor) -> tuple[CommitPlan, WriteSetLog]:
             plan = plan_commit(batch, _View(ex, known), seq, next_id)
             log = WriteSetLog()
-            _apply(log, plan, chunked)
+            _apply(log, plan, chunked, known.task_rows)
             return plan, log
 
         # The commit lock is held from here to the apply, and this storage is the file's
@@ -630,14 +630,19 @@ class _Known:
     owners: dict[int, str] = field(default_factory=dict)
     versions: dict[int, int] = field(default_factory=dict)
     records: dict[int, DocumentRecord] = field(default_factory=dict)
+    task_rows: dict[int, tuple[int, str, int]] = field(default_factory=dict)
+    """``(conversation_id, kind, background)`` of task rows as committed: an update that
+    keeps them needs no fallback replacement (see ``_apply``)."""
 
     def adopt(self, plan: CommitPlan) -> None:
         self.committed_next_id = max(self.committed_next_id, plan.next_id)
-        for cache in (self.owners, self.versions, self.records):
+        for cache in (self.owners, self.versions, self.records, self.task_rows):
             if len(cache) > _ID_CACHE_LIMIT:
                 cache.clear()
         self.owners.update(plan.new_ids)
         self.versions.update(plan.versions)
+        for task, _text in plan.tasks.values():
+            self.task_rows[task.id] = _task_row_key(task)
         for rec in plan.created_documents:
             self.records[rec.id] = rec
         for rec in plan.retired:
@@ -732,7 +737,17 @@ def _drop_parts(ex: _Writer, table: str, key: str) -> None:
     ex.execute("DELETE FROM record_parts WHERE tbl = ? AND key = ?", (table, key))
 
 
-def _apply(ex: _Writer, plan: CommitPlan, chunked: set[str]) -> None:
+def _task_row_key(task: Task) -> tuple[int, str, int]:
+    return task.conversation_id, dumps(task.kind), int(task.background)
+
+
+def _apply(
+    ex: _Writer,
+    plan: CommitPlan,
+    chunked: set[str],
+    task_rows: dict[int, tuple[int, str, int]] | None = None,
+) -> None:
+    """Write ``plan``; ``task_rows``: committed task rows' unchanging columns, where known."""
     # One statement for the new ids (50 rows at most: 100 bound parameters).
     new_ids = list(plan.new_ids.items())
     for start in range(0, len(new_ids), 50):
@@ -776,6 +791,14 @@ def _apply(ex: _Writer, plan: CommitPlan, chunked: set[str]) -> None:
         row = (task.id, task.conversation_id, kind, status, aborting, background, record, parts)
         if fresh:
             ex.execute(f"INSERT OR REPLACE INTO tasks {_TASK_COLUMNS} VALUES {_EIGHT}", row)
+        elif task_rows is not None and task_rows.get(task.id) == _task_row_key(task):
+            # The row exists with these very columns (this storage committed it): the
+            # UPDATE matches it, so the replacement below would do nothing.
+            ex.execute(
+                "UPDATE tasks SET status = ?, abort_requested = ?, record = ?, parts = ?"
+                " WHERE id = ?",
+                (status, aborting, record, parts, task.id),
+            )
         else:
             ex.execute(
                 "UPDATE tasks SET status = ?, abort_requested = ?, record = ?, parts = ?"
