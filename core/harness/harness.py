@@ -74,7 +74,14 @@ from core.harness.watch import (
     task_node,
 )
 from core.jsonvalue import JsonObject, JsonValue, check_text, json_copy, json_equal
-from core.records import ROOT_CONVERSATION_ID, ConversationParent, DocumentRecord, Entry, Task
+from core.records import (
+    ROOT_CONVERSATION_ID,
+    ConversationParent,
+    DocumentRecord,
+    Entry,
+    SubmissionStatus,
+    Task,
+)
 from core.records import Conversation as ConversationRecord
 from core.records import Submission as SubmissionRecord
 from core.session.documents import DocDefinition
@@ -353,6 +360,13 @@ class Harness:
             if isinstance(ledger, dict) and isinstance(ledger.get("total"), dict):
                 total = total + Usage.model_validate(ledger["total"])
         return total
+
+    async def conversations(
+        self, *, limit: int = 100, cursor: Cursor | None = None
+    ) -> Page[ConversationRecord]:
+        """The actor's conversations, oldest first: roots, forks (``parent``) and
+        sub-agents (``owner``). ``cursor``: a page's ``next``."""
+        return await self.session.storage.scan_conversations(limit=limit, cursor=cursor)
 
     async def _all_conversations(self) -> list[int]:
         out: list[int] = []
@@ -899,6 +913,20 @@ class Conversation:
 
     async def context(self) -> ContextView:
         return await self._h.context(self.id)
+
+    async def submissions(
+        self,
+        *,
+        status: SubmissionStatus | None = None,
+        order: Order | None = None,
+        limit: int = 100,
+        cursor: Cursor | None = None,
+    ) -> Page[SubmissionRecord]:
+        """This conversation's submissions (``status``: only those), oldest first by
+        default. ``cursor``: a page's ``next``."""
+        return await self._h.session.storage.scan_submissions(
+            conversation_id=self.id, status=status, order=order, limit=limit, cursor=cursor
+        )
 
     async def entries(
         self, *, limit: int = 100, cursor: Cursor | None = None, order: Order | None = None

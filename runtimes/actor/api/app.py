@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from remote_env.limits import BodyLimit
+from runtimes.actor.api import history
 from runtimes.actor.api.errors import install_error_handlers
 from runtimes.actor.api.middleware import BearerAuth
 from runtimes.actor.api.openapi import complete_openapi
@@ -75,6 +76,7 @@ def create_app(
         max_wait_s=config.max_wait_s, heartbeat_s=config.heartbeat_s
     )
     app.include_router(router)
+    app.include_router(history.router)
     install_error_handlers(app)
     derive_openapi = app.openapi
 

@@ -43,7 +43,15 @@ from runtimes.actor.api.taskgraph import task_graph
 from runtimes.actor.host import Host
 from runtimes.actor.ids import ACTOR_ID_PATTERN
 
-__all__ = ["ApiSettings", "router"]
+__all__ = [
+    "API_ERRORS",
+    "ActorId",
+    "ApiSettings",
+    "ConversationId",
+    "HostDep",
+    "documented_auth",
+    "router",
+]
 
 _SETTLED = ("done", "unanswered")
 
@@ -362,3 +370,9 @@ async def _settled_within(submission: Submission, timeout: float) -> SubmissionR
     except TimeoutError:
         return None
     return record
+
+
+# Shared with the other route modules (listing, inspector): one definition of the auth
+# scheme, the path parameters and the error answers.
+documented_auth = _documented_auth
+API_ERRORS = _ERRORS
