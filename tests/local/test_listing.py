@@ -1,24 +1,31 @@
 """Listing and history over the real HTTP API of a local host: actors (paged, opening
 none), conversations with forks, submissions (paged, by status) and the whole transcript;
-bad cursors refused 400 with nothing written; a host without an actor index says so."""
+bad cursors refused 400 with nothing written; a host without an actor index says so; the
+task graph names a tool task's call."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from pydantic import BaseModel
 
+from core.faux import FauxModel, faux_message, faux_tool_call
+from core.harness import ToolContext, define_extension, define_tool
 from core.testing import VirtualClock
 from runtimes.actor.api import ApiConfig, create_app
 from runtimes.actor.api.pages import encode_cursor
 from runtimes.actor.lifecycle import ActorPool
 from runtimes.actor.memory import MemoryActorStore
 from tests.local.support import (
+    MODEL,
     TOKEN,
     Running,
+    file_exists,
     host_config,
     serve_in_thread,
     snapshot,
@@ -159,3 +166,53 @@ async def test_a_host_without_an_actor_index_answers_501(tmp_path: Path) -> None
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
         r = await c.get("/v1/actors", headers={"Authorization": f"Bearer {TOKEN}"})
     assert r.status_code == 501 and r.json()["error"]["code"] == "not_supported"
+
+
+class GateArgs(BaseModel):
+    gate: str
+
+
+async def _hold(args: GateArgs, ctx: ToolContext) -> str:
+    while not file_exists(args.gate):  # noqa: ASYNC110 - the test makes the file
+        await asyncio.sleep(0.02)
+    return "held"
+
+
+def test_the_task_graph_names_a_running_tool_its_arguments_and_when_it_started(
+    tmp_path: Path,
+) -> None:
+    gate = tmp_path / "gate"
+    tool = define_tool("hold", description="Hold.", parameters=GateArgs, execute=_hold)
+    model = FauxModel(
+        [faux_message(faux_tool_call("hold", {"gate": str(gate)}, id="c1")), faux_message("ok")]
+    )
+    config = host_config(
+        tmp_path / "data",
+        models=model,
+        extensions=[define_extension("gated", tools=[tool])],
+        default_agent={"model": MODEL, "tools": ["hold"]},
+    )
+    with serve_in_thread(config) as running, running.client() as client:
+        r = client.post("/v1/actors/t/submissions", json={"type": "input", "content": "go"})
+        assert r.status_code == 202
+        tasks: list[Any] = []
+
+        def tool_running() -> bool:
+            tasks[:] = client.get("/v1/actors/t/tasks").json()["tasks"]
+            return any(t["kind"] == "perdure.tool" and t["state"] == "running" for t in tasks)
+
+        wait_until(tool_running)
+        [call] = [t for t in tasks if t["kind"] == "perdure.tool"]
+        [generation] = [t for t in tasks if t["kind"] == "perdure.generation"]
+        assert call["tool"] == {
+            "call_id": "c1",
+            "name": "hold",
+            "arguments": {"gate": str(gate)},
+            "replay": "unsafe",
+        }
+        assert call["owner"] == generation["id"] and call["phase"] == "execute"
+        assert call["attempt"] == 1 and isinstance(call["started_at"], int)
+        assert generation["tool"] is None and generation["phase"] == "tools"
+        gate.touch()
+        state = client.get(f"/v1/actors/t/submissions/{r.json()['id']}", params={"wait": 20})
+        assert state.json()["status"] == "done"

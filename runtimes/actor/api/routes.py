@@ -39,7 +39,7 @@ from runtimes.actor.api.schemas import (
     Timers,
 )
 from runtimes.actor.api.sse import WatchStream
-from runtimes.actor.api.taskgraph import task_graph
+from runtimes.actor.api.taskgraph import task_graph, tool_calls
 from runtimes.actor.host import Host
 from runtimes.actor.ids import ACTOR_ID_PATTERN
 
@@ -199,9 +199,11 @@ async def configure_agent(
 
 @router.get("/tasks", response_model=TaskGraph)
 async def tasks(actor: ActorId, host: HostDep) -> TaskGraph:
-    """Every live task: derived state, stored status, owner, abort mark, waits."""
+    """Every live task: derived state, stored status, owner, abort mark, waits, when it
+    started, its phase and attempt, and a tool task's call (name, arguments, replay)."""
     async with host.use(actor) as harness:
-        return task_graph(harness.inspect())
+        inspection = harness.inspect()
+        return task_graph(inspection, await tool_calls(harness, inspection))
 
 
 @router.get("/conversations/{conversation_id}/view", response_model=ConversationView)

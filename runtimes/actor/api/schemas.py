@@ -50,6 +50,7 @@ __all__ = [
     "Timer",
     "TimerCancelled",
     "Timers",
+    "ToolCallInfo",
     "WriteEntry",
     "WriteSubmission",
 ]
@@ -215,6 +216,15 @@ class AgentState(BaseModel):
     agent: dict[str, Any] = Field(description="the stored agent document (names only)")
 
 
+class ToolCallInfo(BaseModel):
+    call_id: str
+    name: str = Field(description="the tool's name")
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    replay: str | None = Field(
+        None, description="how a crash mid-call is recovered: safe, recoverable, unsafe"
+    )
+
+
 class TaskNode(BaseModel):
     id: int
     kind: str
@@ -231,6 +241,12 @@ class TaskNode(BaseModel):
     waiting_on: list[int] = Field(default_factory=list)
     until: int | None = Field(None, description="a durable deadline, epoch ms")
     blocked_reason: str | None = None
+    started_at: int | None = Field(None, description="when the task was created, epoch ms")
+    phase: str | None = Field(None, description="the checkpointed phase")
+    attempt: int | None = Field(
+        None, description="the phase's attempt (a tool call resumed after a crash: 2 or more)"
+    )
+    tool: ToolCallInfo | None = Field(None, description="a tool task's call")
 
 
 class TaskGraph(BaseModel):
