@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from remote_env.limits import BodyLimit
-from runtimes.actor.api import history
+from runtimes.actor.api import history, pages_static
 from runtimes.actor.api.errors import install_error_handlers
 from runtimes.actor.api.middleware import BearerAuth
 from runtimes.actor.api.openapi import complete_openapi
@@ -49,7 +49,8 @@ def create_app(
 ) -> FastAPI:
     """The app. Its lifespan starts ``host`` and, on shutdown, closes it and then runs
     ``on_shutdown`` (e.g. closing model clients on the loop that used them); serve it
-    with lifespan events on. ``/openapi.json`` describes it."""
+    with lifespan events on. ``/openapi.json`` describes it, ``/docs`` shows it (Swagger
+    UI from installed files), ``/ui`` is the web inspector."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -77,6 +78,7 @@ def create_app(
     )
     app.include_router(router)
     app.include_router(history.router)
+    app.include_router(pages_static.router)
     install_error_handlers(app)
     derive_openapi = app.openapi
 
