@@ -94,3 +94,20 @@ def test_a_host_without_swagger_files_says_which_package_serves_them(
     with pytest.raises(ApiError) as refused:
         pages_static._swagger_dir()
     assert refused.value.status == 404 and "swagger-ui-py" in refused.value.message
+
+
+def test_the_schema_documents_statuses_when_busy_and_the_delta_format(running: Running) -> None:
+    spec = httpx.get(f"{running.url}/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+    when_busy = schemas["InputSubmission"]["properties"]["when_busy"]
+    assert set(when_busy["enum"]) == {"follow_up", "steer", "reject"}
+    assert all(v in when_busy["description"] for v in ("`follow_up`", "`steer`", "`reject`"))
+    for model in ("SubmissionState", "SubmissionAccepted", "SubmissionSummary"):
+        status = schemas[model]["properties"]["status"]
+        for value in ("queued", "placed", "done", "unanswered"):
+            assert value in status["description"], (model, value)
+    watch = spec["paths"]["/v1/actors/{actor}/conversations/{conversation_id}/watch"]["get"]
+    for op in ('["s", path, value]', '["a", path, text]', '["p", path, index, count'):
+        assert op in watch["description"], op
+    submit = spec["paths"]["/v1/actors/{actor}/submissions"]["post"]
+    assert "409 request_id_conflict" in submit["description"]

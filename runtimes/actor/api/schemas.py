@@ -56,6 +56,18 @@ __all__ = [
 ]
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
+
+STATUSES = (
+    "input: `queued` (waiting behind the conversation's current work) → `placed` (its "
+    "user entry is in the transcript; the answer is being made) → `done` (answered) or "
+    "`unanswered` (`reason`: e.g. aborted, no_model, model_error). write: `queued` (until "
+    "the next boundary) → `done` (its entry appended) or `unanswered` (e.g. stale)."
+)
+WHEN_BUSY = (
+    "what to do when the conversation is busy: `follow_up` (default) queues the input and "
+    "answers it after the current run; `steer` places it into the current run after its "
+    "tool round; `reject` refuses it with 409 conversation_busy, writing nothing"
+)
 # Text that is not blank (JSON Schema patterns search, so one non-space is enough).
 _NOT_BLANK = r"\S"
 
@@ -78,7 +90,9 @@ RequestId = Annotated[
     Field(
         min_length=1,
         max_length=256,
-        description="dedupes the submission per conversation, across restarts",
+        description="dedupes the submission per conversation, across restarts: a retry "
+        "with the same content answers the original; other content under a known id is "
+        "refused 409 request_id_conflict",
     ),
 ]
 
@@ -108,7 +122,10 @@ class InputSubmission(BaseModel):
         None, description="defaults to the root conversation (1), created on first use"
     )
     request_id: RequestId | None = None
-    when_busy: WhenBusy = "follow_up"
+    when_busy: WhenBusy = Field(
+        "follow_up",
+        description=WHEN_BUSY,
+    )
 
     @field_validator("content")
     @classmethod
@@ -169,7 +186,7 @@ class SubmissionAccepted(BaseModel):
     id: int
     conversation_id: int
     type: SubmissionType
-    status: SubmissionStatus
+    status: SubmissionStatus = Field(description=STATUSES)
 
     @classmethod
     def of(cls, record: SubmissionRecord) -> SubmissionAccepted:
@@ -190,7 +207,7 @@ class SubmissionState(BaseModel):
     id: int
     conversation_id: int
     type: SubmissionType
-    status: SubmissionStatus
+    status: SubmissionStatus = Field(description=STATUSES)
     request_id: str | None = None
     entry_id: int | None = Field(None, description="the entry the submission placed")
     answer: Answer | None = None
