@@ -1,6 +1,7 @@
 """The web inspector (``/ui``) in a real browser against a live ``perdure dev``.
 
-Chromium (Debian's package) driven by Playwright: the token page, a live streaming run, a
+Chromium (Debian's package) driven by Playwright: the token page, a live streaming run
+(then one steered, aborted and compacted from the buttons), a
 crash mid-tool (``perdure dev`` SIGKILLed while the sandbox runs the command, then
 restarted: the page reconnects and shows the recovered tool and the answer), and a
 reminder (pending with its message and due time, then fired and answered; another one
@@ -116,6 +117,26 @@ def test_a_live_run_streams_into_the_transcript_with_usage(
         expect(page.locator("#actors [data-actor='live']")).to_be_visible()
         expect(page.locator("#tasks tbody")).to_contain_text("no live tasks")
         shot(page, "live-run-answered")
+
+        # A run that streams until it is stopped: steer it, then abort it from the page.
+        model.script(
+            Stream([text("Thinking "), text("about it")], delay=0.3, forever=True),
+            Stream([text("A short summary."), finish("stop")]),  # if compaction asks
+        )
+        send(page, "plan the whole trip")
+        expect(partial).to_contain_text("Thinking about it", timeout=15_000)
+        page.fill("#input", "prefer the morning")
+        page.click("#steer")
+        expect(page.locator("#notice")).to_contain_text('steer: {"id"')
+        expect(page.locator("#notice")).to_contain_text('"status":"queued"')
+        page.click("#abort")
+        expect(page.locator("#notice")).to_contain_text('abort: {"aborted":1}', timeout=15_000)
+        expect(page.locator("#transcript li[data-kind='assistant'] .badge")).to_have_text("aborted")
+        expect(page.locator("#events [data-event='aborted']")).to_be_visible()
+        expect(partial).to_have_count(0)
+        page.click("#compact")
+        expect(page.locator("#notice")).to_contain_text('compact: {"task":')
+        shot(page, "live-run-steered-aborted-compacted")
     finally:
         dev.stop()
 
