@@ -675,6 +675,18 @@ class Harness:
         active = self._ranges.get(conversation_id)
         return active.message_of(entry_id) if active is not None else None
 
+    async def message(self, conversation_id: int, entry_id: int) -> Message | None:
+        """The parsed message of a committed entry: from memory when it is in the
+        conversation's active range, else read from storage (``None``: no such entry, or
+        one without a message)."""
+        cached = self.cached_message(conversation_id, entry_id)
+        if cached is not None:
+            return cached
+        entry = await self.session.storage.entry(entry_id)
+        if entry is None or not entry.message:
+            return None
+        return message_from_json(entry.message)
+
     async def _load_range(self, conversation_id: int) -> ActiveRange:
         storage = self.session.storage
         marker = await storage.latest_head(conversation_id)

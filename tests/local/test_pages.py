@@ -87,12 +87,12 @@ def test_every_inspector_file_is_declared_package_data() -> None:
 def test_a_host_without_swagger_files_says_which_package_serves_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from runtimes.actor.api import pages_static
+    from runtimes.actor.api import webpages
     from runtimes.actor.api.errors import ApiError
 
-    monkeypatch.setattr(pages_static.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(webpages.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ApiError) as refused:
-        pages_static._swagger_dir()
+        webpages._swagger_dir()
     assert refused.value.status == 404 and "swagger-ui-py" in refused.value.message
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from remote_env.limits import BodyLimit
-from runtimes.actor.api import history, pages_static
+from runtimes.actor.api import history, webpages
 from runtimes.actor.api.errors import install_error_handlers
 from runtimes.actor.api.middleware import BearerAuth
 from runtimes.actor.api.openapi import complete_openapi
@@ -78,7 +78,7 @@ def create_app(
     )
     app.include_router(router)
     app.include_router(history.router)
-    app.include_router(pages_static.router)
+    app.include_router(webpages.router)
     install_error_handlers(app)
     derive_openapi = app.openapi
 

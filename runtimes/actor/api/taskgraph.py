@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.harness import AssistantMessage, Harness
-from core.harness.messages import message_from_json
 from core.tasks import Inspection
 from runtimes.actor.api.schemas import TaskGraph, TaskNode, ToolCallInfo
 
@@ -63,12 +62,7 @@ async def tool_calls(harness: Harness, inspection: Inspection) -> dict[int, Tool
         assistant, call_id = value.get("assistant"), value.get("call_id")
         if task.kind != _TOOL_TASK or type(assistant) is not int or not isinstance(call_id, str):
             continue
-        message = harness.cached_message(task.conversation_id, assistant)
-        if message is None:
-            entry = await harness.session.storage.entry(assistant)
-            if entry is None or not entry.message:
-                continue
-            message = message_from_json(entry.message)
+        message = await harness.message(task.conversation_id, assistant)
         if not isinstance(message, AssistantMessage):
             continue
         call = next((c for c in message.tool_calls if c.id == call_id), None)
