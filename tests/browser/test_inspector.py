@@ -186,7 +186,7 @@ def test_a_crash_mid_tool_is_recovered_and_shown(
         expect(page.locator("#events [data-event='tool resumed']")).to_contain_text(
             "bash (recoverable) resumed after a restart", timeout=20_000
         )
-        expect(entry(page, "tool_result", "seat 12A booked")).to_be_visible(timeout=30_000)
+        expect(entry(page, "tool_result", "seat 12A booked")).to_be_visible(timeout=60_000)
         expect(entry(page, "assistant", "Your seat 12A is booked.")).to_be_visible(timeout=20_000)
         shot(page, "crash-recovered")
     finally:
