@@ -9,7 +9,11 @@ __all__ = ["Clock", "TimerHandle"]
 
 
 class TimerHandle(Protocol):
-    def cancel(self) -> None: ...
+    """A timer set by :meth:`Clock.call_at`."""
+
+    def cancel(self) -> None:
+        """Stop the callback from being called. Idempotent; harmless after it ran."""
+        ...
 
 
 class Clock(Protocol):
@@ -22,6 +26,14 @@ class Clock(Protocol):
     and must not raise.
     """
 
-    def now(self) -> int: ...
+    def now(self) -> int:
+        """The current time in epoch milliseconds (wall clock: it may step back, so
+        callers compare deadlines with it and never measure intervals by it alone)."""
+        ...
 
-    def call_at(self, when: int, callback: Callable[[], None]) -> TimerHandle: ...
+    def call_at(self, when: int, callback: Callable[[], None]) -> TimerHandle:
+        """Call ``callback`` once, on the running loop, no earlier than ``when``.
+
+        A ``when`` in the past means as soon as possible. The handle cancels it.
+        """
+        ...

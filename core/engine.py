@@ -27,6 +27,7 @@ from core.storage.port import Storage
 from core.tasks.definition import TaskDefinition
 from core.tasks.registry import TaskSource
 from core.tasks.scheduler import Inspection, Scheduler
+from core.telemetry import NO_TELEMETRY, Telemetry
 
 __all__ = ["Engine"]
 
@@ -46,15 +47,21 @@ class Engine:
         tasks: TaskSource,
         clock: Clock,
         report: Callable[[BaseException], None] | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
+        on_reconcile: Callable[[Tx, list[Task]], Awaitable[None]] | None = None,
     ) -> Engine:
         """Open the kernel on ``storage``. On failure the storage is closed and the
-        original error re-raised."""
+        original error re-raised. ``on_reconcile(tx, tasks)`` runs inside the open-time
+        reconciliation commit with the tasks a crash left running."""
         try:
             session = await Session.open(storage, clock)
             if report is not None:
                 session.report = report
+            session.telemetry = telemetry
             session.definitions = tasks.task
             scheduler = Scheduler(session, tasks, clock, report=report)
+            if on_reconcile is not None:
+                scheduler.reconcile_hooks.append(on_reconcile)
             try:
                 await scheduler.open()
             except BaseException:

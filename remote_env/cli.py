@@ -22,7 +22,10 @@ app = typer.Typer(
     add_completion=False,
 )
 
-_SECRET_HELP = "file holding the token secret (default: ROOT/.perdure/secret, created on first run)"
+_SECRET_HELP = (
+    "file holding the token secret (default: ROOT/.perdure/secret); created with a fresh "
+    "secret when it does not exist"
+)
 
 
 @app.command()
@@ -69,7 +72,7 @@ def sandbox(
         host, port = parse_listen(listen)
         settings = ServerSettings(
             root=root.resolve(),
-            secret=resolve_secret(root.resolve(), secret_file),
+            secret=resolve_secret(root.resolve(), secret_file, say=_say),
             state_dir=state_dir,
             default_timeout_s=default_timeout,
             max_timeout_s=max_timeout,
@@ -87,7 +90,22 @@ def sandbox(
     except (ValueError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    serve(settings, host, port, log_level=log_level)
+    from remote_env.otel import TracingUnavailable, tracer_provider_from_env
+
+    try:  # off unless OTEL_* asks; then each request continues its caller's trace
+        provider = tracer_provider_from_env("perdure-sandbox")
+    except TracingUnavailable as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        serve(settings, host, port, log_level=log_level, say=_say)
+    finally:
+        if provider is not None:
+            provider.shutdown()
+
+
+def _say(line: str) -> None:
+    typer.echo(line)
 
 
 @app.command()

@@ -25,7 +25,7 @@ import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TypeAlias, cast
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 from core.harness.messages import (
     AssistantMessage,
@@ -319,3 +319,10 @@ class _Estimator:
             self._last, self._counts = list(messages), counts
             sent = sum(counts)
         return Usage(input=sent // 4, output=max(1, message_chars(message) // 4))
+
+
+if TYPE_CHECKING:  # mypy proves the adapter satisfies its port
+    from core.harness.models import Models
+
+    def _conforms(adapter: FauxModel) -> Models:
+        return adapter

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Literal, cast
 
 from core.harness.context import ContextView, derive_context
 from core.harness.docs import LIVE
+from core.harness.events import note_event
 from core.harness.messages import (
     AssistantMessage,
     Message,
@@ -156,6 +157,9 @@ async def start_compaction(
     )
     value["compaction"] = {"task": task.id, "reason": reason, "state": "summarizing"}
     live.value = value
+    await note_event(
+        tx, conversation_id, "compaction", state="started", reason=reason, task=task.id
+    )
     return task
 
 

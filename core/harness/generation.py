@@ -49,6 +49,7 @@ from core.harness.compaction import (
 )
 from core.harness.context import ContextView
 from core.harness.docs import INBOX, LIVE
+from core.harness.events import note_event, note_retry
 from core.harness.live import Throttle
 from core.harness.messages import (
     AssistantMessage,
@@ -483,7 +484,11 @@ async def _keep_interrupted_partial(h: Harness, rt: TaskRuntime) -> None:
                 rt.conversation_id,
                 "assistant",
                 message=message_to_json(message),
+                data={"interrupted": "restart"},
                 by_task_id=current.id,
+            )
+            await note_event(
+                tx, rt.conversation_id, "request_resent", task=current.id, partial=True
             )
 
     await rt.commit(keep)
@@ -547,6 +552,7 @@ async def _classify(
                 gen = _section(live, "generation")
                 gen.pop("partial", None)
                 gen["retry"] = {"at": until, "attempt": attempt + 1, "error": str(error)}
+                await note_retry(tx, conv, current.id, attempt + 1, until, str(error))
                 return Waiting({**cp, "phase": "retry", "attempt": attempt + 1}, until=until)
 
             await rt.commit(backoff)

@@ -39,6 +39,7 @@ from core.errors import (
 from core.harness.compaction import COMPACTION, settle_compaction, start_compaction
 from core.harness.context import ActiveRange, ContextView
 from core.harness.docs import AGENT, BUILTIN_DOCUMENTS, INBOX, LIVE, USAGE
+from core.harness.events import EVENTS, note_event, note_restart
 from core.harness.messages import (
     AssistantMessage,
     Message,
@@ -90,6 +91,7 @@ from core.session.transaction import Tx
 from core.storage.port import Cursor, DocumentCopy, DocumentCreate, Order, Page, Storage
 from core.tasks.definition import TaskDefinition
 from core.tasks.scheduler import Inspection
+from core.telemetry import NO_TELEMETRY, Telemetry
 
 __all__ = [
     "HARNESS_KINDS",
@@ -164,8 +166,11 @@ class Harness:
         clock: Clock,
         settings: HarnessSettings | None = None,
         report: Callable[[BaseException], None] | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> Harness:
-        """Open the harness on ``storage`` (closed again if opening fails). Runs nothing."""
+        """Open the harness on ``storage`` (closed again if opening fails). Runs nothing;
+        work a crash left running is noted as a ``restart`` event (see
+        :mod:`core.harness.events`) in the open-time reconciliation commit."""
         from core.harness.compaction import compaction_task
         from core.harness.generation import generation_task
         from core.harness.reminders import reminder_task
@@ -186,7 +191,12 @@ class Harness:
             )
         }
         engine = await Engine.open(
-            storage, tasks=_Tasks(builtins, registry), clock=clock, report=report
+            storage,
+            tasks=_Tasks(builtins, registry),
+            clock=clock,
+            report=report,
+            telemetry=telemetry,
+            on_reconcile=note_restart,
         )
         harness = cls(
             engine,
@@ -450,6 +460,10 @@ class Harness:
             for t in marked:
                 await tx.put_task(t.evolve(abort_requested=True))
             await withdraw_inputs(tx, conversation_id)
+            if marked:
+                await note_event(
+                    tx, conversation_id, "abort", tasks=len(marked), background=background
+                )
             return [t.id for t in marked]
 
         marked = await self.session.commit(mark)
@@ -463,6 +477,8 @@ class Harness:
 
     def document_definition(self, kind: str) -> DocDefinition[Any] | None:
         """A built-in document kind, or one an installed extension registered."""
+        if kind == EVENTS.kind:
+            return EVENTS
         return BUILTIN_DOCUMENTS.get(kind) or self.registry.document(kind)
 
     async def fork(
@@ -611,6 +627,7 @@ class Harness:
             found = self._mounts.get(key)
             if found is None:
                 found = await build()
+                found.seq = self.session.last_seq  # built on the line: no commit since
                 found.pace_wakes(self.clock, self.settings.progress.watch_wake_ms)
                 self._mounts[key] = found
             return found
@@ -675,18 +692,6 @@ class Harness:
         active = self._ranges.get(conversation_id)
         return active.message_of(entry_id) if active is not None else None
 
-    async def message(self, conversation_id: int, entry_id: int) -> Message | None:
-        """The parsed message of a committed entry: from memory when it is in the
-        conversation's active range, else read from storage (``None``: no such entry, or
-        one without a message)."""
-        cached = self.cached_message(conversation_id, entry_id)
-        if cached is not None:
-            return cached
-        entry = await self.session.storage.entry(entry_id)
-        if entry is None or not entry.message:
-            return None
-        return message_from_json(entry.message)
-
     async def _load_range(self, conversation_id: int) -> ActiveRange:
         storage = self.session.storage
         marker = await storage.latest_head(conversation_id)
@@ -718,6 +723,7 @@ class Harness:
                     if not fut.done():
                         fut.set_result(sub)
         for mount in list(self._mounts.values()):
+            mount.seq = event.seq
             mount.on_commit(event)
         if event.tasks and self._idle_waiters:
             for conversation_id, idle in list(self._idle_waiters):

@@ -67,6 +67,8 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
+    """One request: the model id, the messages to send, and the tools it may call."""
+
     model: str
     messages: list[Message]
     tools: list[ToolSpec] = field(default_factory=list)
@@ -79,16 +81,22 @@ class ModelRequest:
 
 @dataclass(frozen=True, slots=True)
 class StreamStart:
+    """The provider accepted the request; ``model`` is the model that answers."""
+
     model: str
 
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
+    """More answer text, to append to what came before."""
+
     text: str
 
 
 @dataclass(frozen=True, slots=True)
 class ThinkingDelta:
+    """More reasoning text, to append to what came before."""
+
     text: str
 
 
@@ -104,6 +112,8 @@ class ToolCallDelta:
 
 @dataclass(frozen=True, slots=True)
 class StreamDone:
+    """The response is complete; ``message`` is authoritative over the deltas."""
+
     message: AssistantMessage
 
 
@@ -143,14 +153,43 @@ class ModelError(Exception):
 
 
 class Models(Protocol):
-    """See the module docstring for the contract."""
+    """Language models as the harness sees them (the whole port is summed up in the
+    module docstring). Adapters never touch storage and keep no per-conversation state:
+    everything a request needs is in the :class:`ModelRequest`."""
 
-    def info(self, model_id: str) -> ModelInfo | None: ...
+    def info(self, model_id: str) -> ModelInfo | None:
+        """Describe ``model_id``, or return ``None`` when it is not available.
 
-    def stream(self, request: ModelRequest, signal: CancelSignal) -> AsyncIterator[StreamEvent]: ...
+        Synchronous and cheap: the harness calls it while preparing every request and
+        when an agent is configured. ``None`` makes the generation answer ``no_model``.
+        """
+        ...
+
+    def stream(self, request: ModelRequest, signal: CancelSignal) -> AsyncIterator[StreamEvent]:
+        """Send ``request`` and yield its events.
+
+        Yields one :class:`StreamStart`, any number of text, thinking and tool-call
+        deltas, then exactly one :class:`StreamDone` with the final message, or a
+        :class:`Deferred` (only when ``request.allow_deferred``) and nothing after it.
+        Raises :class:`ModelError` on failure; its ``retryable`` and
+        ``context_overflow`` flags decide whether the harness retries or compacts.
+        Once ``signal`` fires the iterator stops promptly (raising or returning); a
+        request abandoned that way may still be billed by the provider.
+        """
+        ...
 
     def fetch(
         self, model_id: str, handle: JsonValue, signal: CancelSignal
-    ) -> AsyncIterator[StreamEvent]: ...
+    ) -> AsyncIterator[StreamEvent]:
+        """Poll a deferred response by the ``handle`` a :class:`Deferred` carried.
 
-    async def cancel_deferred(self, model_id: str, handle: JsonValue) -> None: ...
+        Yields what :meth:`stream` would have yielded, or another :class:`Deferred`
+        while the provider is not done. Safe to repeat: the harness polls again after
+        a restart. Raises :class:`ModelError` as :meth:`stream` does.
+        """
+        ...
+
+    async def cancel_deferred(self, model_id: str, handle: JsonValue) -> None:
+        """Give up on a deferred response. Best effort and idempotent: an unknown or
+        already finished handle is not an error."""
+        ...

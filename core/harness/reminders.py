@@ -28,6 +28,7 @@ from core.records import Task, Waiting
 from core.session.transaction import Tx
 from core.tasks.definition import TaskDefinition, define_task
 from core.tasks.runtime import TaskRuntime
+from core.times import iso_time
 
 if TYPE_CHECKING:
     from core.harness.harness import Harness
@@ -108,11 +109,21 @@ async def _remind(args: RemindArgs, ctx: ToolContext) -> ToolResult:
         await start_reminder(tx, ctx.conversation_id, args.message, at)
 
     # The timer task commits with the tool result: a rerun after a crash sets it once.
+    # The model reads the time: ISO-8601 with its zone (and how far off), not epoch ms.
     return ToolResult(
-        f"Reminder set for {at} (epoch ms): {args.message}",
-        details={"at": at},
+        f"Reminder set for {iso_time(at)} (in {_delay(at - ctx.now())}): {args.message}",
+        details={"at": at, "at_iso": iso_time(at)},
         apply=create,
     )
+
+
+def _delay(ms: int) -> str:
+    seconds = max(0, round(ms / 1000))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def reminders_extension() -> Extension:
@@ -124,7 +135,8 @@ def reminders_extension() -> Extension:
                 description=(
                     "Set a reminder: the message is sent to this conversation when it is "
                     "due, even if the agent was stopped in between. Give 'after' (seconds "
-                    "from now) or 'at' (epoch milliseconds)."
+                    "from now) or 'at' (epoch milliseconds). The confirmation gives the "
+                    "time in ISO-8601 (UTC)."
                 ),
                 parameters=RemindArgs,
                 execute=_remind,
@@ -147,6 +159,7 @@ def pending_timers(tasks: list[Task]) -> list[JsonObject]:
             "kind": task.kind,
             "conversation_id": task.conversation_id,
             "at": state.until,
+            "at_iso": iso_time(state.until),
         }
         if task.kind == REMINDER and isinstance(task.input, dict):
             timer["message"] = task.input.get("message")

@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal, cast
 
 from core.harness.docs import INBOX, LIVE, USAGE
+from core.harness.events import note_event
 from core.harness.messages import Usage, UserMessage, message_to_json
 from core.jsonvalue import JsonObject, JsonValue
 from core.records import Submission, Task
@@ -216,6 +217,9 @@ async def _summary_landed(
     if stale_since is None:
         counts = await _compaction_counts(tx, sub.conversation_id)
         counts["landed"] = int(cast(int, counts.get("landed", 0))) + 1
+        await note_event(
+            tx, sub.conversation_id, "compaction", state="landed", task=note.get("task")
+        )
         return
     await count_stale(
         tx,
@@ -252,6 +256,7 @@ async def count_stale(
     ``live["stale_compaction"]`` (a watcher sees the frame)."""
     counts = await _compaction_counts(tx, conversation_id)
     counts["stale"] = int(cast(int, counts.get("stale", 0))) + 1
+    await note_event(tx, conversation_id, "compaction", state="stale", task=task)
     if isinstance(spent, dict):
         before = counts.get("stale_usage")
         base = Usage.model_validate(before) if isinstance(before, dict) else Usage()

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ValidationError
 from core.env import OP_ID_PATTERN, ExecutionEnv, OpLost, OpRef
 from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
 from core.harness.docs import LIVE
+from core.harness.events import note_event
 from core.harness.generation import merge_hand_over, plan_merged_hand_over
 from core.harness.live import Throttle
 from core.harness.messages import (
@@ -148,8 +149,10 @@ class _Call:
         *,
         failed: bool = False,
         aborted: bool = False,
+        event: JsonObject | None = None,
     ) -> None:
-        """Commit the result entry, the slot and the outcome in one commit."""
+        """Commit the result entry, the slot and the outcome (and ``event``, a
+        ``tool_recovery`` event's fields) in one commit."""
         await self.stop_output()
         limits = self.tool
         content, cut = bound_output(
@@ -202,6 +205,8 @@ class _Call:
                 if inspect.isawaitable(applied):
                     await applied
             outcome: JsonObject = {"entry": entry.id}
+            if event is not None:
+                await note_event(tx, conv, "tool_recovery", **event)
             if plan is not None:
                 await merge_hand_over(self.h, tx, current, plan)
             if aborted:
@@ -339,8 +344,19 @@ async def _run(c: _Call, tool: ToolDefinition, args: BaseModel, attempt: int) ->
     diagnostics: list[Diagnostic] = []
     failed = False
     ensure_outside_commit(f"tool {tool.name}")
+    span = c.h.session.telemetry.span(
+        f"tool {tool.name}",
+        {
+            "perdure.task.id": c.task.id,
+            "perdure.tool.name": tool.name,
+            "perdure.tool.call_id": c.call.id,
+            "perdure.op.id": c.op_id,
+            "perdure.op.attempt": attempt,
+        },
+    )
     try:
-        produced = await tool.execute(args, ctx)
+        with span:
+            produced = await tool.execute(args, ctx)
         result = produced if isinstance(produced, ToolResult) else ToolResult(str(produced))
     except asyncio.CancelledError:
         raise
@@ -383,13 +399,16 @@ async def _recover(h: Harness, task: Task, rt: TaskRuntime) -> None:
     args = _validate(c.tool, cast(JsonObject, cp.get("arguments"))) if c.tool else None
     rerun = False
     note = ""
+    event: JsonObject = {"task": task.id, "tool": c.call.name, "call_id": c.call.id}
     if c.tool is not None and isinstance(args, BaseModel):
         if recorded == current == "safe":
             rerun = True
+            event["how"] = "rerun"
         elif recorded == current == "recoverable":
             env = c.context(attempt).env_or_none
             state = (await env.op_status(c.op_id)).state if env is not None else "unknown"
             rerun = state in ("done", "running")
+            event.update(how="recovered", op=c.op_id, op_state=state)
             if state == "lost":
                 note = _LOST
             elif state == "unknown":
@@ -401,6 +420,7 @@ async def _recover(h: Harness, task: Task, rt: TaskRuntime) -> None:
             slot = await _slot(tx, current_task, c.call.id)
             if slot is not None:
                 slot.update({"status": "running", "output": ""})
+            await note_event(tx, rt.conversation_id, "tool_recovery", **event)
             return {**cp, "attempt": attempt}
 
         await rt.commit(again)
@@ -409,11 +429,28 @@ async def _recover(h: Harness, task: Task, rt: TaskRuntime) -> None:
     committed_output = await _slot_output(h, rt.conversation_id, c.call.id)
     text = INTERRUPTED.format(name=c.call.name) + note
     prefix = f"{committed_output}\n" if committed_output else ""
+    event.update(how="interrupted", reason=_why_interrupted(recorded, current, c, args, note))
     await c.finish(
         ToolResult(f"{prefix}[error] {text}", is_error=True),
         [Diagnostic("interrupted", text)],
         failed=True,
+        event=event,
     )
+
+
+def _why_interrupted(
+    recorded: object, current: str, c: _Call, args: BaseModel | str | None, note: str
+) -> str:
+    """Why a recovery reported the call interrupted instead of running it again."""
+    if c.tool is None:
+        return "the tool is no longer available"
+    if not isinstance(args, BaseModel):
+        return "its recorded arguments no longer validate"
+    if note:
+        return note.strip(" ()")
+    if recorded != current:
+        return f"its replay policy changed from {recorded} to {current}"
+    return f"replay policy {current}: it may have partly run, so it is not run again"
 
 
 # --------------------------------------------------------------------------- abort

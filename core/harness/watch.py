@@ -102,12 +102,20 @@ class Watch:
     def pending(self) -> int:
         return len(self._frames)
 
+    @property
+    def seq(self) -> int | None:
+        """The seq of the newest commit the watch has seen (its frames so far bring a
+        consumer up to it); ``None`` before any, on a storage that does not say."""
+        return self._mount.seq
+
 
 class Mount:
     """A value kept current from commit events, and the watches on it."""
 
     def __init__(self, value: JsonObject, on_empty: Callable[[Mount], None]) -> None:
         self.value = value
+        self.seq: int | None = None
+        """The newest commit seq :attr:`value` reflects (set by the harness)."""
         self._watches: list[Watch] = []
         self._on_empty = on_empty
         self._clock: Clock | None = None

@@ -46,9 +46,11 @@ from core.storage.port import (
     DocumentChange,
     DocumentCreate,
     DocumentRetire,
+    SequencedStorage,
     Storage,
     Write,
 )
+from core.telemetry import NO_TELEMETRY, Telemetry
 
 if TYPE_CHECKING:
     from core.tasks.definition import TaskDefinition
@@ -126,6 +128,8 @@ class Session:
         batch is prepared; the scheduler uses it to reserve tasks the commit made runnable
         in that same commit."""
         self.poison_listeners: list[Callable[[BaseException], None]] = []
+        self.telemetry: Telemetry = NO_TELEMETRY
+        """The host's logs and traces (see :mod:`core.telemetry`); set by the harness."""
         """Called once, synchronously, when an uncertain storage failure poisons the
         session: whoever holds waiters fails them, since nothing will ever settle them."""
         self._line = asyncio.Lock()
@@ -143,6 +147,8 @@ class Session:
     async def open(cls, storage: Storage, clock: Clock) -> Session:
         """Load the live tasks (and their conversations) from storage. Writes nothing."""
         session = cls(storage, clock)
+        if isinstance(storage, SequencedStorage):
+            session.last_seq = storage.seq
         for status in _LIVE_STATUSES:
             cursor = None
             while True:

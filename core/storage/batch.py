@@ -46,9 +46,13 @@ class BatchView(Protocol):
         """The record type that owns ``record_id``, or ``None``."""
         ...
 
-    def submission_for_request(self, conversation_id: int, request_id: str) -> int | None: ...
+    def submission_for_request(self, conversation_id: int, request_id: str) -> int | None:
+        """The id of the conversation's submission with ``request_id``, or ``None``."""
+        ...
 
-    def document_record(self, document_id: int) -> DocumentRecord | None: ...
+    def document_record(self, document_id: int) -> DocumentRecord | None:
+        """The incarnation record of ``document_id`` (alive or retired), or ``None``."""
+        ...
 
     def document_version(self, document_id: int) -> int | None:
         """The version of the newest revision of a current document."""
@@ -56,13 +60,20 @@ class BatchView(Protocol):
 
     def current_document(
         self, kind: str, scope: str, owner_id: int | None, key: str | None
-    ) -> int | None: ...
+    ) -> int | None:
+        """The id of the live incarnation at this address, or ``None``."""
+        ...
 
-    def document_state(self, document_id: int, at: int | None) -> DocumentState | None: ...
+    def document_state(self, document_id: int, at: int | None) -> DocumentState | None:
+        """The document's value at seq ``at`` (``None``: current), as
+        :meth:`~core.storage.port.Storage.document` defines it."""
+        ...
 
 
 @dataclass(slots=True)
 class Revision:
+    """One document revision row as a commit writes it."""
+
     document_id: int
     seq: int
     base: bool
@@ -73,6 +84,9 @@ class Revision:
 
 @dataclass(slots=True)
 class CommitPlan:
+    """What a batch of writes amounts to, checked and serialized, ready for an adapter to
+    apply in one transaction."""
+
     seq: int
     next_id: int
     new_ids: dict[int, str] = field(default_factory=dict)

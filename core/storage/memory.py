@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from core.errors import StorageClosed, StorageRejected
 from core.jsonvalue import JsonObject, loads
@@ -78,6 +78,11 @@ class MemoryStorage:
     def __init__(self, state: MemoryState | None = None) -> None:
         self.state = state if state is not None else MemoryState()
         self._closed = False
+
+    @property
+    def seq(self) -> int:
+        """The seq of the newest commit (0 when there is none)."""
+        return self.state.next_seq - 1
 
     # ------------------------------------------------------------------ ids and commits
 
@@ -443,3 +448,10 @@ def _page(
     items = [load(i) for i in picked[: pos.limit]]
     more = len(picked) > pos.limit
     return Page(items, next_cursor(scan, filters, pos, picked[pos.limit - 1]) if more else None)
+
+
+if TYPE_CHECKING:  # mypy proves the adapter satisfies its port
+    from core.storage.port import Storage
+
+    def _conforms(adapter: MemoryStorage) -> Storage:
+        return adapter

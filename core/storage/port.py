@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Generic, Literal, Protocol, TypeAlias, TypeVar
+from typing import Generic, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from core.jsonvalue import JsonObject, JsonValue
 from core.records import (
@@ -58,6 +58,7 @@ __all__ = [
     "DocumentRetire",
     "Order",
     "Page",
+    "SequencedStorage",
     "Storage",
     "Write",
 ]
@@ -69,6 +70,8 @@ Cursor: TypeAlias = JsonObject
 
 @dataclass(frozen=True, slots=True)
 class Page(Generic[T]):
+    """One page of a scan: its records and the cursor of the next page (``None``: last)."""
+
     items: list[T]
     next: Cursor | None
 
@@ -122,6 +125,7 @@ class DocumentChange:
 
     @property
     def is_base(self) -> bool:
+        """Whether the revision is a base (a whole value) rather than a delta."""
         return self.ops is None
 
 
@@ -147,19 +151,41 @@ conversations and entries are created once)."""
 
 
 class Storage(Protocol):
-    """Durable home of one session. See the module docstring for the contract."""
+    """Durable home of one session.
+
+    The contract shared by every method (ids, commits, failures, detachment, scans,
+    close) is in the module docstring; each method states what is its own. Reads see
+    every commit that returned before they were called.
+    """
 
     async def mint_id(self) -> int:
-        """Reserve a fresh id from the global namespace."""
+        """Reserve a fresh id from the global namespace.
+
+        Returns an id above every id ever committed and every id minted since the
+        storage was opened; it is not durable until a commit writes a record with it.
+        Raises :class:`~core.errors.StorageRejected` past :data:`MAX_ID`.
+        """
         ...
 
     async def commit(self, writes: Sequence[Write]) -> int:
-        """Apply ``writes`` atomically and return the commit's seq."""
+        """Apply ``writes`` atomically and return the commit's seq.
+
+        Every write lands or none does. On :class:`~core.errors.StorageRejected` (an id
+        owned by another record type, a rewritten conversation or entry, a document
+        conflict, a value that is not JSON) nothing was written and the storage stays
+        usable. Any other exception leaves the outcome uncertain: the caller stops
+        using this storage until it is reopened.
+        """
         ...
 
-    async def conversation(self, conversation_id: int) -> Conversation | None: ...
+    async def conversation(self, conversation_id: int) -> Conversation | None:
+        """The committed conversation with this id, or ``None`` (also for ids of other
+        record types)."""
+        ...
 
-    async def entry(self, entry_id: int) -> Entry | None: ...
+    async def entry(self, entry_id: int) -> Entry | None:
+        """The committed entry with this id, or ``None``; visibility is not checked."""
+        ...
 
     async def visible_entry(self, conversation_id: int, entry_id: int) -> Entry | None:
         """The entry if ``conversation_id`` sees it through its fork ancestry, else ``None``.
@@ -171,16 +197,28 @@ class Storage(Protocol):
     async def latest_head(
         self, conversation_id: int, at_or_before: int | None = None
     ) -> Entry | None:
-        """The newest visible head marker with id ``<= at_or_before`` (if given)."""
+        """The newest head marker visible to the conversation with id ``<= at_or_before``
+        (if given), or ``None``. Raises :class:`~core.errors.UnknownRecord` for an unknown
+        conversation."""
         ...
 
-    async def task(self, task_id: int) -> Task | None: ...
+    async def task(self, task_id: int) -> Task | None:
+        """The task as of the latest commit, or ``None``."""
+        ...
 
-    async def submission(self, submission_id: int) -> Submission | None: ...
+    async def submission(self, submission_id: int) -> Submission | None:
+        """The submission as of the latest commit, or ``None``."""
+        ...
 
     async def submission_by_request(
         self, conversation_id: int, request_id: str
-    ) -> Submission | None: ...
+    ) -> Submission | None:
+        """The submission a conversation accepted under ``request_id``, or ``None``.
+
+        A request id is unique per conversation: a commit that would give a second
+        submission of the conversation the same request id is rejected.
+        """
+        ...
 
     async def document(self, document_id: int, at: int | None = None) -> DocumentState | None:
         """The document's value at seq ``at`` (``None``: current).
@@ -241,7 +279,9 @@ class Storage(Protocol):
         order: Order | None = None,
         limit: int = 100,
         cursor: Cursor | None = None,
-    ) -> Page[Task]: ...
+    ) -> Page[Task]:
+        """Tasks matching every given filter, ascending by id by default."""
+        ...
 
     async def scan_submissions(
         self,
@@ -251,7 +291,9 @@ class Storage(Protocol):
         order: Order | None = None,
         limit: int = 100,
         cursor: Cursor | None = None,
-    ) -> Page[Submission]: ...
+    ) -> Page[Submission]:
+        """Submissions matching every given filter, ascending by id by default."""
+        ...
 
     async def scan_documents(
         self,
@@ -269,4 +311,16 @@ class Storage(Protocol):
 
     async def close(self) -> None:
         """Release resources. Idempotent; every later call raises ``StorageClosed``."""
+        ...
+
+
+@runtime_checkable
+class SequencedStorage(Protocol):
+    """A storage that can tell the seq of its newest commit without a commit. Optional:
+    the session starts its ``last_seq`` from it, so a view read before this process's
+    first commit still says which commit it is current as of (watch cursors)."""
+
+    @property
+    def seq(self) -> int:
+        """The seq of the newest commit (0 when there is none)."""
         ...

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from core.tasks.definition import TaskDefinition
 
@@ -18,9 +18,14 @@ class TaskSource(Protocol):
     the agent harness implements the same protocol.
     """
 
-    def task(self, name: str) -> TaskDefinition | None: ...
+    def task(self, name: str) -> TaskDefinition | None:
+        """The current definition of task kind ``name``, or ``None`` when unknown."""
+        ...
 
-    def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]: ...
+    def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener()`` after every change of any definition; returns a function
+        that unsubscribes (idempotent). Listeners must not raise."""
+        ...
 
 
 class TaskRegistry:
@@ -33,10 +38,12 @@ class TaskRegistry:
             self._definitions[d.name] = d
 
     def task(self, name: str) -> TaskDefinition | None:
+        """The definition named ``name``, or ``None``."""
         return self._definitions.get(name)
 
     @property
     def definitions(self) -> Mapping[str, TaskDefinition]:
+        """A snapshot of every definition by name."""
         return dict(self._definitions)
 
     def install(self, definition: TaskDefinition) -> None:
@@ -45,10 +52,12 @@ class TaskRegistry:
         self._changed()
 
     def uninstall(self, name: str) -> None:
+        """Remove the definition named ``name``; unknown names are ignored."""
         if self._definitions.pop(name, None) is not None:
             self._changed()
 
     def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """See :meth:`TaskSource.subscribe`."""
         self._listeners.append(listener)
 
         def unsubscribe() -> None:
@@ -60,3 +69,9 @@ class TaskRegistry:
     def _changed(self) -> None:
         for listener in list(self._listeners):
             listener()
+
+
+if TYPE_CHECKING:  # mypy proves the adapter satisfies its port
+
+    def _conforms(adapter: TaskRegistry) -> TaskSource:
+        return adapter

@@ -124,6 +124,9 @@ class Scheduler:
         self.clock = clock
         self.report = report or session.report
         self.settle_hooks: list[SettleHook] = []
+        self.reconcile_hooks: list[Callable[[Tx, list[Task]], Awaitable[None]]] = []
+        """Run inside the open-time reconciliation commit with the tasks a crash left
+        ``running`` (the harness notes what it is about to recover)."""
         self.host: Any = None
         """What task code reaches through ``TaskRuntime.host`` (the harness sets itself)."""
         self.closing = False
@@ -152,9 +155,12 @@ class Scheduler:
         await self._prefetch_outcomes()
 
         async def reconcile(tx: Tx) -> None:
-            for task in list(self.session.tasks.values()):
-                if isinstance(task.state, Running):
-                    await tx.put_task(task.evolve(state=Pending(task.state.checkpoint)))
+            interrupted = [t for t in self.session.tasks.values() if isinstance(t.state, Running)]
+            for hook in self.reconcile_hooks:  # before the writes: a hook may read tables
+                await hook(tx, interrupted)
+            for task in interrupted:
+                assert isinstance(task.state, Running)
+                await tx.put_task(task.evolve(state=Pending(task.state.checkpoint)))
             await self._derive(tx)
 
         await self.session.commit(reconcile)
@@ -436,7 +442,15 @@ class Scheduler:
                 if handler is None:
                     raise LookupError(f"task {task.kind} has no phase {phase!r}")
                 ensure_outside_commit(f"phase {phase} of task {task.id}")
-                await handler(task, inv.runtime)
+                attributes: dict[str, str | int | float | bool] = {
+                    "perdure.task.id": task.id,
+                    "perdure.task.kind": task.kind,
+                }
+                if task.owner is not None:
+                    attributes["perdure.task.owner"] = task.owner
+                span = self.session.telemetry.span(f"{task.kind} {phase}", attributes)
+                with span:
+                    await handler(task, inv.runtime)
             except asyncio.CancelledError as e:
                 current = asyncio.current_task()
                 if current is not None and current.cancelling():

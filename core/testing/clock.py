@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 __all__ = ["VirtualClock"]
 
@@ -66,3 +67,10 @@ class VirtualClock:
         while self._timers and self._timers[0].cancelled:
             heapq.heappop(self._timers)
         return self._timers[0].when if self._timers else None
+
+
+if TYPE_CHECKING:  # mypy proves the adapter satisfies its port
+    from core.clock import Clock
+
+    def _conforms(adapter: VirtualClock) -> Clock:
+        return adapter

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from core.errors import StorageClosed, StorageError, StorageRejected
 from core.records import (
@@ -247,3 +247,8 @@ _STORAGE_CALLS = frozenset(
     # close() still works after a crash: it stands in for the OS releasing the file.
     if not name.startswith("_") and name not in ("inner", "close")
 )
+
+if TYPE_CHECKING:  # mypy proves the adapter satisfies its port
+
+    def _conforms(adapter: DelegatingStorage) -> Storage:
+        return adapter

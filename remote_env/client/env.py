@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import httpx
+from opentelemetry import propagate, trace
 from pydantic import ValidationError
 
 from core.env import (
@@ -50,12 +52,21 @@ from remote_env.client.retry import RetryPolicy
 from remote_env.client.sse import parse_sse
 from remote_env.protocol import ErrorBody, InfoResponse, OpRecord, OutputChunk
 
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
 __all__ = ["RemoteEnv"]
 
 _RETRY_STATUSES = frozenset({502, 503, 504})
 # An op that keeps vanishing between submit and wait is refused for good after this many
 # re-submissions (each one is answered by the server's own refusal).
 _MAX_RESUBMITS = 3
+_OP_PATH = re.compile(r"/v1/ops/[^/?]+")
+
+
+def _route(url: str) -> str:
+    """A span name's path: op ids vary per call, so they are left out."""
+    return _OP_PATH.sub("/v1/ops/{id}", url.split("?", 1)[0])
 
 
 class RemoteEnv:
@@ -83,6 +94,7 @@ class RemoteEnv:
         retry: RetryPolicy | None = None,
         long_poll_s: float = 25.0,
         connect_timeout_s: float = 5.0,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         if not 0 <= long_poll_s <= 60:
             raise ValueError("long_poll_s must be within 0..60")
@@ -99,6 +111,8 @@ class RemoteEnv:
         self._http = httpx.AsyncClient(
             base_url=base_url.rstrip("/"), transport=transport, timeout=self._timeout
         )
+        # The global provider unless told otherwise (a no-op until a host configures one).
+        self._tracer = trace.get_tracer("perdure.remote_env", tracer_provider=tracer_provider)
 
     async def __aenter__(self) -> RemoteEnv:
         return self
@@ -119,7 +133,9 @@ class RemoteEnv:
 
     def _headers(self) -> dict[str, str]:
         token = self._token() if callable(self._token) else self._token
-        return {"Authorization": f"Bearer {token}"}
+        headers = {"Authorization": f"Bearer {token}"}
+        propagate.inject(headers)  # traceparent: the sandbox server continues the trace
+        return headers
 
     async def _request(
         self,
@@ -136,6 +152,22 @@ class RemoteEnv:
             EnvUnavailable: the server stayed unreachable (or kept answering 502/503/504).
             EnvError: any other refusal, mapped from the error body.
         """
+        with self._tracer.start_as_current_span(
+            f"sandbox {method} {_route(url)}", kind=trace.SpanKind.CLIENT
+        ) as span:
+            response = await self._send(method, url, json=json, params=params, allow=allow)
+            span.set_attribute("http.response.status_code", response.status_code)
+            return response
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any,
+        params: Mapping[str, Any] | None,
+        allow: frozenset[int],
+    ) -> httpx.Response:
         delays = self._retry.delays()
         while True:
             try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -16,6 +17,10 @@ from remote_env.server.errors import Rejected
 from remote_env.server.routes import router
 from remote_env.server.service import SandboxService
 from remote_env.server.settings import ServerSettings
+from remote_env.server.tracing import TraceRequests
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 __all__ = ["create_app"]
 
@@ -67,7 +72,9 @@ async def _on_crash(request: Request, exc: Exception) -> JSONResponse:
     return _error(500, "internal", "internal server error")
 
 
-def create_app(settings: ServerSettings) -> FastAPI:
+def create_app(
+    settings: ServerSettings, *, tracer_provider: TracerProvider | None = None
+) -> FastAPI:
     """Build the sandbox server app.
 
     The app's lifespan starts a :class:`SandboxService` (op log, recovery, retention) and
@@ -97,4 +104,6 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, _on_http)
     app.add_exception_handler(Exception, _on_crash)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Outermost: the span covers the whole request, refusals included.
+    app.add_middleware(TraceRequests, tracer_provider=tracer_provider)
     return app

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
@@ -28,21 +30,52 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]"), port
 
 
-def resolve_secret(root: Path, secret_file: Path | None) -> bytes:
-    """The secret from ``secret_file``; without one, ``<root>/.perdure/secret`` (created once)."""
-    if secret_file is not None:
-        return load_secret(secret_file)
-    state = root / ".perdure"
-    state.mkdir(parents=True, exist_ok=True, mode=0o700)
-    default = state / "secret"
+def resolve_secret(
+    root: Path, secret_file: Path | None, say: Callable[[str], None] | None = None
+) -> bytes:
+    """The secret from ``secret_file`` (default ``<root>/.perdure/secret``); a file that
+    does not exist yet is created (mode 0600) with a fresh secret, and ``say`` is told
+    where, so the actor host can be pointed at it."""
+    if secret_file is None:
+        state = root / ".perdure"
+        state.mkdir(parents=True, exist_ok=True, mode=0o700)
+        secret_file = state / "secret"
     try:
-        return load_secret(default)
+        return load_secret(secret_file)
     except FileNotFoundError:
-        return write_new_secret(default)
+        secret_file.parent.mkdir(parents=True, exist_ok=True)
+        secret = write_new_secret(secret_file)
+        if say is not None:
+            say(
+                f"perdure sandbox: wrote a new token secret to {secret_file} "
+                f"(perdure dev --sandbox-secret {secret_file})"
+            )
+        return secret
 
 
-def serve(settings: ServerSettings, host: str, port: int, *, log_level: str = "warning") -> None:
-    """Serve until interrupted (SIGINT/SIGTERM shut down gracefully)."""
+class _Server(uvicorn.Server):
+    """uvicorn's server, saying when it is ready to take requests."""
+
+    def __init__(self, config: uvicorn.Config, ready: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self._ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started and self._ready is not None:
+            self._ready()
+
+
+def serve(
+    settings: ServerSettings,
+    host: str,
+    port: int,
+    *,
+    log_level: str = "warning",
+    say: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until interrupted (SIGINT/SIGTERM shut down gracefully); ``say`` hears a
+    line once the server listens."""
     config = uvicorn.Config(
         create_app(settings),
         host=host,
@@ -53,4 +86,10 @@ def serve(settings: ServerSettings, host: str, port: int, *, log_level: str = "w
         server_header=False,
         timeout_graceful_shutdown=10,
     )
-    uvicorn.Server(config).run()
+    shown = f"[{host}]" if ":" in host else host
+
+    def ready() -> None:
+        if say is not None:
+            say(f"perdure sandbox: ready at http://{shown}:{port} (workspaces in {settings.root})")
+
+    _Server(config, ready).run()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from core.clock import TimerHandle
 
@@ -30,3 +31,10 @@ class SystemClock:
     def call_at(self, when: int, callback: Callable[[], None]) -> TimerHandle:
         delay = max(0.0, (when - self.now()) / 1000)
         return asyncio.get_running_loop().call_later(delay, callback)
+
+
+if TYPE_CHECKING:  # mypy proves the adapter satisfies its port
+    from core.clock import Clock
+
+    def _conforms(adapter: SystemClock) -> Clock:
+        return adapter

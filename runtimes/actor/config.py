@@ -9,8 +9,9 @@ from typing import TypeAlias
 
 from core import JsonObject
 from core.harness import EnvFactory, Extension, HarnessSettings, Models
+from core.telemetry import Telemetry
 
-__all__ = ["ActorConfig", "ActorEnvProvider", "HostObserver", "Reporter"]
+__all__ = ["ActorConfig", "ActorEnvProvider", "ActorTelemetry", "HostObserver", "Reporter"]
 
 ActorEnvProvider: TypeAlias = Callable[[str], AbstractAsyncContextManager[EnvFactory | None]]
 """``provider(actor)``: an async context manager entered when the actor is activated and
@@ -22,6 +23,10 @@ HostObserver: TypeAlias = Callable[[str, str, int | None], None]
 """``observe(actor, event, wake_at)``: ``"activated"`` when an actor is opened and running,
 ``"evicted"`` when it is parked (``wake_at``: its next durable deadline, which the host
 keeps, or ``None``). For logs and demos; it must be cheap and must not raise."""
+
+ActorTelemetry: TypeAlias = Callable[[str], Telemetry]
+"""``telemetry(actor)``: the :class:`core.telemetry.Telemetry` port of that actor's harness
+(its logs and spans; see ``runtimes/observe``)."""
 
 Reporter: TypeAlias = Callable[[str, BaseException], None]
 """``report(actor, error)``: an error no request can receive (a task fault, a failed wake)."""
@@ -36,7 +41,8 @@ class ActorConfig:
     the host's actors, so replacing one in the registry replaces it everywhere at once.
     ``env`` provides each actor's execution environment. ``default_agent`` is the agent
     document of a root conversation the API creates. ``report`` hears errors no request
-    can receive (default: logged); ``observe`` hears actors being activated and parked.
+    can receive (default: logged); ``observe`` hears actors being activated and parked;
+    ``telemetry`` gives each actor's harness its logs and traces (default: none).
     """
 
     models: Models
@@ -46,3 +52,4 @@ class ActorConfig:
     default_agent: JsonObject = field(default_factory=dict)
     report: Reporter | None = None
     observe: HostObserver | None = None
+    telemetry: ActorTelemetry | None = None

@@ -26,7 +26,12 @@ class UnknownActor(HostError, LookupError):
 
 class ActorLocked(HostError):
     """Another writer holds the actor (a file lock, a lease): one writer per actor
-    (invariant 14)."""
+    (invariant 14). ``retry_after_s``: when a retry may find it free (the API's
+    ``Retry-After``)."""
+
+    def __init__(self, message: str = "", *, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = max(1, retry_after_s)
 
 
 class HostClosed(HostError):

@@ -32,6 +32,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from core import Clock, Storage, TimerHandle
 from core.harness import Harness, Registry
+from core.telemetry import NO_TELEMETRY
 from runtimes.actor.config import ActorConfig, Reporter
 from runtimes.actor.errors import HostClosed, ListingUnsupported, UnknownActor
 from runtimes.actor.ids import check_actor_id
@@ -156,6 +157,7 @@ class OpenActor:
                 clock=clock,
                 settings=config.settings,
                 report=report_error,
+                telemetry=NO_TELEMETRY if config.telemetry is None else config.telemetry(name),
             )
         except BaseException:
             try:

@@ -31,7 +31,8 @@ from typing import Any, Protocol, cast
 import httpx
 from pydantic import BaseModel
 
-from core import Clock, JsonObject
+from core import Clock, JsonObject, JsonValue
+from core.docops import apply_ops
 from core.env import ExecResult, ExecutionEnv, OpRef, OpStatus
 from core.faux import FauxModel, FauxState, faux_message, faux_tool_call
 from core.harness import (
@@ -62,6 +63,7 @@ __all__ = [
     "KitTools",
     "MemoryTarget",
     "check_bad_input_writes_nothing",
+    "check_deltas_long_poll",
     "check_evicted_mid_tools_resumes",
     "check_idle_park_keeps_next_wake",
     "check_killed_mid_tools_resumes",
@@ -589,6 +591,96 @@ async def check_second_writer_is_refused(target: KitTarget) -> None:
         await first.close()
 
 
+async def _delta_poll(
+    client: httpx.AsyncClient, actor: str, after: int | None, wait: float = 0
+) -> dict[str, Any]:
+    params: dict[str, Any] = {"wait": wait}
+    if after is not None:
+        params["after"] = after
+    r = await _bounded(client.get(f"/v1/actors/{actor}/conversations/1/deltas", params=params))
+    assert r.status_code == 200, (r.status_code, r.text)
+    page: dict[str, Any] = r.json()
+    return page
+
+
+async def check_deltas_long_poll(target: KitTarget) -> None:
+    """The watch as a long poll: the view and a cursor, then the deltas committed after
+    the cursor (waited for), applying to exactly the committed view; a cursor that is
+    not covered gets one ``replace`` with the current view; bad parameters are a 4xx."""
+    clock = VirtualClock()
+    async with _serving(target.host(kit_config(), clock)) as client:
+        first = await _submit(client, "kit-d", _hello)
+        await _settled(client, "kit-d", first["id"])
+        page = await _delta_poll(client, "kit-d", None)
+        [frame] = page["frames"]
+        assert frame["type"] == "view" and frame["seq"] == page["next"], page
+        view: JsonValue = frame["value"]
+        assert view == (await client.get("/v1/actors/kit-d/conversations/1/view")).json()
+        cursor = page["next"]
+        assert isinstance(cursor, int) and cursor > 0, page
+        quiet = await _delta_poll(client, "kit-d", cursor, wait=0.05)
+        assert quiet == {"frames": [], "next": cursor}, quiet
+
+        async def ticking() -> None:
+            # The virtual clock paces watch wake-ups: let it move while the poll waits.
+            while True:
+                await asyncio.sleep(0.005)
+                clock.advance(50)
+
+        # A poll waiting at the cursor is answered by the next commit.
+        waiting = asyncio.ensure_future(_delta_poll(client, "kit-d", cursor, wait=10))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        ticker = asyncio.ensure_future(ticking())
+        try:
+            second = await _submit(client, "kit-d", {"type": "input", "content": "tools"})
+            seen: list[int] = []
+            page = await waiting
+            while True:
+                assert page["frames"], page
+                for frame in page["frames"]:
+                    assert frame["type"] == "delta" and frame["seq"] > cursor, frame
+                    view = apply_ops(view, frame["ops"])
+                    seen.append(frame["seq"])
+                cursor = page["next"]
+                assert cursor == seen[-1], page
+                state = (await client.get(f"/v1/actors/kit-d/submissions/{second['id']}")).json()
+                if (
+                    state["status"] == "done"
+                    and view == (await client.get("/v1/actors/kit-d/conversations/1/view")).json()
+                ):
+                    break
+                page = await _delta_poll(client, "kit-d", cursor, wait=10)
+        finally:
+            ticker.cancel()
+            await asyncio.gather(ticker, return_exceptions=True)
+        assert len(seen) >= 3 and seen == sorted(set(seen)), seen
+        # A client behind the retained frames (or ahead: a cursor from elsewhere) gets
+        # the current view whole.
+        current = (await client.get("/v1/actors/kit-d/conversations/1/view")).json()
+        for stale in (0, cursor + 1000):
+            page = await _delta_poll(client, "kit-d", stale, wait=5)
+            [frame] = page["frames"]
+            assert frame["type"] == "replace" and frame["value"] == current, page
+            assert page["next"] == frame["seq"] >= cursor, page
+        before = target.digest("kit-d")
+        for params in (
+            {"after": -1},
+            {"after": "x"},
+            {"wait": -1},
+            {"wait": "nan"},
+            {"wait": "soon"},
+            {"after": 2**63},
+        ):
+            r = await client.get("/v1/actors/kit-d/conversations/1/deltas", params=params)
+            assert r.status_code == 422 and r.json()["error"]["code"] == "invalid", (params, r.text)
+        r = await client.get("/v1/actors/kit-d/conversations/99/deltas")
+        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", r.text
+        r = await client.get("/v1/actors/kit-nobody/conversations/1/deltas")
+        assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_actor", r.text
+        assert target.digest("kit-d") == before and not target.exists("kit-nobody")
+
+
 HOST_CHECKS: list[Callable[[KitTarget], Awaitable[None]]] = [
     check_submit_tool_answer,
     check_request_id_dedupes_across_reopen,
@@ -598,5 +690,6 @@ HOST_CHECKS: list[Callable[[KitTarget], Awaitable[None]]] = [
     check_idle_park_keeps_next_wake,
     check_bad_input_writes_nothing,
     check_second_writer_is_refused,
+    check_deltas_long_poll,
 ]
 """Every check, for a host's test suite to parametrize over."""

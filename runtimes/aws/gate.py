@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import StorageCorrupt, StorageRejected
 from core.jsonvalue import JsonObject
@@ -39,7 +39,7 @@ from runtimes.aws.lease import Lease
 from runtimes.aws.log import encode_log_record
 from runtimes.aws.resources import AwsResources, call, error_code
 
-__all__ = ["DEFAULT_SNAPSHOT_EVERY", "DynamoCommitGate", "GateStats"]
+__all__ = ["DEFAULT_SNAPSHOT_EVERY", "DynamoCommitGate", "GateStats", "item_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class GateStats:
 _HEAD_ESTIMATE: dict[str, Any] = {"head": {"B": b"x" * 200}}
 
 
-def _item_bytes(item: dict[str, Any]) -> int:
+def item_bytes(item: dict[str, Any]) -> int:
     """DynamoDB's item size: attribute names plus values (numbers counted as text)."""
     size = 0
     for name, value in item.items():
@@ -168,7 +168,7 @@ class DynamoCommitGate:
         self.stats.log_items += len(record.items)
         self.stats.log_bytes += record.size
         self.stats.write_units += 2 * sum(
-            -(-_item_bytes(item) // 1024) for item in [_HEAD_ESTIMATE, *record.items]
+            -(-item_bytes(item) // 1024) for item in [_HEAD_ESTIMATE, *record.items]
         )
 
     async def _snapshot(self, seq: int) -> None:
@@ -191,3 +191,10 @@ class DynamoCommitGate:
             await call(self.resources.s3.delete_object, Bucket=self.resources.bucket, Key=key)
         except Exception as e:
             log.warning("could not delete unreferenced s3 object %s: %r", key, e)
+
+
+if TYPE_CHECKING:  # mypy proves the adapter satisfies its port
+    from core.storage.sqlite import CommitGate
+
+    def _conforms(adapter: DynamoCommitGate) -> CommitGate:
+        return adapter

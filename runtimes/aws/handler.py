@@ -11,9 +11,11 @@ Every invocation is one lease owner (its request id) on a fresh :class:`AwsHost`
   schedule): opens the actor and lets whatever is due within the Scheduler's one-minute
   precision run, then parks it. Idempotent: the deadlines live in the actor's state, so
   a duplicated delivery only looks.
+* **sweep** (``{"perdure": "sweep"}``, from the template's rate schedule): wakes the
+  actors whose park could not arm their schedule (:mod:`runtimes.aws.pending`).
 * **request** (``{"perdure": "request", "method", "path", "body"}``, a direct
   ``lambda:Invoke`` — IAM-authorised, so the handler adds the API token itself): served
-  by the same app, answered ``{"status", "body"}``.
+  by the same app, answered ``{"status", "body"}`` (plus ``retry_after`` with a 423).
 
 A submission (HTTP or direct) refused because another invocation holds the actor's
 lease goes to the actor's mailbox (:mod:`runtimes.aws.mailbox`) and is answered
@@ -35,6 +37,7 @@ environment on first use (``PERDURE_FUNCTION``: ``module:factory`` returning
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import json
 import logging
@@ -53,7 +56,9 @@ from mangum.protocols import HTTPCycle
 from mangum.types import LambdaContext as MangumContext
 
 from core import Clock
+from core.errors import SessionPoisoned
 from runtimes.actor.api import ApiConfig, create_app
+from runtimes.actor.api.app import rebind_app
 from runtimes.actor.api.errors import error_body
 from runtimes.actor.config import ActorConfig
 from runtimes.actor.errors import ActorLocked, InvalidActorId
@@ -62,6 +67,7 @@ from runtimes.aws.alarms import WAKE_EVENT, WakeSchedule
 from runtimes.aws.host import AwsActorStore, AwsHost
 from runtimes.aws.lease import DEFAULT_LEASE_MS
 from runtimes.aws.mailbox import Mailbox
+from runtimes.aws.pending import PendingWakes, arm_durably
 from runtimes.aws.resources import AwsResources
 from runtimes.local.clock import SystemClock
 
@@ -73,6 +79,7 @@ DUE_WINDOW_MS = 60_000
 """The Scheduler's precision: a wake finds deadlines up to this far ahead due."""
 
 REQUEST_EVENT = "request"
+SWEEP_EVENT = "sweep"
 
 _SUBMISSIONS = re.compile(r"/v1/actors/([A-Za-z0-9_-]{1,64})/submissions")
 _DRAIN_ROUNDS = 10  # drain, settle, drain again: mail that arrives meanwhile is taken too
@@ -125,11 +132,20 @@ class ActorFunction:
 
     def __init__(self, settings: FunctionSettings) -> None:
         self.settings = settings
+        self._served: FastAPI | None = None
+        self._serving = 0  # invocations in flight on this object
 
     def __call__(self, event: Any, context: LambdaContext) -> dict[str, Any]:
         return asyncio.run(self.invoke(event, context))
 
     async def invoke(self, event: Any, context: LambdaContext) -> dict[str, Any]:
+        self._serving += 1
+        try:
+            return await self._dispatch(event, context)
+        finally:
+            self._serving -= 1
+
+    async def _dispatch(self, event: Any, context: LambdaContext) -> dict[str, Any]:
         if not isinstance(event, dict):
             return _refusal(400, "bad_event", "the event is not a JSON object")
         kind = event.get("perdure")
@@ -139,13 +155,15 @@ class ActorFunction:
             return await self._wake(event, context)
         if kind == REQUEST_EVENT:
             return await self._request(event, context)
+        if kind == SWEEP_EVENT:
+            return await self._sweep(context)
         return _direct_refusal(400, "bad_event", f"unknown event kind {kind!r}")
 
     # ------------------------------------------------------------------ events
 
     async def _http(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         host = self._host(context)
-        app = create_app(host, self.settings.api)
+        app = self._app(host, context)
         adapter = Mangum(app, lifespan="off")
         try:
             # Mangum only passes the context on, in the scope (its protocol names more).
@@ -170,7 +188,7 @@ class ActorFunction:
         if not isinstance(method, str) or not isinstance(path, str) or not path.startswith("/"):
             return _direct_refusal(400, "bad_event", "a request needs a method and a /path")
         host = self._host(context)
-        app = create_app(host, self.settings.api)
+        app = self._app(host, context)
         transport = httpx.ASGITransport(app=app)
         headers = {"authorization": f"Bearer {self.settings.api.token}"}
         async with (
@@ -188,7 +206,10 @@ class ActorFunction:
             answer: Any = r.json()
         except ValueError:
             answer = r.text
-        return {"status": r.status_code, "body": answer}
+        out = {"status": r.status_code, "body": answer}
+        if "retry-after" in r.headers:  # a 423: the lease is held elsewhere
+            out["retry_after"] = r.headers["retry-after"]
+        return out
 
     async def _wake(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         try:
@@ -196,7 +217,7 @@ class ActorFunction:
         except InvalidActorId as e:
             return _direct_refusal(400, "invalid_actor", str(e))
         host = self._host(context)
-        async with self._invocation(host, create_app(host, self.settings.api), context):
+        async with self._invocation(host, self._app(host, context), context):
             try:
                 opened = await host.wake(actor)
             except ActorLocked:
@@ -205,6 +226,19 @@ class ActorFunction:
             if opened:
                 await self._run_due(host, actor, context)
         return {"status": "woken" if opened else "unknown", "actor": actor}
+
+    async def _sweep(self, context: LambdaContext) -> dict[str, Any]:
+        """Wake every actor whose park could not arm its schedule (the wake's own park
+        arms it); a record goes once its actor was woken without recording a new one."""
+        pending = PendingWakes(self.settings.resources)
+        woken: list[str] = []
+        for wake in await pending.listed():
+            if self._budget_s(context) <= 0:
+                break  # the next sweep takes the rest
+            out = await self._wake({"actor": wake.actor}, context)
+            if out["status"] in ("woken", "unknown") and await pending.clear(wake):
+                woken.append(wake.actor)
+        return {"status": "swept", "woken": woken}
 
     # ------------------------------------------------------------------ the invocation
 
@@ -266,7 +300,7 @@ class ActorFunction:
         await Mailbox(self.settings.resources).post(actor, body, request_id=request_id, now=now)
         if self.settings.alarms is not None:
             # If the holder released before it saw this mail, this wake drains it.
-            await self.settings.alarms.arm(actor, now)
+            await arm_durably(self.settings.alarms, self.settings.resources, actor, now, now)
         return {"status": "mailed", "actor": actor, "request_id": request_id}
 
     async def _drain(self, host: AwsHost, app: FastAPI) -> int:
@@ -296,7 +330,26 @@ class ActorFunction:
         mailbox = Mailbox(self.settings.resources)
         for name in sorted(actors):
             if await mailbox.pending(name):
-                await self.settings.alarms.arm(name, self.settings.clock.now())
+                now = self.settings.clock.now()
+                await arm_durably(self.settings.alarms, self.settings.resources, name, now, now)
+
+    def _app(self, host: AwsHost, context: LambdaContext) -> FastAPI:
+        """The container's app, bound to this invocation's host (invocations of one
+        container run one at a time; building an app per invocation cost more than
+        serving it)."""
+        if self._serving > 1:  # overlapping invocations (tests, not Lambda): one each
+            return create_app(host, self._api(context))
+        if self._served is None:
+            self._served = create_app(host, self._api(context))
+        else:
+            rebind_app(self._served, host, self._api(context))
+        return self._served
+
+    def _api(self, context: LambdaContext) -> ApiConfig:
+        """The API for this invocation: a long poll (submission or deltas) waits no longer
+        than the time left before the reserve, so it answers before Lambda's deadline."""
+        api = self.settings.api
+        return dataclasses.replace(api, max_wait_s=min(api.max_wait_s, self._budget_s(context)))
 
     def _budget_s(self, context: LambdaContext) -> float:
         return max(0.0, (context.get_remaining_time_in_millis() - self.settings.reserve_ms) / 1000)
@@ -311,6 +364,11 @@ class ActorFunction:
             except TimeoutError:
                 # Out of time: parked with work left, it must come back at once.
                 host.unfinished.add(name)
+            except SessionPoisoned as e:
+                # A commit failed — fenced off (another invocation took the lease while
+                # this one was paused) or uncertain. What was answered stays answered;
+                # the actor's work is the next holder's, rebuilt from what is durable.
+                _log.warning("actor %s stopped: %s", name, e)
 
     async def _run_due(self, host: AwsHost, actor: str, context: LambdaContext) -> None:
         """Let every deadline due within :data:`DUE_WINDOW_MS` pass in this invocation."""

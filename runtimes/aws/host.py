@@ -4,7 +4,8 @@ One :class:`AwsHost` lives for one Lambda invocation (one lease ``owner``, the r
 id). Opening an actor takes its lease and opens its working copy
 (:func:`~runtimes.aws.replica.open_actor_replica`); parking arms the actor's one-time
 schedule to ``next_wake()`` *before* the lease is released, so a parked actor is always
-either leased or scheduled.
+either leased or scheduled — or, while the Scheduler refuses, recorded as a pending wake
+that the sweep re-arms (:mod:`runtimes.aws.pending`).
 
 An actor exists once its head has a commit (``seq > 0``). A first request that fails
 before committing leaves only a head at seq 0 (its lease and epoch — never deleted, so
@@ -27,10 +28,15 @@ from runtimes.aws.alarms import WakeSchedule
 from runtimes.aws.errors import LeaseHeld
 from runtimes.aws.keys import ActorKeys
 from runtimes.aws.lease import DEFAULT_LEASE_MS
+from runtimes.aws.pending import arm_durably
 from runtimes.aws.replica import ActorReplica, discard_working_copy, open_actor_replica
 from runtimes.aws.resources import AwsResources, call
 
-__all__ = ["AwsActorStore", "AwsHost"]
+__all__ = ["RETRY_AFTER_CAP_S", "AwsActorStore", "AwsHost"]
+
+
+RETRY_AFTER_CAP_S = 2
+"""The longest ``Retry-After`` a request refused by another invocation's lease gets."""
 
 
 @dataclass
@@ -84,8 +90,16 @@ class AwsActorStore:
                 lease_ms=self.lease_ms,
             )
         except LeaseHeld as e:
-            raise ActorLocked(str(e)) from e
+            raise ActorLocked(str(e), retry_after_s=self._retry_after_s(e)) from e
         return _ReplicaLease(self, replica, fresh=replica.storage.seq == 0)
+
+    def _retry_after_s(self, held: LeaseHeld) -> int:
+        # A holder releases at the end of its invocation, mostly long before its lease
+        # would expire: come back soon, and never later than the expiry.
+        if held.expires_at is None:
+            return 1
+        left_s = -(-(held.expires_at - self.lease_now()) // 1000)
+        return int(min(RETRY_AFTER_CAP_S, max(1, left_s)))
 
     def exists(self, name: str) -> bool:
         """Blocking read of the head (the API never calls it; tests and tools do)."""
@@ -125,14 +139,22 @@ class AwsHost(ActorPool):
         self._parked: set[str] = set()  # for :attr:`wakes`
         self.unfinished: set[str] = set()
         """Actors whose work did not settle in the invocation: parked with a wake now."""
+        self.pending_wakes: set[str] = set()
+        """Actors parked without a schedule (the Scheduler refused): left to the sweep."""
 
     async def park(self, entry: OpenActor) -> int | None:
         # The schedule is armed while the lease is still held: a crash after it leaves
         # a schedule that wakes the actor; arming after the release could lose the wake.
         if self.alarms is not None:
             wake = self.clock.now() if entry.name in self.unfinished else entry.wake_at()
-            await self.alarms.arm(entry.name, wake)
+            await self._arm(entry.name, wake)
         return await super().park(entry)
+
+    async def _arm(self, name: str, wake: int | None) -> None:
+        assert self.alarms is not None
+        resources = self.aws_store.resources
+        if not await arm_durably(self.alarms, resources, name, wake, self.clock.now()):
+            self.pending_wakes.add(name)
 
     async def park_all(self) -> None:
         for name in sorted(self.active):

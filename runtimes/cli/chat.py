@@ -29,8 +29,10 @@ import json
 import os
 import signal
 import threading
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, cast
 
 import httpx
@@ -38,11 +40,15 @@ from rich.console import Console
 from rich.text import Text
 
 from core.docops import InvalidOp, apply_ops
+from core.harness.events import summarize_recovery
 from core.jsonvalue import JsonObject, JsonValue
+from core.times import iso_time
 from remote_env.client.sse import parse_sse
+from runtimes.observe.logs import describe_event
 
 __all__ = ["ChatOptions", "Screen", "Transcript", "chat_main", "run_chat", "sse_events"]
 
+_SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 HISTORY = 10  # entries of the existing conversation shown when the chat starts
 RESULT_LINES = 3  # lines of a tool result shown
 ARGS_CHARS = 120  # characters of a tool call's arguments shown
@@ -90,9 +96,28 @@ class Screen:
         self.midline = False
         self.writes = 0  # counts output, so a caller can tell whether something was shown
         self.prompted = False  # the prompt is the last thing on screen
+        self._status = False  # a status line is on screen
+
+    def status(self, text: str | None) -> None:
+        """A transient status line (terminals only), rewritten in place and erased before
+        any other output; shown only at the start of an empty line."""
+        if not self.console.is_terminal or (text and (self.midline or self.prompted)):
+            return
+        if text is None:
+            self._erase()
+            return
+        self.console.file.write("\r\x1b[K" + text)
+        self.console.file.flush()
+        self._status = True
+
+    def _erase(self) -> None:
+        if self._status:
+            self.console.file.write("\r\x1b[K")
+            self._status = False
 
     def write(self, text: str, style: str | None = None) -> None:
         if text:
+            self._erase()
             self.console.print(Text(text, style=style or ""), end="")
             self.midline = not text.endswith("\n")
             self.writes += 1
@@ -100,6 +125,7 @@ class Screen:
 
     def typed(self) -> None:
         """The user ended a line (the terminal echoed it and its Enter)."""
+        self._status = False  # the echoed line overwrote it
         self.midline = self.prompted = False
         self.writes += 1
 
@@ -162,6 +188,80 @@ class _Stream:
     mark: int = -1
 
 
+def data_of(entry: JsonObject) -> JsonObject:
+    return _obj(entry.get("data"))
+
+
+@dataclass
+class _Events:
+    """Shows the conversation's harness events (``docs.events``, see
+    :mod:`core.harness.events`) once each, as ``[...]`` lines.
+
+    The tool recoveries that follow a restart land in separate commits; they are held
+    and shown as one line — ``[recovered after restart: search reran, book_seat
+    recovered from the sandbox]`` — once every tool the restart named has reported (or
+    anything else is shown first)."""
+
+    seen: int = 0
+    held: list[JsonObject] = field(default_factory=list)
+    waiting_for: set[int] = field(default_factory=set)
+
+    def show(self, screen: Screen, doc: JsonObject, *, first: bool) -> None:
+        items = [e for e in _list(doc.get("items")) if isinstance(e, dict)]
+        new = [e for e in items if int(cast(int, e.get("n", 0))) > self.seen]
+        if first:
+            # A client attaching late sees the latest restart's story, not all history.
+            starts = [i for i, e in enumerate(new) if e.get("kind") == "restart"]
+            new = new[starts[-1] :] if starts else []
+            self.seen = int(cast(int, items[-1].get("n", 0))) if items else 0
+        for event in new:
+            self.seen = max(self.seen, int(cast(int, event.get("n", 0))))
+            self._one(screen, event)
+        if self.held and not self.waiting_for:
+            self.flush(screen)
+
+    def _one(self, screen: Screen, event: JsonObject) -> None:
+        kind = event.get("kind")
+        if kind == "restart":
+            self.flush(screen)
+            tasks = [_obj(t) for t in _list(event.get("tasks"))]
+            self.waiting_for = {cast(int, t.get("task")) for t in tasks if t.get("kind") == "tool"}
+            if not self.waiting_for:
+                screen.line("[restarted: carrying on from the last commit]", "yellow")
+        elif kind in ("tool_recovery", "request_resent"):
+            self.held.append(event)
+            self.waiting_for.discard(cast(int, event.get("task")))
+        else:
+            self.flush(screen)
+            line = describe_event(event)
+            if kind == "retry":
+                line = (
+                    f"{_short(str(event.get('error') or 'model error'), 200)}: retry "
+                    f"{event.get('attempt')} in {_seconds(event.get('delay_ms'))} "
+                    f"(at {_local_time(event.get('until'))})"
+                )
+            screen.line(f"[{line}]", "yellow" if kind in ("retry", "abort") else "dim")
+
+    def flush(self, screen: Screen) -> None:
+        if self.held:
+            line = summarize_recovery(self.held)
+            screen.line(f"[recovered after restart: {line}]", "yellow")
+        self.held = []
+        self.waiting_for = set()
+
+
+def _seconds(ms: JsonValue) -> str:
+    value = ms / 1000 if isinstance(ms, int | float) else 0.0
+    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
+
+
+def _local_time(ms: JsonValue) -> str:
+    """Epoch ms as ISO-8601 in this terminal's zone, with the offset."""
+    if not isinstance(ms, int):
+        return "?"
+    return iso_time(ms, datetime.now().astimezone().tzinfo)
+
+
 @dataclass
 class Transcript:
     """Renders a conversation view as it changes: ``show(view)`` prints what is new
@@ -175,6 +275,9 @@ class Transcript:
     retries: set[tuple[int, int]] = field(default_factory=set)
     stream: _Stream = field(default_factory=_Stream)
     busy: bool = False
+    events: _Events = field(default_factory=lambda: _Events())
+    outputs: dict[str, str] = field(default_factory=dict)  # tool output lines shown per call
+    turn: JsonObject = field(default_factory=dict)  # usage of the run's responses so far
 
     def show(self, view: JsonObject, *, history: int | None = None) -> None:
         """Print what is new in ``view``. ``history``: on a first view, mark older
@@ -190,6 +293,7 @@ class Transcript:
                 self.shown.add(entry_id)
                 self._entry(entry)
         docs = _obj(view.get("docs"))
+        self.events.show(self.screen, _obj(docs.get("events")), first=history is not None)
         live = _obj(docs.get("live"))
         self._live(live)
         inbox = _obj(docs.get("inbox")).get("items")
@@ -243,15 +347,37 @@ class Transcript:
         if not text and not streamed and reason in ("aborted", "error", "length"):
             screen.end_line()
             screen.write(_AGENT.rstrip(), "bold green")
-        if reason == "aborted":
+        if reason == "aborted" and data_of(entry).get("interrupted") == "restart":
+            screen.write(" [cut short by a restart: asking the model again]", "yellow")
+        elif reason == "aborted":
             screen.write(" [aborted]", "bold red")
         elif reason == "error":
             screen.write(f" [error: {message.get('error') or 'model error'}]", "bold red")
         elif reason == "length":
             screen.write(" [cut: token limit]", "yellow")
         screen.end_line()
+        # A response a restart cut short is asked again: the turn goes on.
+        self._count(message, ends=data_of(entry).get("interrupted") != "restart")
         for call in _calls_of(message):
             self._call(str(call.get("id")), str(call.get("name")), call.get("arguments"))
+
+    def _count(self, message: JsonObject, *, ends: bool) -> None:
+        """Add a response's usage to the turn's; after the answer, show the turn's."""
+        usage = _obj(message.get("usage"))
+        for key in ("input", "output", "cost"):
+            value = usage.get(key)
+            if isinstance(value, int | float):
+                total = self.turn.get(key, 0)
+                self.turn[key] = (total if isinstance(total, int | float) else 0) + value
+        if _calls_of(message) or not self.turn or not ends:
+            return
+        cost = self.turn.get("cost", 0)
+        shown = f", ${cost:.4f}" if isinstance(cost, int | float) and cost else ""
+        self.screen.line(
+            f"  ({self.turn.get('input', 0)} in / {self.turn.get('output', 0)} out tokens{shown})",
+            "dim",
+        )
+        self.turn = {}
 
     def _call(self, call_id: str, name: str, arguments: JsonValue) -> None:
         if call_id in self.calls:
@@ -275,13 +401,29 @@ class Transcript:
             self.retries.add((task, attempt))
             self.stream = _Stream()
             error = _short(str(retry.get("error") or "model error"), 200)
-            self.screen.line(f"[{error}: retrying (attempt {attempt})]", "yellow")
+            at = retry.get("at")
+            when = f" at {_local_time(at)}" if isinstance(at, int) else ""
+            self.screen.line(f"[{error}: retrying (attempt {attempt}){when}]", "yellow")
         partial = generation.get("partial")
         if isinstance(task, int) and isinstance(partial, dict):
             self._partial(task, _text_of(partial))
         for call_id, slot in _obj(live.get("tools")).items():
             if isinstance(slot, dict):  # normally shown from the tool round's entry already
                 self._call(call_id, str(slot.get("name")), None)
+                output = slot.get("output")
+                if isinstance(output, str):
+                    self._output(call_id, output)
+
+    def _output(self, call_id: str, output: str) -> None:
+        """A running tool's output as it is committed: the complete new lines, once."""
+        printed = self.outputs.get(call_id, "")
+        if not output.startswith(printed):  # a rerun after a restart starts over
+            printed = ""
+        done = output[: output.rfind("\n") + 1]
+        if len(done) > len(printed):
+            for line in done[len(printed) :].splitlines():
+                self.screen.line(f"    │ {line}", "dim")
+            self.outputs[call_id] = done
 
     def _partial(self, task: int, text: str) -> None:
         if text and not (self.stream.task == task and text == self.stream.printed):
@@ -436,6 +578,51 @@ class Chat:
             self.stop(0)
         elif (was_busy or self.screen.writes != writes) and not self.busy:
             self.screen.prompt()
+
+    # progress -----------------------------------------------------------------
+
+    async def ticker(self, period_s: float = 0.25) -> None:
+        """While the agent works, a status line: a spinner with the time waited for the
+        model, a running tool's elapsed time, or a retry's countdown."""
+        started: dict[object, float] = {}
+        frame = 0
+        while True:
+            await asyncio.sleep(period_s)
+            frame += 1
+            text, keys = self._progress(started)
+            for key in set(started) - keys:
+                del started[key]
+            spinner = _SPINNER[frame % len(_SPINNER)]
+            self.screen.status(f"{spinner} {text}" if text else None)
+
+    def _progress(self, started: dict[object, float]) -> tuple[str | None, set[object]]:
+        live = _obj(_obj(_obj(self.view).get("docs")).get("live"))
+        if not self.busy or "run" not in live:
+            return None, set()
+        now = time.monotonic()
+        generation = _obj(live.get("generation"))
+        retry = _obj(generation.get("retry"))
+        at = retry.get("at")
+        if isinstance(at, int):
+            left = max(0.0, at / 1000 - time.time())
+            return f"retry {retry.get('attempt')} in {left:.0f} s", set()
+        running = sorted(
+            (str(call_id), str(_obj(slot).get("name")))
+            for call_id, slot in _obj(live.get("tools")).items()
+            if _obj(slot).get("status") in ("pending", "running")
+        )
+        if running:
+            keys: set[object] = {call_id for call_id, _ in running}
+            parts = []
+            for call_id, name in running:
+                since = started.setdefault(call_id, now)
+                parts.append(f"{name} {now - since:.0f} s")
+            return "running " + ", ".join(parts), keys
+        if "partial" in generation:
+            return None, set()
+        key = ("model", generation.get("task"))
+        since = started.setdefault(key, now)
+        return f"waiting for the model ({now - since:.0f} s)", {key}
 
     # input --------------------------------------------------------------------
 
@@ -641,6 +828,8 @@ async def run_chat(
         if install_signals:
             loop.add_signal_handler(signal.SIGINT, chat.interrupt)
         jobs = [chat.spawn(chat.watch()), chat.spawn(chat.inputs(lines))]
+        if console.is_terminal:
+            jobs.append(chat.spawn(chat.ticker()))
         try:
             code = await chat.finished
         finally:

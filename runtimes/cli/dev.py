@@ -1,23 +1,22 @@
 """``perdure dev``: the local host's HTTP API on loopback, ready to try.
 
 The model comes from ``--model`` / ``PERDURE_MODEL`` (a litellm model string such as
-``openai/gpt-4o-mini``). Without one, or without the credentials litellm needs for it,
-the host answers with a scripted demo model (and says so on startup).
+``openai/gpt-4o-mini``). Without one the host answers with a scripted demo model (and
+says so on startup); a model without the credentials litellm needs is refused at
+start-up, with the variable to set.
 """
 
 from __future__ import annotations
 
 import importlib
-import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from core.faux import FAUX_MODEL, FauxModel, FauxState, faux_message
 from core.harness import (
     AssistantMessage,
-    EnvFactory,
     Extension,
     ModelInfo,
     ModelRequest,
@@ -26,11 +25,31 @@ from core.harness import (
     reminders_extension,
 )
 from core.jsonvalue import JsonObject
+from core.times import iso_time
 from core.tools import coding_tools
-from runtimes.actor import ActorConfig, ActorEnvProvider
-from runtimes.actor.api import ApiConfig
+from runtimes.actor import ActorConfig
+from runtimes.actor.api import ApiConfig, new_api_token
+from runtimes.actor.sandbox import sandbox_env
+from runtimes.cli.preflight import (
+    PreflightError,
+    bind_port,
+    check_model,
+    check_sandbox,
+    load_sandbox_secret,
+    lock_data_dir,
+    token_from_file,
+)
 from runtimes.local.host import ActorHost, HostConfig
 from runtimes.local.server import bind, make_server
+from runtimes.observe import (
+    HostTelemetry,
+    ObservedModels,
+    configure_logging,
+    log_line,
+    tracer_provider_from_env,
+)
+from runtimes.observe.logs import LogFormat
+from runtimes.observe.otel import TracingUnavailable
 
 __all__ = ["DevOptions", "ModelChoice", "choose_model", "demo_model", "run_dev", "sandbox_env"]
 
@@ -66,24 +85,21 @@ class ModelChoice:
 
 
 def choose_model(model: str | None, *, api_base: str | None = None) -> ModelChoice:
-    """litellm for ``model`` when its credentials are configured (or ``api_base`` names
-    a server), else the demo model, with a note saying which and why."""
+    """litellm for ``model``, or the demo model when no model is given. A model whose
+    provider litellm does not know, or whose credentials are missing (with or without
+    ``api_base``), raises :class:`~runtimes.cli.preflight.PreflightError`: an explicit
+    ``--model`` never falls back to the demo model silently."""
     if not model:
         return ModelChoice(
             demo_model(), FAUX_MODEL.id, "no model configured: using the scripted demo model", True
         )
+    check_model(model, api_base)
     # Imported only now: importing litellm takes seconds and sets process-wide state,
     # and the adapter module must come first: it configures litellm before importing it
     # (offline price map, no .env loading).
     from runtimes.models.litellm import LitellmModel, LitellmModels, close_litellm_clients
 
     litellm = importlib.import_module("litellm")
-
-    if api_base is None:
-        missing = litellm.validate_environment(model).get("missing_keys") or []
-        if missing:
-            note = f"{model} needs {', '.join(missing)}: using the scripted demo model"
-            return ModelChoice(demo_model(), FAUX_MODEL.id, note, True)
     try:
         known = litellm.get_model_info(model)
         context = int(known.get("max_input_tokens") or _FALLBACK_CONTEXT)
@@ -95,20 +111,6 @@ def choose_model(model: str | None, *, api_base: str | None = None) -> ModelChoi
     return ModelChoice(models, model, f"model {model} via litellm", False, (close_litellm_clients,))
 
 
-def sandbox_env(url: str, secret: bytes) -> ActorEnvProvider:
-    """Each actor's tools run in its own workspace on the sandbox server at ``url``,
-    with workspace tokens minted from ``secret`` (refreshed per request)."""
-    from remote_env.auth import mint_token
-    from remote_env.client import RemoteEnv
-
-    @asynccontextmanager
-    async def provider(actor: str) -> AsyncIterator[EnvFactory | None]:
-        async with RemoteEnv(url, lambda: mint_token(secret, actor, 3600)) as env:
-            yield lambda _conversation_id, _cwd: env
-
-    return provider
-
-
 @dataclass(frozen=True)
 class DevOptions:
     data_dir: Path
@@ -116,41 +118,83 @@ class DevOptions:
     model: str | None = None
     api_base: str | None = None
     token: str | None = None
+    token_file: Path | None = None
     idle_evict_s: float = 300.0
     sandbox_url: str | None = None
-    sandbox_secret: bytes | None = field(default=None, repr=False)
+    sandbox_secret_file: Path | None = None
+    log_format: LogFormat = "text"
+    sandbox_wait_s: float = 15.0
+    """How long start-up waits for a sandbox server that is just starting."""
 
 
 def run_dev(options: DevOptions, say: Callable[[str], None] = print) -> None:
-    """Serve until SIGINT/SIGTERM, then close every actor. Prints the URL and token."""
+    """Check the set-up (see :mod:`runtimes.cli.preflight`), then serve until
+    SIGINT/SIGTERM and close every actor. Prints the URL and token; logs one line per
+    request, model call, tool call and harness event to stderr."""
+    lock = lock_data_dir(options.data_dir)
+    try:
+        sock = bind_port(bind, "127.0.0.1", options.port)
+        try:
+            _serve(options, sock, say)
+        finally:
+            sock.close()
+    finally:
+        lock.release()
+
+
+def _serve(options: DevOptions, sock: socket.socket, say: Callable[[str], None]) -> None:
     choice = choose_model(options.model, api_base=options.api_base)
+    env = None
+    if options.sandbox_url is not None and options.sandbox_secret_file is not None:
+        secret = load_sandbox_secret(options.sandbox_secret_file, wait_s=options.sandbox_wait_s)
+        check_sandbox(options.sandbox_url, secret, wait_s=options.sandbox_wait_s)
+        env = sandbox_env(options.sandbox_url, secret)
+    if options.token:
+        token = options.token
+    elif options.token_file is not None:
+        token = token_from_file(options.token_file)
+    else:
+        token = new_api_token()
+    configure_logging(options.log_format)
+    try:
+        provider = tracer_provider_from_env("perdure-dev")
+    except TracingUnavailable as error:
+        raise PreflightError(str(error)) from None
+    tracer = None if provider is None else provider.get_tracer("perdure")
     agent: JsonObject = {"model": choice.model_id}
     # The agent can always set reminders (they need no sandbox); with a sandbox, the
     # coding tools too. Without a tools list the agent is offered every installed tool.
     reminders = reminders_extension()
     extensions: list[Extension] = [reminders]
-    env = None
-    if options.sandbox_url is not None and options.sandbox_secret is not None:
+    if env is not None:
         tools = coding_tools()
         extensions.append(tools)
         agent["tools"] = [t.name for t in (*tools.tools, *reminders.tools)]
-        env = sandbox_env(options.sandbox_url, options.sandbox_secret)
-    token = options.token or secrets.token_urlsafe(24)
+
+    def telemetry(actor: str) -> HostTelemetry:
+        return HostTelemetry(actor, tracer)
+
     host = ActorHost(
         HostConfig(
             data_dir=options.data_dir,
             actor=ActorConfig(
-                models=choice.models, extensions=extensions, env=env, default_agent=agent
+                models=ObservedModels(choice.models, tracer),
+                extensions=extensions,
+                env=env,
+                default_agent=agent,
+                observe=_log_actor,
+                telemetry=telemetry,
             ),
             idle_evict_s=options.idle_evict_s,
         )
     )
-    server = make_server(host, ApiConfig(token), on_shutdown=choice.on_shutdown)
-    sock = bind("127.0.0.1", options.port)
+    server = make_server(host, ApiConfig(token), on_shutdown=choice.on_shutdown, log_requests=True)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     say(f"perdure dev: {choice.note}")
     if env is None:
         say("tools: remind (pass --sandbox URL --sandbox-secret FILE for the coding tools)")
+    else:
+        say(f"tools: coding tools on the sandbox at {options.sandbox_url}, and remind")
     say(f"data:  {options.data_dir.resolve()}")
     say(f"url:   {url}   (OpenAPI: {url}/openapi.json)")
     say(f"token: {token}")
@@ -159,4 +203,17 @@ def run_dev(options: DevOptions, say: Callable[[str], None] = print) -> None:
         f'-d \'{{"type": "input", "content": "hello"}}\' {url}/v1/actors/demo/submissions'
     )
     say(f"chat:  perdure chat demo --url {url} --token {token}")
-    server.run(sockets=[sock])
+    if provider is not None:
+        say("traces: exported as OTEL_* configures")
+    try:
+        server.run(sockets=[sock])
+    finally:
+        if provider is not None:
+            provider.shutdown()
+
+
+def _log_actor(actor: str, event: str, wake_at: int | None) -> None:
+    wake = f" (next wake {iso_time(wake_at)})" if wake_at is not None else ""
+    log_line(
+        "actor", f"{actor}: {event}{wake}", {"actor": actor, "event": event, "wake_at": wake_at}
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -81,6 +81,11 @@ def demo(
         return
     from runtimes.cli.demo.run import run_demo
 
+    if workdir is not None and workdir.exists():
+        _fail(
+            f"--workdir {workdir} exists: pass a new directory (the demo creates it and "
+            "keeps its files there), or remove that one"
+        )
     if not run_demo(workdir):
         raise typer.Exit(1)
 
@@ -118,6 +123,12 @@ def dev(
         str | None,
         typer.Option(envvar="PERDURE_TOKEN", help="API token (default: a fresh random one)"),
     ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="keep the API token in this file (created on first run): restarts keep it"
+        ),
+    ] = None,
     idle_evict: Annotated[
         float, typer.Option(min=0, help="seconds before an idle actor is evicted")
     ] = 300.0,
@@ -127,31 +138,51 @@ def dev(
     sandbox_secret: Annotated[
         Path | None, typer.Option(help="the sandbox server's token secret file")
     ] = None,
+    sandbox_wait: Annotated[
+        float,
+        typer.Option(min=0, help="seconds to wait for a sandbox server that is still starting"),
+    ] = 15.0,
+    log_format: Annotated[
+        str, typer.Option(help="log lines on stderr: text (readable) or json")
+    ] = "text",
 ) -> None:
-    """Run the actor HTTP API on 127.0.0.1 for development (Ctrl-C stops it cleanly)."""
+    """Run the actor HTTP API on 127.0.0.1 for development (Ctrl-C stops it cleanly).
+
+    Start-up checks the data directory, the port, the model and the sandbox and stops
+    with one line saying what to fix. Logs one line per request, model call, tool call
+    and recovery on stderr; OpenTelemetry spans are exported when OTEL_* asks for it."""
     from runtimes.cli.dev import DevOptions, run_dev
+    from runtimes.cli.preflight import PreflightError
 
     if (sandbox is None) != (sandbox_secret is None):
-        raise typer.BadParameter("--sandbox and --sandbox-secret go together")
-    secret = None
-    if sandbox_secret is not None:
-        from remote_env.auth import load_secret
-
-        secret = load_secret(sandbox_secret)
+        _fail("--sandbox and --sandbox-secret go together: pass both, or neither")
+    if log_format not in ("text", "json"):
+        _fail(f"--log-format {log_format}: use text or json")
     options = DevOptions(
         data_dir=data,
         port=port,
         model=model,
         api_base=api_base,
         token=token,
+        token_file=token_file,
         idle_evict_s=idle_evict,
         sandbox_url=sandbox,
-        sandbox_secret=secret,
+        sandbox_secret_file=sandbox_secret,
+        sandbox_wait_s=sandbox_wait,
+        log_format="json" if log_format == "json" else "text",
     )
     try:
         run_dev(options, say=typer.echo)
+    except PreflightError as error:
+        _fail(str(error))
     except KeyboardInterrupt:  # uvicorn re-raises SIGINT after its graceful shutdown
         typer.echo("stopped")
+
+
+def _fail(message: str) -> NoReturn:
+    """One line on stderr, exit status 2: what the user has to fix."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
 
 
 @app.command("inspect")

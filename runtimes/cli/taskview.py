@@ -6,13 +6,19 @@ Two sources, same answer (the ``GET /v1/actors/{actor}/tasks`` model):
   host is running, since it holds the actor's lock.
 * ``--data``: open the actor's storage through :class:`ActorHost` (taking its lock, so
   never beside a live host) *without resuming it*: no task runs and nothing is written,
-  except that opening turns tasks a crash left ``running`` into ``pending`` — what any
-  host opening the actor does first. Task kinds of extensions this process does not
-  install show as ``blocked (missing_task)``.
+  except that opening turns tasks a crash left ``running`` into ``pending`` (and notes
+  that ``restart`` event) — what any host opening the actor does first. Task kinds of
+  extensions this process does not install show as ``blocked (missing_task)``.
+
+Tool tasks show their tool and arguments, every task its age, deadlines in ISO-8601
+with this terminal's zone; the header explains the scheduling state (``paused``: read
+from storage, nothing runs).
 """
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
@@ -25,13 +31,15 @@ from rich.tree import Tree
 from core import JsonValue
 from core.harness import ModelError, ModelInfo, ModelRequest
 from core.tasks import CancelSignal
+from core.times import iso_time
 from runtimes.actor import ActorConfig, check_actor_id
 from runtimes.actor.api.schemas import TaskGraph, TaskNode
-from runtimes.actor.api.taskgraph import task_graph
+from runtimes.actor.api.taskgraph import task_graph_of
 from runtimes.local.host import ActorHost, HostConfig
 
 __all__ = ["TaskGraphUnavailable", "fetch_task_graph", "read_task_graph", "render_task_graph"]
 
+_LOCAL = datetime.now().astimezone().tzinfo  # this terminal's zone, shown with its offset
 _STATE_STYLE = {
     "running": "bold green",
     "ready": "cyan",
@@ -56,7 +64,7 @@ async def read_task_graph(data_dir: Path, actor: str) -> TaskGraph:
     )
     host = ActorHost(config)
     try:
-        return task_graph(await host.inspect(actor))
+        return await host.look(actor, task_graph_of)
     finally:
         await host.close()
 
@@ -104,9 +112,28 @@ def fetch_task_graph(url: str, actor: str, token: str, *, timeout: float = 10.0)
     return TaskGraph.model_validate(r.json())
 
 
-def render_task_graph(actor: str, graph: TaskGraph) -> Tree:
-    """Conversations, each with its tasks nested under their owners."""
-    tree = Tree(Text.assemble(("actor ", "bold"), (actor, "bold cyan"), f"  ({graph.scheduling})"))
+_SCHEDULING = {
+    "paused": (
+        "paused: read from its storage, where nothing runs; the host that serves the "
+        "actor next resumes these tasks"
+    ),
+    "running": "running: served by a live host",
+    "closing": "closing: the host is shutting the actor down",
+}
+
+
+def render_task_graph(actor: str, graph: TaskGraph, *, now_ms: int | None = None) -> Tree:
+    """Conversations, each with its tasks nested under their owners; tool tasks with
+    their tool and arguments, every task with its age (``now_ms``: the clock to measure
+    it by, default the system's) and times in ISO-8601 with their zone."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    tree = Tree(
+        Text.assemble(
+            ("actor ", "bold"),
+            (actor, "bold cyan"),
+            (f"  ({_SCHEDULING.get(graph.scheduling, graph.scheduling)})", "dim"),
+        )
+    )
     if not graph.tasks:
         tree.add(Text("no live tasks", style="dim"))
         return tree
@@ -122,23 +149,28 @@ def render_task_graph(actor: str, graph: TaskGraph) -> Tree:
             branch = conversations[task.conversation_id] = tree.add(
                 Text(f"conversation {task.conversation_id}", style="bold")
             )
-        _add(branch, task, children)
+        _add(branch, task, children, now)
     return tree
 
 
-def _add(branch: Tree, task: TaskNode, children: dict[int | None, list[TaskNode]]) -> None:
-    node = branch.add(_label(task))
+def _add(
+    branch: Tree, task: TaskNode, children: dict[int | None, list[TaskNode]], now: int
+) -> None:
+    node = branch.add(_label(task, now))
     for child in children.get(task.id, []):
-        _add(node, child, children)
+        _add(node, child, children, now)
 
 
-def _label(task: TaskNode) -> Text:
-    label = Text.assemble(
-        (f"#{task.id} ", "bold"),
-        (task.kind, ""),
-        "  ",
-        (task.state, _STATE_STYLE.get(task.state, "")),
-    )
+def _label(task: TaskNode, now: int) -> Text:
+    label = Text.assemble((f"#{task.id} ", "bold"), (task.kind, ""))
+    if task.tool is not None:
+        args = json.dumps(task.arguments or {}, ensure_ascii=False)
+        args = args if len(args) <= 80 else args[:79] + "…"
+        label.append(f" {task.tool} {args}", style="yellow")
+    label.append("  ")
+    label.append(task.state, style=_STATE_STYLE.get(task.state, ""))
+    if task.started_at is not None:
+        label.append(f" for {_age(now - task.started_at)}", style="dim")
     if task.status != task.state:
         label.append(f" (stored {task.status})", style="dim")
     if task.blocked_reason:
@@ -146,10 +178,18 @@ def _label(task: TaskNode) -> Text:
     if task.waiting_on:
         label.append(f" on {', '.join(f'#{i}' for i in task.waiting_on)}", style="yellow")
     if task.until is not None:
-        at = datetime.fromtimestamp(task.until / 1000).isoformat(sep=" ", timespec="seconds")
-        label.append(f" until {at}", style="yellow")
+        label.append(f" until {iso_time(task.until, _LOCAL)}", style="yellow")
     if task.background:
         label.append(" [background]", style="dim")
     if task.abort_requested:
         label.append(" [abort requested]", style="bold red")
     return label
+
+
+def _age(ms: int) -> str:
+    seconds = max(0, ms) // 1000
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"

@@ -13,6 +13,15 @@ __all__ = [
     "DURABLE_OBJECT_CLASS",
     "ENTRY_CLASS",
     "MAX_BODY_BYTES_VAR",
+    "MODEL_API_KEY_SECRET",
+    "MODEL_BASE_URL_VAR",
+    "MODEL_CONTEXT_WINDOW_VAR",
+    "MODEL_MAX_TOKENS_VAR",
+    "MODEL_VAR",
+    "SANDBOX_SECRET",
+    "SANDBOX_URL_VAR",
+    "SECRETS",
+    "VARS",
 ]
 
 DURABLE_OBJECT_CLASS = "PerdureActor"
@@ -20,3 +29,23 @@ DURABLE_OBJECT_BINDING = "ACTORS"
 ENTRY_CLASS = "Default"
 API_TOKEN_SECRET = "PERDURE_API_TOKEN"  # the bearer token clients send (a secret)
 MAX_BODY_BYTES_VAR = "PERDURE_MAX_BODY_BYTES"  # optional; 1 MiB when unset
+
+# The model (OpenAI-compatible chat completions over the runtime's fetch).
+MODEL_VAR = "PERDURE_MODEL"  # required: the model name agents use and the server gets
+MODEL_BASE_URL_VAR = "PERDURE_MODEL_BASE_URL"  # required: e.g. https://api.openai.com/v1
+MODEL_API_KEY_SECRET = "PERDURE_MODEL_API_KEY"  # required (a secret): sent as Bearer
+MODEL_CONTEXT_WINDOW_VAR = "PERDURE_MODEL_CONTEXT_WINDOW"  # optional; 128000 when unset
+MODEL_MAX_TOKENS_VAR = "PERDURE_MODEL_MAX_TOKENS"  # optional; 8192 when unset
+# The sandbox host (remote_env): both or neither; with them, the coding tools.
+SANDBOX_URL_VAR = "PERDURE_SANDBOX_URL"  # https://..., the sandbox server's address
+SANDBOX_SECRET = "PERDURE_SANDBOX_SECRET"  # the server's token secret (a secret)
+
+VARS = (
+    MAX_BODY_BYTES_VAR,
+    MODEL_VAR,
+    MODEL_BASE_URL_VAR,
+    MODEL_CONTEXT_WINDOW_VAR,
+    MODEL_MAX_TOKENS_VAR,
+    SANDBOX_URL_VAR,
+)
+SECRETS = (API_TOKEN_SECRET, MODEL_API_KEY_SECRET, SANDBOX_SECRET)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from core.errors import StorageClosed
 from core.storage.sqlite import Row, SqlExecutor, SqliteStorage, SqlValue
@@ -261,3 +261,10 @@ async def open_durable_object_storage(
 ) -> SqliteStorage:
     """Open (creating and migrating if needed) the harness storage in ``ctx.storage``."""
     return await SqliteStorage.open(DurableObjectDatabase(storage, native=native))
+
+
+if TYPE_CHECKING:  # mypy proves the adapter satisfies its port
+    from core.storage.sqlite import SqlDatabase
+
+    def _conforms(adapter: DurableObjectDatabase) -> SqlDatabase:
+        return adapter

@@ -13,8 +13,12 @@
   (:class:`~.watch.WatchHub`: ``acceptWebSocket``, ``webSocketMessage``,
   ``webSocketClose``); every wake (request, alarm, socket message) revives the watches.
 
-What every actor is opened with (its models, extensions, env, settings) is given once
-by the entry module with :func:`configure`.
+What every actor is opened with (its models, extensions, env, settings) comes from the
+Worker's vars and secrets (:mod:`~.settings`: the model adapter, the sandbox, tokens
+minted from the sandbox secret), unless the entry module gives it with
+:func:`configure`. A misconfigured deployment is refused at the front door with
+``500 misconfigured`` naming the missing variables, before any Durable Object is
+addressed.
 """
 
 from __future__ import annotations
@@ -33,22 +37,44 @@ from runtimes.actor.clock import SystemClock
 from runtimes.cloudflare.actor import DurableActor
 from runtimes.cloudflare.alarm import AlarmReport
 from runtimes.cloudflare.front_door import BODY_METHODS, FrontDoor, Refusal, RouteTable
-from runtimes.cloudflare.names import (
-    API_TOKEN_SECRET,
-    DURABLE_OBJECT_BINDING,
-    MAX_BODY_BYTES_VAR,
+from runtimes.cloudflare.names import DURABLE_OBJECT_BINDING
+from runtimes.cloudflare.settings import (
+    MisconfiguredWorker,
+    WorkerSettings,
+    default_actor_config,
 )
 from runtimes.cloudflare.watch import WatchHub
 
-__all__ = ["Default", "PerdureActor", "api_routes", "configure", "without_lifespan"]
+__all__ = [
+    "Default",
+    "PerdureActor",
+    "api_routes",
+    "configure",
+    "configure_from_env",
+    "without_lifespan",
+]
 
 
 _WATCH = re.compile(r"/v1/actors/([^/]+)/conversations/([0-9]+)/watch")
 
 
 class _Deployment:
-    actor_config: ActorConfig | None = None
+    actor_config: ActorConfig | None = None  # given by configure()
+    from_env: ActorConfig | None = None  # built once per isolate from the Worker's env
     routes: RouteTable | None = None
+
+
+def _settings(env: Any) -> WorkerSettings:
+    return WorkerSettings.from_env(env, need_model=_Deployment.actor_config is None)
+
+
+def _actor_config(settings: WorkerSettings) -> ActorConfig:
+    if _Deployment.actor_config is not None:
+        return _Deployment.actor_config
+    if _Deployment.from_env is None:
+        # Once per isolate: its model client and transports serve every request.
+        _Deployment.from_env = default_actor_config(settings)
+    return _Deployment.from_env
 
 
 def api_routes() -> RouteTable:
@@ -68,6 +94,15 @@ def configure(actor_config: ActorConfig, *, routes: RouteTable | None = None) ->
     models, extensions, env, settings), and optionally the front door's route table
     (default: the actor API's)."""
     _Deployment.actor_config = actor_config
+    _Deployment.from_env = None
+    _Deployment.routes = routes
+
+
+def configure_from_env(*, routes: RouteTable | None = None) -> None:
+    """Forget any :func:`configure`: actors are opened with what the Worker's vars and
+    secrets describe (:func:`~.settings.default_actor_config`)."""
+    _Deployment.actor_config = None
+    _Deployment.from_env = None
     _Deployment.routes = routes
 
 
@@ -98,6 +133,11 @@ def _report(report: AlarmReport) -> None:
     )
 
 
+def _misconfigured(error: MisconfiguredWorker) -> Refusal:
+    print(f"perdure: {error}", file=sys.stderr)  # the operator's log, too
+    return Refusal(500, "misconfigured", str(error))
+
+
 def _json_response(refusal: Refusal) -> Any:
     headers = {"content-type": "application/json", **dict(refusal.headers)}
     return Response(refusal.body_bytes(), status=refusal.status, headers=headers)
@@ -114,10 +154,12 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         js_request = _js(request)
         method = str(js_request.method).upper()
         headers = {str(k).lower(): str(v) for k, v in js_request.headers.entries()}
+        try:
+            settings = _settings(self.env)
+        except MisconfiguredWorker as error:
+            return _json_response(_misconfigured(error))
         door = FrontDoor(
-            str(getattr(self.env, API_TOKEN_SECRET, "") or ""),
-            _Deployment.routes or api_routes(),
-            int(getattr(self.env, MAX_BODY_BYTES_VAR, None) or 1024 * 1024),
+            settings.api_token, _Deployment.routes or api_routes(), settings.max_body_bytes
         )
         path = urlsplit(str(js_request.url)).path
         decision = door.admit(method, path, headers)  # before reading any body
@@ -138,9 +180,11 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
-        config = _Deployment.actor_config
-        if config is None:
-            raise RuntimeError("runtimes.cloudflare.worker.configure() was not called")
+        # A misconfigured deployment raises here, naming what is missing; the front door
+        # refuses every request first, so only an alarm can meet this (and workerd's
+        # retries of it end).
+        self.settings = _settings(self.env)
+        config = _actor_config(self.settings)
         self.host = DurableActor(
             self.ctx.storage, config, clock=SystemClock(), alarm_report=_report
         )
@@ -153,10 +197,7 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
             # never closed here: an eviction just drops the isolate (closing writes
             # nothing a crash would not leave either).
             await self.ctx.blockConcurrencyWhile(self.host.start)
-            api = ApiConfig(
-                self._token(),
-                max_body_bytes=int(getattr(self.env, MAX_BODY_BYTES_VAR, None) or 1024 * 1024),
-            )
+            api = ApiConfig(self.settings.api_token, max_body_bytes=self.settings.max_body_bytes)
             self._app = without_lifespan(create_app(self.host, api))
         return self._app
 
@@ -178,7 +219,7 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
 
         headers = {str(k).lower(): str(v) for k, v in js_request.headers.entries()}
         path = urlsplit(str(js_request.url)).path
-        door = FrontDoor(self._token(), _Deployment.routes or api_routes())
+        door = FrontDoor(self.settings.api_token, _Deployment.routes or api_routes())
         decision = door.admit("GET", path, headers)  # the app's auth, re-checked here
         if isinstance(decision, Refusal):
             return _json_response(decision)
@@ -199,9 +240,6 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
     async def webSocketClose(self, ws: Any, code: int, reason: str, was_clean: bool) -> None:
         await self._serve()
         await self.hub.closed(ws, int(code), str(reason))
-
-    def _token(self) -> str:
-        return str(getattr(self.env, API_TOKEN_SECRET, "") or "")
 
     async def alarm(self, alarm_info: Any = None) -> None:
         # Opening is part of the guarded work: an isolate that cannot open the actor

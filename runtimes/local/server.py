@@ -60,6 +60,7 @@ def make_server(
     graceful_s: float = 5.0,
     keep_alive_s: float = 75.0,
     on_shutdown: Sequence[Callable[[], Awaitable[None]]] = (),
+    log_requests: bool = False,
 ) -> HostServer:
     """A server for ``create_app(host, config, on_shutdown=...)``; run it with
     ``server.run(sockets=[sock])`` (blocking; handles SIGINT/SIGTERM when on the main
@@ -67,9 +68,15 @@ def make_server(
 
     ``keep_alive_s`` outlasts the longest long poll: with uvicorn's default of 5 s, a
     client's pooled connection is often closed just as it sends the next request.
+    ``log_requests``: one ``request`` line per HTTP request on the ``perdure`` logger.
     """
+    app = create_app(host, config, on_shutdown=on_shutdown)
+    if log_requests:
+        from runtimes.observe import RequestLog
+
+        app.add_middleware(RequestLog)
     uvicorn_config = uvicorn.Config(
-        create_app(host, config, on_shutdown=on_shutdown),
+        app,
         loop="asyncio",
         ws="none",
         lifespan="on",

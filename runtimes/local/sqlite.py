@@ -19,7 +19,7 @@ import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import aiosqlite
 
@@ -191,3 +191,13 @@ async def open_sqlite_storage(
     except BaseException:
         await db.close()
         raise
+
+
+if TYPE_CHECKING:  # mypy proves the adapter satisfies its port
+    from core.storage.sqlite import SqlDatabase
+
+    def _conforms_sqlite3_database(adapter: Sqlite3Database) -> SqlDatabase:
+        return adapter
+
+    def _conforms_aio_sqlite_database(adapter: AioSqliteDatabase) -> SqlDatabase:
+        return adapter

@@ -10,6 +10,7 @@ host that serves models through more than one adapter hands the harness a
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING
 
 from core.harness.models import ModelError, ModelInfo, ModelRequest, Models, StreamEvent
 from core.jsonvalue import JsonValue
@@ -74,3 +75,9 @@ async def _no_route(model_id: str) -> AsyncIterator[StreamEvent]:
     for event in _NO_EVENTS:
         yield event
     raise ModelError(f"no model adapter serves {model_id!r}")
+
+
+if TYPE_CHECKING:  # mypy proves the adapter satisfies its port
+
+    def _conforms(adapter: ModelRouter) -> Models:
+        return adapter

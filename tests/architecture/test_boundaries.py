@@ -194,6 +194,7 @@ PUBLIC_CORE = {
     "core.errors",
     "core.faux",
     "core.harness",
+    "core.harness.events",  # the harness events' format (what hosts log and show)
     "core.harness.messages",
     "core.harness.models",
     "core.jsonvalue",
@@ -202,6 +203,8 @@ PUBLIC_CORE = {
     "core.storage",
     "core.storage.sqlite",
     "core.tasks",
+    "core.telemetry",  # a port: hosts implement it
+    "core.times",  # how times are written for people (ISO-8601 with the zone)
     "core.tools",
 }
 

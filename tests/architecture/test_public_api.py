@@ -235,6 +235,7 @@ PINNED: dict[str, list[str]] = {
     "runtimes.actor.api": [
         "ApiConfig",
         "create_app",
+        "new_api_token",
     ],
 }
 

@@ -211,13 +211,32 @@ class DurableObjectStorage:
 
 
 class DurableObjectHome:
-    """What survives an eviction: the SQLite file and the single alarm."""
+    """What survives an eviction: the SQLite file and the single alarm.
 
-    def __init__(self, path: Path) -> None:
+    ``alarm_file``: keep the alarm in that file too, so it also survives the process (a
+    crash test kills the isolate's process and delivers the alarm in a new one)."""
+
+    def __init__(self, path: Path, *, alarm_file: Path | None = None) -> None:
         self.path = path
-        self.alarm: int | None = None
+        self.alarm_file = alarm_file
+        self._alarm: int | None = None
+        if alarm_file is not None and alarm_file.exists():
+            text = alarm_file.read_text().strip()
+            self._alarm = int(text) if text else None
         self.alarm_sets = 0
         self.current: DurableObjectStorage | None = None
+
+    @property
+    def alarm(self) -> int | None:
+        return self._alarm
+
+    @alarm.setter
+    def alarm(self, when: int | None) -> None:
+        self._alarm = when
+        if self.alarm_file is not None:
+            tmp = self.alarm_file.with_suffix(".tmp")
+            tmp.write_text("" if when is None else str(when))
+            tmp.replace(self.alarm_file)
 
     def open(self) -> DurableObjectStorage:
         """A fresh isolate's ``ctx.storage`` (the previous one, if any, is evicted)."""

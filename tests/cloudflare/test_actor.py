@@ -269,6 +269,40 @@ async def test_a_crash_between_a_commit_and_its_rearm_is_recovered_by_the_alarm(
         await request.aclose()
 
 
+async def test_an_isolate_lost_inside_the_alarm_after_its_commit_is_recovered(rig: Rig) -> None:
+    """The alarm's own work commits (the due reminder fires), then the isolate dies
+    before anything else runs. Either the handler had re-armed before that commit (a
+    heartbeat: the work was due) or it never returned (workerd retries it); both ways a
+    new isolate gets the work, and the reminder fires once."""
+    actor = await rig.isolate()
+    harness = await actor.harness()
+    root = await harness.root(agent={"model": MODEL})
+    rig.gate.set()
+    await root.remind("ping", after=60)
+    await actor.settle()
+    rig.clock.set(rig.clock.now() + 60_000)
+    rig.crash_after_next_commit(harness)
+    try:
+        await rig.deliver()
+        retried = False
+    except Exception:
+        retried = True  # the handler threw: workerd's own retry comes next
+    storage = rig.home.current
+    assert storage is not None
+    await until(lambda: storage._closed)  # the reminder's commit happened, then death
+    actor = await rig.isolate()
+    if not retried:
+        assert rig.home.alarm is not None  # armed before the commit, so it survives
+        rig.clock.set(rig.home.alarm)
+    assert await rig.deliver()
+    harness = await actor.harness()
+    await until(lambda: harness.next_wake() is None)
+    page = await harness.session.storage.scan_submissions(conversation_id=1, limit=100)
+    fired = [s for s in page.items if (s.request_id or "").startswith("reminder:")]
+    assert len(fired) == 1 and fired[0].status == "done", page.items
+    await actor.close()
+
+
 async def test_a_long_model_call_is_kept_alive_by_the_heartbeat(tmp_path: Path) -> None:
     rig = Rig(tmp_path, steps=[faux_block()])
     try:

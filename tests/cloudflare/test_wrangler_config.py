@@ -1,15 +1,21 @@
-"""The wrangler configuration names what the code defines and reads."""
+"""The wrangler configuration, the entry module and the Worker's pyproject name what the
+code defines and reads."""
 
 from __future__ import annotations
 
 import ast
+import re
 import tomllib
 from pathlib import Path
 
 from runtimes.cloudflare import names
+from tests.pyodide.run import WHEELS
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = tomllib.loads((ROOT / "infra/cloudflare/wrangler.toml").read_text())
+INFRA = ROOT / "infra/cloudflare"
+CONFIG = tomllib.loads((INFRA / "wrangler.toml").read_text())
+WRANGLER_TEXT = (INFRA / "wrangler.toml").read_text()
+README = (INFRA / "README.md").read_text()
 WORKER = ast.parse((ROOT / "runtimes/cloudflare/worker.py").read_text())
 
 
@@ -35,15 +41,39 @@ def test_the_durable_object_binding_and_migration_name_the_class_the_code_define
     assert migration["new_sqlite_classes"] == [names.DURABLE_OBJECT_CLASS]  # SQLite-backed
 
 
+def test_the_entry_module_exports_the_classes_wrangler_binds() -> None:
+    main = INFRA / CONFIG["main"]
+    tree = ast.parse(main.read_text())
+    imported = {
+        alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module == "runtimes.cloudflare.worker"
+        for alias in node.names
+    }
+    assert {names.ENTRY_CLASS, names.DURABLE_OBJECT_CLASS} <= imported
+
+
 def test_python_3_14_workers_and_the_documented_vars_and_secrets() -> None:
     assert "python_workers" in CONFIG["compatibility_flags"]
     assert CONFIG["compatibility_date"] >= "2026-09-08"  # selects Python 3.14 (Pyodide 314)
-    assert set(CONFIG["vars"]) == {names.MAX_BODY_BYTES_VAR}
-    assert names.API_TOKEN_SECRET not in CONFIG["vars"]  # a secret, never in the file
-    readme = (ROOT / "infra/cloudflare/README.md").read_text()
-    for name in (names.API_TOKEN_SECRET, names.MAX_BODY_BYTES_VAR, names.DURABLE_OBJECT_BINDING):
-        assert f"`{name}`" in readme
-    # The code reads the same names it is configured with.
-    source = (ROOT / "runtimes/cloudflare/worker.py").read_text()
-    for name in ("API_TOKEN_SECRET", "DURABLE_OBJECT_BINDING", "MAX_BODY_BYTES_VAR"):
-        assert name in source
+    assert set(CONFIG["vars"]) <= set(names.VARS)  # nothing the code does not read
+    for secret in names.SECRETS:
+        assert secret not in CONFIG["vars"]  # a secret, never in the file
+    for name in (*names.VARS, *names.SECRETS):
+        assert name in WRANGLER_TEXT  # set or documented there
+        assert f"`{name}`" in README  # in the README's table
+    assert f"`{names.DURABLE_OBJECT_BINDING}`" in README
+    # The code reads exactly these names.
+    settings = (ROOT / "runtimes/cloudflare/settings.py").read_text()
+    read = set(re.findall(r"names\.([A-Z_]+)", settings))
+    constants = {n for n in dir(names) if n.endswith(("_VAR", "_SECRET")) and n != "SECRETS"}
+    assert read == constants
+    assert {getattr(names, n) for n in constants} == set(names.VARS) | set(names.SECRETS)
+
+
+def test_the_worker_pins_the_wheels_the_pyodide_suite_runs_on() -> None:
+    project = tomllib.loads((INFRA / "pyproject.toml").read_text())["project"]
+    pins = dict(d.split("==") for d in project["dependencies"])
+    for name, version in pins.items():
+        assert WHEELS[name][0] == version, name
+    assert {"workers-runtime-sdk", "pydantic-core", "fastapi", "httpx"} <= set(pins)

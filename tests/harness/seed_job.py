@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from core.faux import FauxModel, FauxState, faux_message, faux_tool_call
 from core.harness import (
     AssistantMessage,
+    Extension,
     Harness,
     ModelRequest,
     Registry,
@@ -45,10 +46,11 @@ class Train(BaseModel):
     train: str
 
 
-def main(
-    db: Path, log: Path, open_storage: Callable[[Path], Awaitable[Storage]] = open_sqlite_storage
-) -> None:
-    """Run the job on the storage ``open_storage(db)`` opens (another host passes its own)."""
+def seed_travel(
+    log: Path,
+) -> tuple[Extension, Callable[[ModelRequest, FauxState], AssistantMessage]]:
+    """The job's tools (``search`` safe, ``book`` unsafe, each two seconds, logging their
+    effects to ``log``) and its scripted model step, for any host to run."""
 
     def effect(line: str) -> None:
         with log.open("a") as f:
@@ -99,6 +101,14 @@ def main(
             ),
         ],
     )
+    return travel, model
+
+
+def main(
+    db: Path, log: Path, open_storage: Callable[[Path], Awaitable[Storage]] = open_sqlite_storage
+) -> None:
+    """Run the job on the storage ``open_storage(db)`` opens (another host passes its own)."""
+    travel, model = seed_travel(log)
 
     async def run() -> None:
         storage = await open_storage(db)

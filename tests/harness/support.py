@@ -22,6 +22,7 @@ from core.harness.harness import EnvFactory
 from core.harness.models import ModelInfo
 from core.records import Entry
 from core.storage import MemoryState, MemoryStorage, Storage
+from core.telemetry import NO_TELEMETRY, Telemetry
 from core.testing.clock import VirtualClock
 from core.testing.wrappers import CommitFault, FaultyStorage
 from runtimes.local.sqlite import open_sqlite_storage
@@ -52,6 +53,7 @@ class Rig:
         self.env = env
         self.reports: list[BaseException] = []
         self.faulty: FaultyStorage | None = None
+        self.telemetry: Telemetry = NO_TELEMETRY
 
     async def storage(self) -> Storage:
         if self.backend == "memory":
@@ -68,6 +70,7 @@ class Rig:
             clock=self.clock,
             settings=self.settings,
             report=self.reports.append,
+            telemetry=self.telemetry,
         )
 
     async def crash(self, harness: Harness) -> None:

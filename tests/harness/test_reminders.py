@@ -12,6 +12,7 @@ from core.faux import faux_message, faux_tool_call
 from core.harness.reminders import REMINDER, reminders_extension
 from core.records import Aborted, Completed, Submission, Terminal
 from core.testing.wrappers import CommitFault
+from core.times import iso_time
 from tests.core.support import settle, until
 from tests.harness.support import MODEL, Rig, entries, kinds
 
@@ -33,6 +34,7 @@ async def test_a_reminder_waits_as_a_timer_then_submits_its_message_once(tmp_pat
             "kind": REMINDER,
             "conversation_id": root.id,
             "at": start + 3000,
+            "at_iso": iso_time(start + 3000),
             "message": "Remind me to stretch",
         }
     ]
@@ -75,6 +77,10 @@ async def test_the_remind_tool_sets_the_timer_in_the_commit_of_its_result(tmp_pa
     assert timer["at"] == start + 5000 and timer["message"] == "check the oven"
     (together,) = [e for e in events if any(t.id == timer["task"] for t in e.tasks)]
     assert [x.kind for x in together.entries] == ["tool_result"]  # one commit for both
+    # The model reads the time in ISO-8601 with its zone, not in epoch milliseconds.
+    confirmation = together.entries[0].message["content"]  # type: ignore[index,call-overload]
+    assert confirmation == f"Reminder set for {iso_time(start + 5000)} (in 5 s): check the oven"
+    assert iso_time(start + 5000).endswith("Z")
     rig.clock.advance(5000)
     await h.engine.wait_for_task(timer["task"])  # type: ignore[arg-type]
     await root.wait_for_idle()

@@ -23,11 +23,12 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--idle", type=float, default=30.0)
     parser.add_argument("--retry-ms", type=int, default=2_000)
+    parser.add_argument("--port", type=int, default=0)  # fixed: clients outlive restarts
     args = parser.parse_args()
     settings = HarnessSettings(retry=RetrySettings(base_delay_ms=args.retry_ms))
     host = ActorHost(host_config(args.data, idle_evict_s=args.idle, settings=settings))
     server = make_server(host, ApiConfig(TOKEN), graceful_s=2)
-    sock = bind("127.0.0.1", 0)
+    sock = bind("127.0.0.1", args.port)
     print(json.dumps({"url": f"http://127.0.0.1:{sock.getsockname()[1]}"}), flush=True)
     server.run(sockets=[sock])
 

@@ -11,7 +11,9 @@ import io
 import os
 import socket
 import sys
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +22,12 @@ import pexpect
 import pytest
 from rich.console import Console
 
-from runtimes.cli.chat import Screen, Transcript, sse_events
+from core.times import iso_time
+from runtimes.cli.chat import Chat, ChatOptions, Screen, Transcript, sse_events
 from tests.local.support import ROOT, TOKEN, start_host_process, stop
 
 TIMEOUT = 60
+LOCAL = datetime.now().astimezone().tzinfo
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +240,67 @@ def test_the_transcript_streams_partials_then_finishes_with_the_entry() -> None:
         "    two",
         "    three",
         "    (+1 lines)",
-        "[overloaded: retrying (attempt 2)]",
+        f"[overloaded: retrying (attempt 2) at {iso_time(1, LOCAL)}]",
         "» from a reminder",
         "agent> [aborted]",
     ]
+
+
+def test_the_transcript_shows_recovery_tool_output_and_the_turn_s_tokens() -> None:
+    out = io.StringIO()
+    screen = Screen(Console(file=out, width=200, color_system=None, soft_wrap=True))
+    t = Transcript(screen, own={10})
+    asked = _user(1, "book it", 10)
+    call = {"type": "tool_call", "id": "c1", "name": "bash", "arguments": {"command": "x"}}
+    round_ = _assistant(2, 5, "", call)
+    round_["message"]["usage"] = {"input": 100, "output": 10, "cost": 0.001}
+    running = {"run": {}, "tools": {"c1": {"name": "bash", "status": "running", "task": 7}}}
+    running["tools"]["c1"]["output"] = "line one\nline tw"
+    t.show(_view([asked, round_], running))
+    running["tools"]["c1"]["output"] = "line one\nline two\n"
+    t.show(_view([asked, round_], running))
+    restart = {"n": 1, "kind": "restart", "tasks": [{"task": 7, "kind": "tool", "tool": "bash"}]}
+    search = {"n": 2, "kind": "tool_recovery", "task": 8, "tool": "search", "how": "rerun"}
+    view = _view([asked, round_], running)
+    view["docs"]["events"] = {"items": [restart, search]}
+    t.show(view)  # the restart named bash: its recovery is still to come
+    booked = {"n": 3, "kind": "tool_recovery", "task": 7, "tool": "bash", "how": "recovered"}
+    view["docs"]["events"] = {"items": [restart, search, booked]}
+    t.show(view)
+    cut = _assistant(3, 9, "Bo", stop="aborted")
+    cut["data"] = {"interrupted": "restart"}
+    answer = _assistant(4, 9, "Booked.")
+    answer["message"]["usage"] = {"input": 120, "output": 5, "cost": 0.002}
+    t.show(_view([asked, round_, cut, answer]))
+    assert out.getvalue().splitlines() == [
+        '  ⚙ bash {"command": "x"}',
+        "    │ line one",
+        "    │ line two",
+        "[recovered after restart: search reran, bash recovered from the sandbox]",
+        "agent> Bo [cut short by a restart: asking the model again]",
+        "agent> Booked.",
+        "  (220 in / 15 out tokens, $0.0030)",
+    ]
+
+
+async def test_the_status_line_shows_waiting_a_running_tool_and_a_retry_countdown() -> None:
+    out = io.StringIO()
+    screen = Screen(Console(file=out, width=200, force_terminal=True, color_system=None))
+    async with httpx.AsyncClient() as http:
+        chat = Chat(ChatOptions(url="http://127.0.0.1:9", token="t"), http, screen)
+        started: dict[object, float] = {}
+        chat.view = {"entries": [], "docs": {"live": {"run": {}, "generation": {"task": 5}}}}
+        chat.transcript.busy = True
+        assert chat._progress(started)[0] == "waiting for the model (0 s)"
+        tools = {"c1": {"name": "bash", "status": "running", "task": 7}}
+        chat.view["docs"]["live"]["tools"] = tools  # type: ignore[index]
+        assert chat._progress(started)[0] == "running bash 0 s"
+        retry = {"task": 5, "retry": {"at": int(time.time() * 1000) + 5400, "attempt": 2}}
+        chat.view["docs"]["live"]["generation"] = retry  # type: ignore[index]
+        assert chat._progress(started)[0] in ("retry 2 in 5 s", "retry 2 in 6 s")
+        chat.transcript.busy = False
+        chat.view["docs"]["live"] = {}  # type: ignore[index]
+        assert chat._progress(started)[0] is None
+    screen.status("⠋ running bash 3 s")
+    screen.write("  ↳ done\n")  # other output erases the status line first
+    assert out.getvalue() == "\r\x1b[K⠋ running bash 3 s\r\x1b[K  ↳ done\n"

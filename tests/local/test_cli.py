@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import signal
 import subprocess
@@ -12,11 +13,15 @@ from pathlib import Path
 
 import httpx
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from core.harness import HarnessSettings, RetrySettings
+from runtimes.actor.api.schemas import TaskGraph, TaskNode
 from runtimes.cli.dev import choose_model
 from runtimes.cli.main import app
+from runtimes.cli.preflight import PreflightError
+from runtimes.cli.taskview import render_task_graph
 from runtimes.local.host import ActorHost
 from tests.local.support import AGENT, ROOT, host_config
 from tests.models.fake_openai import FakeOpenAI, Stream, finish, text
@@ -127,13 +132,13 @@ def test_dev_talks_to_a_litellm_model(tmp_path: Path, fake_openai: FakeOpenAI) -
         proc.communicate(timeout=20)
 
 
-def test_without_credentials_dev_falls_back_to_the_demo_model(
+def test_without_credentials_dev_refuses_the_model_instead_of_the_demo_model(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert choose_model(None).demo
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    choice = choose_model("openai/gpt-4o-mini")
-    assert choice.demo and "OPENAI_API_KEY" in choice.note
+    with pytest.raises(PreflightError, match="needs OPENAI_API_KEY: export OPENAI_API_KEY="):
+        choose_model("openai/gpt-4o-mini")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     choice = choose_model("openai/gpt-4o-mini")
     assert not choice.demo and choice.model_id == "openai/gpt-4o-mini"
@@ -166,8 +171,33 @@ def test_inspect_prints_the_task_tree_of_a_stored_actor(tmp_path: Path) -> None:
     assert shown.exit_code == 0, shown.output
     assert "conversation 1" in shown.output
     assert "perdure.generation" in shown.output and "waiting" in shown.output
-    assert "until" in shown.output
+    assert "until 20" in shown.output  # ISO-8601 (with the zone), not epoch ms
+    assert "paused: read from its storage, where nothing runs" in shown.output
     missing = CliRunner().invoke(app, ["inspect", "nobody", "--data", str(tmp_path)])
     assert missing.exit_code == 1 and "no actor" in missing.output
     neither = CliRunner().invoke(app, ["inspect", "a"])
     assert neither.exit_code != 0
+
+
+def test_inspect_shows_a_tool_task_s_tool_arguments_and_age() -> None:
+    graph = TaskGraph(
+        scheduling="running",
+        tasks=[
+            TaskNode(
+                id=7,
+                kind="perdure.tool",
+                conversation_id=1,
+                state="running",
+                status="running",
+                background=False,
+                abort_requested=False,
+                started_at=1_000_000,
+                tool="bash",
+                arguments={"command": "make test"},
+            )
+        ],
+    )
+    out = io.StringIO()
+    Console(file=out, width=200).print(render_task_graph("a", graph, now_ms=1_000_000 + 75_000))
+    assert "running: served by a live host" in out.getvalue()
+    assert '#7 perdure.tool bash {"command": "make test"}  running for 1 min 15 s' in out.getvalue()

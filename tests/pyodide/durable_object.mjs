@@ -239,6 +239,8 @@ export class DurableObjectState {
   // Hibernatable WebSockets: accepted sockets belong to the object, not the isolate,
   // so they live in the home and a new isolate's getWebSockets() still returns them.
   acceptWebSocket(ws, tags = []) {
+    if (ws._accepted) throw new Error("this WebSocket was already accepted by the Worker");
+    ws._home = this._home; // the client's messages now go to the object's handlers
     this._home.sockets.push([ws, [...tags]]);
   }
   getWebSockets(tag) {
@@ -260,6 +262,11 @@ export class DurableObjectHome {
     this.alarmSets = 0;
     this.current = null;
     this.sockets = [];
+    this.object = null; // the instance hibernatable sockets deliver to
+  }
+  // The Durable Object instance now serving this object (the last one is gone).
+  attach(object) {
+    this.object = object;
   }
   open() {
     if (this.current !== null && !this.current.storage._evicted) this.current.storage.evict();
@@ -319,5 +326,109 @@ export class StandinWebSocket {
   }
   deserializeAttachment() {
     return this._attachment === null ? null : structuredClone(this._attachment);
+  }
+}
+
+// workerd's WebSocketPair: `new WebSocketPair()` is {0: client, 1: server}, two linked
+// `WebSocket`s. What one end sends, the other receives. The server end is either
+// accepted by the Worker itself (`accept()`: messages arrive as events) or handed to
+// `state.acceptWebSocket(server)` (hibernatable): then each client message and close
+// is delivered to the Durable Object's `webSocketMessage(server, message)` /
+// `webSocketClose(server, code, reason, wasClean)` — on whichever instance currently
+// serves the object (`home.attach(obj)`), so a socket outlives the instance that
+// accepted it, as after hibernation. The client end records what it received.
+export class WebSocket {
+  constructor() {
+    this.readyState = 1; // OPEN
+    this.closed = null;
+    this.received = [];
+    this._peer = null;
+    this._home = null; // set by acceptWebSocket: deliveries go to home.object
+    this._accepted = false;
+    this._listeners = { message: [], close: [] };
+    this._attachment = null;
+    this._deliveries = Promise.resolve();
+  }
+  accept() {
+    if (this._home !== null) throw new Error("this WebSocket was already accepted for hibernation");
+    this._accepted = true;
+  }
+  addEventListener(type, fn) {
+    (this._listeners[type] ||= []).push(fn);
+  }
+  send(message) {
+    if (this.closed !== null) throw new Error("send on a closed WebSocket");
+    this._peer._arrive(message);
+  }
+  close(code = 1000, reason = "") {
+    if (this.closed !== null) return;
+    this.closed = [code, reason];
+    this.readyState = 3; // CLOSED
+    this._peer._closedByPeer(code, reason);
+  }
+  serializeAttachment(value) {
+    this._attachment = structuredClone(value);
+  }
+  deserializeAttachment() {
+    return this._attachment === null ? null : structuredClone(this._attachment);
+  }
+  // Resolves once every delivery this end has caused so far was handled.
+  delivered() {
+    return this._deliveries;
+  }
+  _dispatch(method, ...args) {
+    const home = this._home;
+    const run = async () => {
+      if (home.object === null) throw new Error("no Durable Object instance to deliver to");
+      await home.object[method](this, ...args);
+    };
+    this._peer._deliveries = this._peer._deliveries.then(run);
+    return this._peer._deliveries;
+  }
+  _arrive(message) {
+    if (this._home !== null) {
+      this._dispatch("webSocketMessage", message);
+      return;
+    }
+    this.received.push(message);
+    for (const fn of this._listeners.message) fn({ data: message });
+  }
+  _closedByPeer(code, reason) {
+    if (this._home !== null && this.closed === null) {
+      this._dispatch("webSocketClose", code, reason, true);
+      return;
+    }
+    this.closed ??= [code, reason];
+    this.readyState = 3;
+    for (const fn of this._listeners.close) fn({ code, reason, wasClean: true });
+  }
+}
+
+export class WebSocketPair {
+  constructor() {
+    const client = new WebSocket();
+    const server = new WebSocket();
+    client._peer = server;
+    server._peer = client;
+    this[0] = client;
+    this[1] = server;
+  }
+}
+
+// workerd's Response also takes status 101 with the client end of a WebSocketPair
+// (`new Response(null, {status: 101, webSocket: client})`); Node's refuses any status
+// below 200, so this one stands in for it for 101 and is Node's for everything else.
+export class Response extends globalThis.Response {
+  constructor(body, init = undefined) {
+    const upgrade = init !== undefined && init !== null && init.status === 101;
+    if (upgrade && !(init.webSocket instanceof WebSocket)) {
+      throw new TypeError("a 101 response needs the client end of a WebSocketPair");
+    }
+    super(upgrade ? null : body, upgrade ? { ...init, status: 200 } : init);
+    this._upgrade = upgrade;
+    this.webSocket = (init && init.webSocket) || null;
+  }
+  get status() {
+    return this._upgrade ? 101 : super.status;
   }
 }

@@ -12,13 +12,18 @@
 4. starts, on CPython, two real servers on 127.0.0.1 — the models tests' scripted
    OpenAI-compatible server and a ``remote_env`` sandbox server (a subprocess) — and
    runs ``tests/pyodide/inside/suite.py`` in Pyodide (its own event loop, as in
-   workerd): the storage conformance kit over the facade over the JS stand-in through
+   workerd): the cold start (core, the Workers SDK, FastAPI, the actor API, the Durable
+   Object host and its adapters imported, then a harness opened on the 10,000-entry
+   actor); the storage conformance kit over the facade over the JS stand-in through
    the real Workers SDK, plain and evicted after every commit; the SQL limits; the seed
    crash scenario across an eviction, directly and through HTTP on the real
    ``PerdureActor`` via the SDK's ASGI bridge; the kit's submit → tools → answer over
-   the bridge; the hibernatable watch; the model adapter and the sandbox client over
-   ``fetch`` to those servers; a harness smoke with reopen; the cold start on the
-   10,000-entry actor; ms per tool round;
+   the bridge; a reminder that fires after an eviction; the hibernatable watch, and
+   the WebSocket upgrade on the ``WebSocketPair`` / 101 stand-ins across hibernation;
+   the model adapter and the sandbox client over ``fetch`` to those servers; the
+   actor configured from the Worker's vars and secrets alone (model and sandbox, tokens
+   minted from the secret); a harness smoke with reopen; ms per tool round;
+   then, in a Pyodide process of its own, the memory of one busy Durable Object;
 5. runs pytest inside Pyodide on ``tests/cloudflare`` (its normal summary line);
 6. prints the timings and ratios, and exits non-zero if anything failed.
 
@@ -70,6 +75,9 @@ WHEELS = {
     "packaging": ("26.4", None),
     "pygments": ("2.21.0", None),
 }
+
+
+BUSY = "busy_durable_object_memory"
 
 
 def _log(text: str) -> None:
@@ -160,11 +168,13 @@ async def cpython_side(scratch: Path, entries: int, rounds: int) -> dict[str, An
 
 
 _COLD_START = """
-import asyncio, json, sys, time
+import asyncio, importlib, json, sys, time
 started = time.perf_counter()
 import core.harness
 from runtimes.local.sqlite import open_sqlite_storage
 from tests.pyodide.inside import workload
+for module in workload.DEPLOYED_MODULES:  # the same runtime Pyodide imports
+    importlib.import_module(module)
 imported = time.perf_counter()
 result = asyncio.run(workload.cold_open(lambda: open_sqlite_storage(sys.argv[1])))
 result["import_ms"] = (imported - started) * 1000
@@ -210,8 +220,12 @@ def report(cpython: dict[str, Any], inside: dict[str, Any]) -> None:
     print("\n=== Pyodide 314.0.7 under Node: timings ===")
     print(f"load Pyodide:                 {t['pyodide_load_ms']:8.0f} ms")
     print(f"install wheels:               {t['wheels_install_ms']:8.0f} ms")
-    print(f"import core + runtime:        {t['import_core_and_runtime_ms']:8.0f} ms")
+    print(f"import core + storage, alarm: {t['import_core_and_runtime_ms']:8.0f} ms")
     print(f"import the Workers SDK:       {t['import_workers_sdk_ms']:8.0f} ms")
+    print(
+        f"import fastapi, the actor API, the Durable Object host and adapters:"
+        f" {t['import_app_and_adapters_ms']:.0f} ms"
+    )
     print(
         f"(CPython built the {cpython['long_actor_entries']}-entry actor in"
         f" {cpython['long_actor_build_s']:.1f} s)"
@@ -227,7 +241,10 @@ def report(cpython: dict[str, Any], inside: dict[str, Any]) -> None:
             f"  (ratio {cold['open_harness_ms'] / base['open_harness_ms']:.1f}x)"
         )
         total = (
-            t["import_core_and_runtime_ms"] + t["import_workers_sdk_ms"] + cold["open_harness_ms"]
+            t["import_core_and_runtime_ms"]
+            + t["import_workers_sdk_ms"]
+            + t["import_app_and_adapters_ms"]
+            + cold["open_harness_ms"]
         )
         print(
             f"import + open, excluding Pyodide's load: {total:.0f} ms (target <= 1000);"
@@ -248,6 +265,16 @@ def report(cpython: dict[str, Any], inside: dict[str, Any]) -> None:
             f" {rounds['memory_storage_ms_per_round']:.2f} ms on MemoryStorage (no SQL at all;"
             f" CPython: {local['memory_storage_ms_per_round']:.2f} ms)"
         )
+    busy = checks.get("busy_durable_object_memory")
+    if busy:
+        print(
+            f"one busy Durable Object ({busy['rounds']} tool rounds on the"
+            f" {cpython['long_actor_entries']}-entry actor): wasm heap"
+            f" {busy['wasm_heap_mb']:.0f} MB, +{busy['over_pyodide_baseline_mb']:.0f} MB over"
+            f" Pyodide's baseline with every import (target <= 64);"
+            f" {busy['wasm_heap_mb'] - busy['wasm_heap_before_mb']:.0f} MB of it"
+            f" grown while the object opened and worked"
+        )
     print(
         f"wasm heap: {t['heap_baseline_mb']:.0f} MB after load, {t['heap_final_mb']:.0f} MB"
         f" after the suite (+{t['heap_final_mb'] - t['heap_baseline_mb']:.0f} MB)"
@@ -257,23 +284,31 @@ def report(cpython: dict[str, Any], inside: dict[str, Any]) -> None:
 def _openai_server() -> Any:
     """A real OpenAI-compatible streaming server on 127.0.0.1 (the models tests' own),
     for the model adapter over ``fetch`` inside Pyodide."""
-    from tests.models.fake_openai import FakeOpenAI, Stream, finish, text, usage
+    from tests.models.fake_openai import FakeOpenAI, Stream, finish, text, tool_call, usage
 
     server = FakeOpenAI()
     server.start()
-    server.script(Stream([text("Hello "), text("from 127.0.0.1"), finish("stop"), usage(5, 4)]))
+    # In the order the suite's checks ask: model_over_fetch_to_a_real_server, then
+    # durable_object_configured_from_env (a bash call on the sandbox, then the answer).
+    command = json.dumps({"command": "echo from-the-worker > note.txt; cat note.txt"})
+    server.script(
+        Stream([text("Hello "), text("from 127.0.0.1"), finish("stop"), usage(5, 4)]),
+        Stream([tool_call(0, id="call_1", name="bash", arguments=command), finish("tool_calls")]),
+        Stream([text("wrote the note"), finish("stop")]),
+    )
     return server
 
 
-def _sandbox_server(stack: contextlib.ExitStack, scratch: Path) -> tuple[str, str]:
-    """A real sandbox server (``python -m remote_env.server``) on 127.0.0.1 and a
-    workspace token for it, for the ``remote_env`` client over ``fetch``."""
-    from tests.remote_env.support import server_process, token
+def _sandbox_server(stack: contextlib.ExitStack, scratch: Path) -> tuple[str, str, str]:
+    """A real sandbox server (``python -m remote_env.server``) on 127.0.0.1 (its root is
+    ``scratch/sandbox/root``), a workspace token for it and its token secret, for the
+    ``remote_env`` client over ``fetch`` and for a Worker minting its own tokens."""
+    from tests.remote_env.support import SECRET, server_process, token
 
     where = scratch / "sandbox"
     where.mkdir()
     server = stack.enter_context(server_process(where))
-    return server.url, token("fetch-ws")
+    return server.url, token("fetch-ws"), SECRET.decode()
 
 
 def main() -> int:
@@ -293,18 +328,37 @@ def main() -> int:
         _log("Pyodide: the suite")
         openai = _openai_server()
         sandbox = contextlib.ExitStack()
-        sandbox_url, sandbox_token = _sandbox_server(sandbox, scratch)
+        sandbox_url, sandbox_token, sandbox_secret = _sandbox_server(sandbox, scratch)
         options = {
             "openai_base_url": openai.base_url,
             "sandbox_url": sandbox_url,
             "sandbox_token": sandbox_token,
+            "sandbox_secret": sandbox_secret,
             "scratch": str(scratch),
             "rounds": args.rounds,
             "long_actor": str(scratch / "long-actor-pyodide.sqlite"),
             "entries": args.entries,
         }
         try:
-            code, inside = run_in_pyodide("tests.pyodide.inside.suite", options, wheels)
+            code, inside = run_in_pyodide(
+                "tests.pyodide.inside.suite", {**options, "skip": [BUSY]}, wheels
+            )
+            # One busy Durable Object's memory, in a Pyodide process of its own.
+            shutil.copy(scratch / "long-actor.sqlite", scratch / "long-actor-busy.sqlite")
+            busy_code, busy = run_in_pyodide(
+                "tests.pyodide.inside.suite",
+                {
+                    **options,
+                    "only": ["cold_start_10k", BUSY],
+                    "long_actor": str(scratch / "long-actor-busy.sqlite"),
+                },
+                wheels,
+            )
+            inside.setdefault("failures", {}).update(busy.get("failures", {}))
+            if BUSY in busy.get("checks", {}):
+                inside.setdefault("checks", {})[BUSY] = busy["checks"][BUSY]
+            if busy_code != 0 or not busy.get("ok"):
+                code = code or busy_code or 1
         finally:
             openai.stop()
             sandbox.close()

@@ -45,6 +45,10 @@ pyodide.registerJsModule("_pyodide_entrypoint_helper", {
   },
 });
 pyodide.registerJsModule("perdure_do_standin", standin);
+// The globals workerd has and Node lacks (or has differently): WebSocketPair, and a
+// Response that takes a 101 upgrade.
+globalThis.WebSocketPair = standin.WebSocketPair;
+globalThis.Response = standin.Response;
 
 pyodide.FS.mkdirTree("/perdure");
 pyodide.mountNodeFS("/perdure", path.resolve(repo));

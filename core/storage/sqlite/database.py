@@ -24,9 +24,14 @@ class SqlExecutor(Protocol):
     Parameters are positional (``?``); no statement binds more than 100 of them.
     """
 
-    def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None: ...
+    def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None:
+        """Run one statement for its effect. Errors propagate and abort the
+        transaction."""
+        ...
 
-    def fetch(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]: ...
+    def fetch(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
+        """Run one query and return all its rows as tuples, in the statement's order."""
+        ...
 
 
 class SqlDatabase(Protocol):
@@ -42,10 +47,22 @@ class SqlDatabase(Protocol):
     snapshot for reads that take several statements).
     """
 
-    async def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None: ...
+    async def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None:
+        """Run one statement in its own transaction (schema set-up, pragmas)."""
+        ...
 
-    async def fetch(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]: ...
+    async def fetch(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
+        """Run one query outside any transaction of ours and return all its rows."""
+        ...
 
-    async def transaction(self, fn: Callable[[SqlExecutor], T], *, write: bool = True) -> T: ...
+    async def transaction(self, fn: Callable[[SqlExecutor], T], *, write: bool = True) -> T:
+        """Run ``fn`` atomically, as the class docstring says; return what it returned.
 
-    async def close(self) -> None: ...
+        If the commit itself fails, the exception propagates and the outcome is
+        whatever the driver guarantees: the storage treats it as uncertain.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Release the database. Idempotent; nothing may be called afterwards."""
+        ...

@@ -22,7 +22,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from core.errors import StorageClosed, StorageCorrupt, StorageRejected
 from core.jsonvalue import JsonObject, JsonValue, dumps, loads
@@ -862,3 +862,10 @@ def _drop_revisions(ex: _Writer, document_id: int, before: int | None, chunked: 
             (document_id, bound),
         )
     ex.execute("DELETE FROM revisions WHERE document_id = ? AND seq <= ?", (document_id, bound))
+
+
+if TYPE_CHECKING:  # mypy proves the adapter satisfies its port
+    from core.storage.port import Storage
+
+    def _conforms(adapter: SqliteStorage) -> Storage:
+        return adapter

@@ -59,7 +59,10 @@ class CommitGate(Protocol):
     not mutate it.
     """
 
-    async def make_durable(self, seq: int, write_set: JsonObject) -> None: ...
+    async def make_durable(self, seq: int, write_set: JsonObject) -> None:
+        """Make the prepared commit ``seq`` durable; the class docstring says what
+        returning and each kind of exception mean."""
+        ...
 
 
 class WriteSetLog:
@@ -77,6 +80,7 @@ class WriteSetLog:
         self._index: dict[str, int] = {}
 
     def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None:
+        """Record one statement (its text once, its parameters per call)."""
         index = self._index.get(sql)
         if index is None:
             index = self._index[sql] = len(self.sql)
@@ -89,6 +93,7 @@ class WriteSetLog:
         self.ops.append([index, values])
 
     def write_set(self, *, schema: int, seq: int, next_id: int, chunked: set[str]) -> JsonObject:
+        """The recorded statements as the JSON write set of commit ``seq``."""
         tables: list[JsonValue] = [*sorted(chunked)]
         return {
             "format": WRITE_SET_FORMAT,

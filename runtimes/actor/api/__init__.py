@@ -1,5 +1,5 @@
 """The actor HTTP API (SPEC §10): one FastAPI app over any :class:`~runtimes.actor.Host`."""
 
-from runtimes.actor.api.app import ApiConfig, create_app
+from runtimes.actor.api.app import ApiConfig, create_app, new_api_token
 
-__all__ = ["ApiConfig", "create_app"]
+__all__ = ["ApiConfig", "create_app", "new_api_token"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -11,13 +12,15 @@ from fastapi import FastAPI
 
 from remote_env.limits import BodyLimit
 from runtimes.actor.api import history, webpages
+from runtimes.actor.api.deltas import DeltaFeeds
+from runtimes.actor.api.deltas import router as deltas_router
 from runtimes.actor.api.errors import install_error_handlers
 from runtimes.actor.api.middleware import BearerAuth
 from runtimes.actor.api.openapi import complete_openapi
 from runtimes.actor.api.routes import ApiSettings, router
 from runtimes.actor.host import Host
 
-__all__ = ["ApiConfig", "create_app"]
+__all__ = ["ApiConfig", "create_app", "new_api_token", "rebind_app"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,14 @@ class ApiConfig:
             raise ValueError("max_wait_s must be >= 0")
         if not self.heartbeat_s > 0:
             raise ValueError("heartbeat_s must be > 0")
+
+
+def new_api_token() -> str:
+    """A fresh bearer token for :class:`ApiConfig`.
+
+    Hex, so it never starts with ``-``: people and scripts pass it on command lines
+    (``--token TOKEN``), where a leading dash reads as an option."""
+    return secrets.token_hex(24)
 
 
 def create_app(
@@ -72,13 +83,11 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-    app.state.host = host
-    app.state.api_settings = ApiSettings(
-        max_wait_s=config.max_wait_s, heartbeat_s=config.heartbeat_s
-    )
+    rebind_app(app, host, config)
     app.include_router(router)
     app.include_router(history.router)
     app.include_router(webpages.router)
+    app.include_router(deltas_router)
     install_error_handlers(app)
     derive_openapi = app.openapi
 
@@ -92,3 +101,16 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(BearerAuth, token=config.token)
     return app
+
+
+def rebind_app(app: FastAPI, host: Host, config: ApiConfig) -> None:
+    """Point ``app`` (from :func:`create_app`) at ``host``, with ``config``'s waits and a
+    fresh set of delta feeds. For a host that lives for one request at a time (a Lambda
+    invocation): building an app costs more than the request (FastAPI builds each
+    route's state on first use), so a container keeps one and rebinds it. The token,
+    body limit and registry stay the ones the app was created with."""
+    app.state.host = host
+    app.state.api_settings = ApiSettings(
+        max_wait_s=config.max_wait_s, heartbeat_s=config.heartbeat_s
+    )
+    app.state.delta_feeds = DeltaFeeds()

@@ -92,7 +92,10 @@ async def _on_api_error(request: Request, exc: Exception) -> JSONResponse:
 async def _on_mapped(request: Request, exc: Exception) -> JSONResponse:
     for kind, status, code in _MAPPED:
         if isinstance(exc, kind):
-            return _response(status, code, str(exc) or code)
+            headers = None
+            if isinstance(exc, ActorLocked):  # 423: says when to come back (RFC 9110 §10.2.3)
+                headers = {"retry-after": str(exc.retry_after_s)}
+            return _response(status, code, str(exc) or code, headers=headers)
     return await _on_crash(request, exc)  # pragma: no cover - registered per mapped type
 
 

@@ -10,9 +10,11 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from core import JsonObject, UnknownRecord
+from core.errors import InvalidInput
 from core.harness import Conversation, Harness, Submission, agent_change, write_draft
 from core.records import MAX_ID, ROOT_CONVERSATION_ID
 from core.records import Submission as SubmissionRecord
+from core.times import iso_time
 from runtimes.actor.api.errors import ApiError
 from runtimes.actor.api.schemas import (
     AbortBody,
@@ -39,7 +41,7 @@ from runtimes.actor.api.schemas import (
     Timers,
 )
 from runtimes.actor.api.sse import WatchStream
-from runtimes.actor.api.taskgraph import task_graph, tool_calls
+from runtimes.actor.api.taskgraph import task_graph_of
 from runtimes.actor.host import Host
 from runtimes.actor.ids import ACTOR_ID_PATTERN
 
@@ -186,6 +188,10 @@ async def configure_agent(
     created with the host's default agent and the change, in one commit."""
     fields = change.model_dump(exclude_unset=True)
     agent_change(host.registry, {}, fields)  # refused before the actor is opened
+    model = fields.get("model")
+    if isinstance(model, str) and host.actor_config.models.info(model) is None:
+        # Refused now, not later as an unanswered "no_model" inside the conversation.
+        raise InvalidInput(f"this host serves no model {model!r}", field="model")
     root = conversation_id == ROOT_CONVERSATION_ID
     async with host.use(actor, create=root) as harness:
         conversation = await _conversation(
@@ -203,8 +209,7 @@ async def tasks(actor: ActorId, host: HostDep) -> TaskGraph:
     """Every live task: derived state, stored status, owner, abort mark, waits, when it
     started, its phase and attempt, and a tool task's call (name, arguments, replay)."""
     async with host.use(actor) as harness:
-        inspection = harness.inspect()
-        return task_graph(inspection, await tool_calls(harness, inspection))
+        return await task_graph_of(harness)
 
 
 @router.get("/conversations/{conversation_id}/view", response_model=ConversationView)
@@ -335,7 +340,7 @@ async def remind(
     async with host.use(actor) as harness:
         conversation = await harness.conversation(conversation_id)
         reminder = await conversation.remind(body.message, at=body.at, after=body.after)
-    return ReminderSet(task=reminder.task, at=reminder.at)
+    return ReminderSet(task=reminder.task, at=reminder.at, at_iso=iso_time(reminder.at))
 
 
 @router.get("/timers", response_model=Timers)

@@ -50,7 +50,6 @@ __all__ = [
     "Timer",
     "TimerCancelled",
     "Timers",
-    "ToolCallInfo",
     "WriteEntry",
     "WriteSubmission",
 ]
@@ -233,15 +232,6 @@ class AgentState(BaseModel):
     agent: dict[str, Any] = Field(description="the stored agent document (names only)")
 
 
-class ToolCallInfo(BaseModel):
-    call_id: str
-    name: str = Field(description="the tool's name")
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    replay: str | None = Field(
-        None, description="how a crash mid-call is recovered: safe, recoverable, unsafe"
-    )
-
-
 class TaskNode(BaseModel):
     id: int
     kind: str
@@ -257,13 +247,19 @@ class TaskNode(BaseModel):
     abort_requested: bool
     waiting_on: list[int] = Field(default_factory=list)
     until: int | None = Field(None, description="a durable deadline, epoch ms")
+    until_iso: str | None = Field(None, description="``until`` as ISO-8601 (UTC)")
     blocked_reason: str | None = None
     started_at: int | None = Field(None, description="when the task was created, epoch ms")
+    started_at_iso: str | None = Field(None, description="``started_at`` as ISO-8601 (UTC)")
+    tool: str | None = Field(None, description="a tool task's tool name")
+    arguments: dict[str, Any] | None = Field(None, description="a tool task's arguments")
     phase: str | None = Field(None, description="the checkpointed phase")
     attempt: int | None = Field(
         None, description="the phase's attempt (a tool call resumed after a crash: 2 or more)"
     )
-    tool: ToolCallInfo | None = Field(None, description="a tool task's call")
+    replay: str | None = Field(
+        None, description="a tool task's recovery after a crash: safe, recoverable, unsafe"
+    )
 
 
 class TaskGraph(BaseModel):
@@ -370,6 +366,7 @@ class ReminderBody(BaseModel):
 class ReminderSet(BaseModel):
     task: int = Field(description="the reminder's timer task; DELETE /timers/{task} cancels it")
     at: int = Field(description="when it fires, epoch ms")
+    at_iso: str = Field(description="``at`` as ISO-8601 (UTC), for people")
 
 
 class Timer(BaseModel):
@@ -377,6 +374,7 @@ class Timer(BaseModel):
     kind: str = Field(description="perdure.reminder, or the harness's own waits (retry, poll)")
     conversation_id: int
     at: int = Field(description="epoch ms")
+    at_iso: str = Field(description="``at`` as ISO-8601 (UTC), for people")
     message: str | None = Field(None, description="a reminder's message")
 
 

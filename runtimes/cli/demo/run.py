@@ -23,7 +23,6 @@ import contextlib
 import json
 import os
 import queue
-import secrets
 import shutil
 import signal
 import socket
@@ -34,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,7 +42,10 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
+from core.harness.events import summarize_recovery
+from core.times import iso_time
 from remote_env.auth import mint_token, write_new_secret
+from runtimes.actor.api import new_api_token
 from runtimes.cli.demo.scenario import BOOKINGS_FILE, REMINDER_TEXT
 from runtimes.cli.taskview import read_task_graph, render_task_graph
 
@@ -140,7 +143,7 @@ class _Demo:
         self.sandbox_root = workdir / "sandbox"
         self.secret_file = workdir / "sandbox.secret"
         self.trace = workdir / "search.trace"
-        self.token = secrets.token_urlsafe(24)
+        self.token = new_api_token()
         self.logs: list[Path] = []
         self.sandbox: subprocess.Popen[bytes] | None = None
         self.worker: _Process | None = None
@@ -358,6 +361,14 @@ class _Demo:
         )
         state = self.settled(self.job)
         answer = (state.get("answer") or {}).get("text", "")
+        events = self.call("GET", "/conversations/1/view")["docs"].get("events", {})
+        recovered = [e for e in events.get("items", []) if e.get("kind") == "tool_recovery"]
+        told = summarize_recovery(sorted(recovered, key=lambda e: str(e.get("tool"))))
+        self.note(f"[recovered after restart: {told}]  (the conversation's events, as chat shows)")
+        self.checks.expect(
+            told == "book_seat recovered from the sandbox, search reran",
+            "the events say what was recovered and how",
+        )
         self.console.print(Panel(Text(answer), title="answer", title_align="left"))
         self.checks.expect(state["status"] == "done", "job-42 is answered after the crash")
         bookings = self.bookings()
@@ -389,10 +400,10 @@ class _Demo:
         due = int(reminders[0]["at"]) if reminders else 0
         assert self.worker is not None
         evicted = self.worker.next_event("evicted", 15)
-        self.note(f"actor evicted: harness closed; next wake at {evicted['wake_at']} (heap)")
+        self.note(f"actor evicted: harness closed; next wake at {_when(evicted['wake_at'])} (heap)")
         self.checks.expect(evicted["wake_at"] == due, "the wake heap holds the reminder's time")
         woken = self.worker.next_event("activated", 30)
-        self.note(f"actor re-opened at {woken['at']} for the reminder due at {due}")
+        self.note(f"actor re-opened at {_when(woken['at'])} for the reminder due at {_when(due)}")
         self.checks.expect(
             woken["actor"] == ACTOR and woken["at"] >= due,
             "the wake re-opened the actor when the reminder was due, not before",
@@ -414,6 +425,13 @@ class _Demo:
             Panel(Text(f"reminder: {said}\nanswer:   {reply}"), title="fired", title_align="left")
         )
         self.checks.expect(not self.call("GET", "/timers").get("timers"), "no timer is left")
+
+
+def _when(ms: object) -> str:
+    """Epoch ms for people: ISO-8601 in this terminal's zone, with its offset."""
+    if not isinstance(ms, int):
+        return str(ms)
+    return iso_time(ms, datetime.now().astimezone().tzinfo)
 
 
 @contextlib.contextmanager

@@ -28,6 +28,7 @@ from runtimes.cli.demo.scenario import scenario_model, travel_tools
 from runtimes.cli.dev import sandbox_env
 from runtimes.local.host import ActorHost, HostConfig
 from runtimes.local.server import bind, make_server
+from runtimes.observe import HostTelemetry, configure_logging
 
 __all__ = ["main"]
 
@@ -61,11 +62,13 @@ def main(argv: list[str] | None = None) -> None:
                     "tools": [t.name for t in (*tools.tools, *reminders.tools)],
                 },
                 observe=lambda actor, event, wake: _say(event=event, actor=actor, wake_at=wake),
+                telemetry=HostTelemetry,  # recovery, tool and event lines in its log
             ),
             idle_evict_s=args.idle_evict,
         )
     )
-    server = make_server(host, ApiConfig(args.token))
+    configure_logging("text")  # stderr: the demo keeps it in the worker's log file
+    server = make_server(host, ApiConfig(args.token), log_requests=True)
     sock = bind("127.0.0.1", args.port)
     _say(event="ready", url=f"http://127.0.0.1:{sock.getsockname()[1]}")
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises SIGINT after its shutdown

@@ -28,12 +28,18 @@ storage, and ``recover_on_start`` re-derives them after a crash.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from core.harness import Harness
 from core.tasks import Inspection
 from runtimes.actor import ActorLocked, ActorPool, OpenActor, UnknownActor, check_actor_id
 from runtimes.local.clock import SystemClock
 from runtimes.local.host.config import HostConfig
 from runtimes.local.host.store import LocalStore
 from runtimes.local.host.wakes import WakeHeap
+
+T = TypeVar("T")
 
 __all__ = ["ActorHost"]
 
@@ -115,14 +121,22 @@ class ActorHost(ActorPool):
     async def inspect(self, actor: str) -> Inspection:
         """The live tasks of ``actor``: from its harness if open, else by opening it
         without resuming (nothing runs) and closing it again."""
+
+        async def look(harness: Harness) -> Inspection:
+            return harness.inspect()
+
+        return await self.look(actor, look)
+
+    async def look(self, actor: str, read: Callable[[Harness], Awaitable[T]]) -> T:
+        """``read(harness)`` of ``actor``, as :meth:`inspect` opens it (nothing runs)."""
         name = check_actor_id(actor)
         async with self.transition(name):
             entry = self.current(name)
             if entry is not None:
-                return entry.harness.inspect()
+                return await read(entry.harness)
             opened = await self.open_actor(name, create=False)
             try:
-                return opened.harness.inspect()
+                return await read(opened.harness)
             finally:
                 await opened.close()
 

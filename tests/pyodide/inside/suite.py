@@ -13,6 +13,8 @@ import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+# The cold start, timed in three parts: everything the deployed Worker imports before
+# its first request is served (workload.DEPLOYED_MODULES and the entry classes).
 started = time.perf_counter()
 import core.harness  # noqa: E402, F401  (timed: what an isolate imports first)
 import runtimes.cloudflare.alarm  # noqa: E402
@@ -22,6 +24,13 @@ core_imported = time.perf_counter()
 from tests.pyodide.inside.durable import Home  # noqa: E402  (pulls the Workers SDK)
 
 sdk_imported = time.perf_counter()
+import importlib  # noqa: E402
+
+from tests.pyodide.inside.workload import DEPLOYED_MODULES  # noqa: E402
+
+for _module in (*DEPLOYED_MODULES, "runtimes.cloudflare.worker"):
+    importlib.import_module(_module)  # fastapi, the actor API, the adapters, the entry
+runtime_imported = time.perf_counter()
 
 from pydantic import BaseModel  # noqa: E402
 
@@ -69,6 +78,63 @@ async def cold_start_10k(options: dict[str, Any]) -> dict[str, Any] | None:
     result = await workload.cold_open(home.storage)
     assert result["entries"] >= int(options.get("entries", 10_000)), result
     return result
+
+
+def _wasm_heap_mb() -> float:
+    import pyodide_js  # type: ignore[import-not-found]
+
+    return float(pyodide_js._module.HEAP8.length) / (1024 * 1024)
+
+
+@check
+async def busy_durable_object_memory(options: dict[str, Any]) -> dict[str, Any] | None:
+    """One busy Durable Object: the runtime's host (``DurableActor``) on the 10,000-entry
+    actor, its heartbeat armed, running tool rounds on the long conversation (each model
+    request carries the whole transcript). Runs right after the cold start, so the wasm
+    heap then is Pyodide's baseline + the imports + this one object; the heap never
+    shrinks, so its size is an upper bound of what the object needed at its peak.
+    run.py runs it in a Pyodide process of its own, after the cold start: the number is
+    then this one object's, and the main suite stays below the heap size at which
+    Node 20's V8 aborted later checks (a fatal error in its deoptimizer, seen with the
+    heap grown to 75-90 MB)."""
+    if not options.get("long_actor"):
+        return None
+    rounds = min(int(options.get("rounds", 50)), 50)
+
+    def step(request: ModelRequest, state: FauxState) -> AssistantMessage:
+        if state.call_count <= rounds:
+            return faux_message(faux_tool_call("noop", {}, id=f"busy_{state.call_count}"))
+        return faux_message("done")
+
+    from runtimes.cloudflare.actor import DurableActor
+
+    home = Home(options["long_actor"])
+    config = ActorConfig(
+        models=FauxModel([step] * (rounds + 1), record_requests=False),
+        extensions=[workload.noop_extension()],
+    )
+    before = _wasm_heap_mb()
+    actor = DurableActor(
+        home.state().storage,
+        config,
+        clock=VirtualClock(),
+        alarm_report=lambda r: None,
+        actor="long",
+    )
+    async with actor.serving() as harness:
+        root = await harness.root()
+        record = await (await root.submit("busy")).wait()
+    assert record.status == "done", record
+    await actor.settle()
+    await actor.close()
+    baseline = float(options["timings"]["heap_baseline_mb"])
+    heap = _wasm_heap_mb()
+    return {
+        "rounds": rounds,
+        "wasm_heap_before_mb": before,
+        "wasm_heap_mb": heap,
+        "over_pyodide_baseline_mb": heap - baseline,
+    }
 
 
 @check
@@ -498,6 +564,57 @@ async def durable_object_class_evicted_then_alarm(options: dict[str, Any]) -> di
 
 
 @check
+async def reminder_fires_after_an_eviction(options: dict[str, Any]) -> dict[str, Any]:
+    """A reminder set over HTTP on the real ``PerdureActor`` arms the alarm at its time;
+    the isolate is evicted; the alarm fires on a new instance, which re-opens the actor
+    and delivers the reminder; delivered again, it fires nothing more."""
+    from runtimes.cloudflare import worker
+
+    home = Home(_path(options, "do-remind.sqlite"), "tree-r")
+    worker.configure(
+        ActorConfig(
+            models=FauxModel(fallback=lambda r, s: faux_message("noted")),
+            default_agent={"model": workload.MODEL},
+        )
+    )
+    first = _instance(home, _env())
+    client = _Client(first, "tree-r")
+    status, accepted = await client.call("POST", "/submissions", {"type": "input", "content": "hi"})
+    await client.settled(accepted["id"])
+    status, reminder = await client.call(
+        "POST", "/conversations/1/reminders", {"message": "ping", "after": 0.3}
+    )
+    assert status == 201, (status, reminder)
+    await first.host.settle()
+    assert home.js.alarm == reminder["at"], (home.js.alarm, reminder)  # armed exactly
+
+    second = _instance(home, _env())  # evicted: a new isolate on the same file
+    with contextlib.suppress(Exception):
+        await first.host.close()
+    assert not second.host.is_open
+    await asyncio.sleep(max(0.0, (reminder["at"] - time.time() * 1000) / 1000) + 0.05)
+    assert await _fire_alarm(home, second) == 1 and second.host.is_open
+    client = _Client(second, "tree-r")
+
+    async def users() -> list[str]:
+        _, view = await client.call("GET", "/conversations/1/view")
+        return [str(e["message"]["content"]) for e in view["entries"] if e["kind"] == "user"]
+
+    for _ in range(200):
+        if any("ping" in u for u in await users()):
+            break
+        await asyncio.sleep(0.01)
+    await _fire_alarm(home, second)  # delivered twice
+    await second.host.settle()
+    fired = [u for u in await users() if "ping" in u]
+    assert len(fired) == 1, await users()
+    status, timers = await client.call("GET", "/timers")
+    assert status == 200 and not [t for t in timers["timers"] if t["task"] == reminder["task"]]
+    await second.host.close()
+    return {"reminder_task": reminder["task"]}
+
+
+@check
 async def hibernatable_watch_on_the_durable_object(options: dict[str, Any]) -> dict[str, Any]:
     """The real ``PerdureActor``'s watch hub on the JS ``ctx``: an accepted socket gets
     the view, then deltas; a new isolate (the socket still connected) sends it the
@@ -553,6 +670,111 @@ async def hibernatable_watch_on_the_durable_object(options: dict[str, Any]) -> d
     return {"frames": len(ws.sent)}
 
 
+async def _until(predicate: Callable[[], bool], what: str, turns: int = 2000) -> None:
+    for _ in range(turns):
+        if predicate():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"not reached: {what}")
+
+
+def _instance(home: Home, env: Any) -> Any:
+    """A new instance of the Durable Object on ``home`` (the last one is gone), which
+    the object's hibernatable sockets now deliver to, as workerd routes them."""
+    from pyodide.ffi import create_proxy  # type: ignore[import-not-found]
+
+    from runtimes.cloudflare import worker
+
+    obj = worker.PerdureActor(home.js.open(), env)
+    home.js.attach(create_proxy(obj))
+    return obj
+
+
+@check
+async def websocket_upgrade_survives_hibernation(options: dict[str, Any]) -> dict[str, Any]:
+    """The upgrade branch of ``PerdureActor.fetch`` on workerd's ``WebSocketPair`` and
+    101 response (the JS stand-ins): the client gets the view, then deltas; the instance
+    is dropped (hibernation: no pump, no isolate state) while the client stays connected;
+    a new instance woken by a request sends it the current view first, then the deltas
+    of that request; the client's own message reaches the new instance's
+    ``webSocketMessage``; its close reaches ``webSocketClose``."""
+    import json
+
+    from runtimes.cloudflare import worker
+
+    home = Home(_path(options, "do-upgrade.sqlite"), "tree-u")
+    worker.configure(_travel_config([]))
+    first = _instance(home, _env())
+    client = _Client(first, "tree-u")
+    status, accepted = await client.call("POST", "/submissions", {"type": "input", "content": "a"})
+    assert status == 202, accepted
+    await client.settled(accepted["id"])
+
+    headers = {"authorization": f"Bearer {TOKEN}", "upgrade": "websocket"}
+    refused = await first.fetch(
+        _js_request("GET", "/v1/actors/tree-u/conversations/1/watch", {"upgrade": "websocket"})
+    )
+    assert refused.status == 401, refused.status  # the upgrade checks auth too
+    missing = await first.fetch(
+        _js_request("GET", "/v1/actors/tree-u/conversations/99/watch", headers)
+    )
+    assert missing.status == 404, missing.status  # refused before accepting
+    response = await first.fetch(
+        _js_request("GET", "/v1/actors/tree-u/conversations/1/watch", headers)
+    )
+    assert response.status == 101, response.status
+    socket = response.webSocket
+
+    def frames() -> list[dict[str, Any]]:
+        return [json.loads(m) for m in socket.received]
+
+    await _until(lambda: len(frames()) >= 1, "the first frame")
+    assert [f["type"] for f in frames()] == ["view"], frames()
+    status, more = await client.call("POST", "/submissions", {"type": "input", "content": "b"})
+    await client.settled(more["id"])
+    await _until(lambda: any(f["type"] == "delta" for f in frames()), "a delta")
+    assert {f["type"] for f in frames()[1:]} == {"delta"}, frames()
+
+    # Hibernation: the instance and everything it held in memory are gone.
+    await first.hub.stop_all()
+    await first.host.close()
+    seen = len(socket.received)
+    second = _instance(home, _env())
+    assert second.hub.pumping == 0
+    status, late = await _Client(second, "tree-u").call(
+        "POST", "/submissions", {"type": "input", "content": "c"}
+    )
+    assert status == 202, late
+    await _Client(second, "tree-u").settled(late["id"])
+    await _until(
+        lambda: any(f["type"] == "delta" for f in frames()[seen + 1 :]), "deltas after the wake"
+    )
+    after = frames()[seen:]
+    assert after[0]["type"] == "view", after[0]  # the current view first...
+    assert {f["type"] for f in after[1:]} == {"delta"}, after  # ...then deltas
+    status, view = await _Client(second, "tree-u").call("GET", "/conversations/1/view")
+    assert len([e for e in view["entries"] if e["kind"] == "user"]) == 3, view
+
+    # Dropped again; this time the client's message is what wakes the object.
+    await second.hub.stop_all()
+    await second.host.close()
+    third = _instance(home, _env())
+    seen = len(socket.received)
+    socket.send("sync")
+    await socket.delivered()
+    await _until(lambda: len(socket.received) > seen, "the view after the client's message")
+    frame = frames()[seen]
+    assert frame["type"] == "view", frame
+    assert len([e for e in frame["value"]["entries"] if e["kind"] == "user"]) == 3, frame
+    socket.close(1000, "bye")
+    await socket.delivered()
+    assert third.hub.pumping == 0
+    server_end = home.js.sockets[0][0]
+    assert list(server_end.closed) == [1000, "bye"], server_end.closed
+    await third.host.close()
+    return {"frames": len(socket.received)}
+
+
 @check
 async def model_over_fetch_to_a_real_server(options: dict[str, Any]) -> dict[str, Any] | None:
     """A harness turn whose model is the OpenAI-compatible httpx adapter over
@@ -605,6 +827,88 @@ async def remote_env_over_fetch_to_a_real_sandbox(options: dict[str, Any]) -> di
 
 
 @check
+async def durable_object_configured_from_env(options: dict[str, Any]) -> dict[str, Any]:
+    """No ``configure()``: the real ``PerdureActor`` opens its actor from the Worker's
+    vars and secrets alone — the OpenAI-compatible adapter on the model server, the
+    coding tools on the sandbox server with workspace tokens minted from the sandbox
+    secret, both over Node's ``fetch``. The model asks for ``bash``; the command runs in
+    the actor's own workspace; the model answers. A deployment missing its model vars
+    is refused at the front door (500, naming them), no Durable Object addressed."""
+    import json
+
+    from js import Object  # type: ignore[import-not-found]
+    from perdure_do_standin import DurableObjectNamespace  # type: ignore[import-not-found]
+    from pyodide.ffi import to_js  # type: ignore[import-not-found]
+
+    from runtimes.cloudflare import names, worker
+
+    worker.configure_from_env()
+    namespace = DurableObjectNamespace.new()
+    bad = to_js(
+        {names.API_TOKEN_SECRET: TOKEN, names.DURABLE_OBJECT_BINDING: namespace},
+        dict_converter=Object.fromEntries,
+    )
+    door = worker.Default(to_js({}, dict_converter=Object.fromEntries), bad)
+    headers = {"authorization": f"Bearer {TOKEN}"}
+    response = await door.fetch(_js_request("GET", "/v1/actors/tree-env/tasks", headers))
+    body = await response.json()
+    assert response.status == 500 and body["error"]["code"] == "misconfigured", body
+    assert names.MODEL_VAR in body["error"]["message"], body
+    assert TOKEN not in json.dumps(body.to_py() if hasattr(body, "to_py") else body)
+    assert list(namespace.addressed) == []
+
+    env = to_js(
+        {
+            names.API_TOKEN_SECRET: TOKEN,
+            names.MODEL_VAR: "gpt-env",
+            names.MODEL_BASE_URL_VAR: options["openai_base_url"],
+            names.MODEL_API_KEY_SECRET: "sk-from-env",
+            names.SANDBOX_URL_VAR: options["sandbox_url"],
+            names.SANDBOX_SECRET: options["sandbox_secret"],
+        },
+        dict_converter=Object.fromEntries,
+    )
+    home = Home(_path(options, "do-env.sqlite"), "tree-env")
+    obj = _instance(home, env)
+    client = _Client(obj, "tree-env")
+    status, accepted = await client.call(
+        "POST", "/submissions", {"type": "input", "content": "write a note"}
+    )
+    assert status == 202, (status, accepted)
+    state = await client.settled(accepted["id"])
+    assert state["status"] == "done" and state["answer"]["text"] == "wrote the note", state
+    note = "/scratch/sandbox/root/tree-env/note.txt"  # run.py's scratch, mounted here
+    with open(note) as f:  # noqa: ASYNC230  (the mounted host file; tiny, a test)
+        assert f.read() == "from-the-worker\n"
+    status, view = await client.call("GET", "/conversations/1/view")
+    (result,) = [e["message"] for e in view["entries"] if e["kind"] == "tool_result"]
+    assert result["tool_name"] == "bash" and not result["is_error"], result
+    await obj.host.close()
+    config = worker._Deployment.from_env
+    assert config is not None
+    await config.models.aclose()  # type: ignore[attr-defined]
+    return {"answer": state["answer"]["text"]}
+
+
+@check
+async def the_deployed_entry_module_imports(options: dict[str, Any]) -> None:
+    """``infra/cloudflare/src/entry.py`` (wrangler's ``main``) imports here and exports
+    the runtime's own classes under the names wrangler binds."""
+    import importlib.util
+
+    from runtimes.cloudflare import names, worker
+
+    spec = importlib.util.spec_from_file_location(
+        "perdure_entry", "/perdure/infra/cloudflare/src/entry.py"
+    )
+    assert spec is not None and spec.loader is not None
+    entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entry)
+    assert getattr(entry, names.ENTRY_CLASS) is worker.Default
+    assert getattr(entry, names.DURABLE_OBJECT_CLASS) is worker.PerdureActor
+
+
+@check
 async def sse_watch_streams_through_the_bridge(options: dict[str, Any]) -> dict[str, Any]:
     """The API's SSE watch through ``workers.asgi.fetch``: the response streams (the
     view event arrives while the stream is still open), then a commit's delta."""
@@ -647,6 +951,7 @@ async def _js_read(reader: Any) -> Any:
 async def main(options: Any) -> dict[str, Any]:
     opts: dict[str, Any] = options.to_py() if hasattr(options, "to_py") else dict(options)
     only = set(opts.get("only") or [])
+    skip = set(opts.get("skip") or [])
     out: dict[str, Any] = {
         "ok": True,
         "checks": {},
@@ -654,10 +959,11 @@ async def main(options: Any) -> dict[str, Any]:
         "timings": {
             "import_core_and_runtime_ms": (core_imported - started) * 1000,
             "import_workers_sdk_ms": (sdk_imported - core_imported) * 1000,
+            "import_app_and_adapters_ms": (runtime_imported - sdk_imported) * 1000,
         },
     }
     for name, fn in _CHECKS:
-        if only and name not in only:
+        if (only and name not in only) or name in skip:
             continue
         t = time.perf_counter()
         try:

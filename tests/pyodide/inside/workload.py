@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from core.faux import FauxModel, FauxState, faux_message, faux_tool_call
 from core.harness import (
     AssistantMessage,
+    Extension,
     Harness,
     ModelRequest,
     Registry,
@@ -28,9 +29,36 @@ from core.harness import (
 from core.storage import Storage
 from core.testing.clock import VirtualClock
 
-__all__ = ["MODEL", "cold_open", "long_actor", "noop_registry", "tool_rounds"]
+__all__ = [
+    "DEPLOYED_MODULES",
+    "MODEL",
+    "cold_open",
+    "long_actor",
+    "noop_extension",
+    "noop_registry",
+    "tool_rounds",
+]
 
 MODEL = "faux/faux-1"
+
+# What the deployed Worker imports before it serves its first request, besides core and
+# the Workers SDK: the actor API app (FastAPI), the Durable Object host, its settings,
+# and the adapters its default configuration builds (the model over httpx, the sandbox
+# client, the coding tools). Both cold starts (Pyodide and CPython) import exactly these.
+DEPLOYED_MODULES = (
+    "fastapi",
+    "runtimes.actor",
+    "runtimes.actor.api",
+    "runtimes.cloudflare.actor",
+    "runtimes.cloudflare.watch",
+    "runtimes.cloudflare.front_door",
+    "runtimes.cloudflare.settings",
+    "runtimes.cloudflare.fetch_transport",
+    "runtimes.actor.sandbox",
+    "runtimes.models.openai_http",
+    "remote_env.client",
+    "core.tools",
+)
 
 
 class NoArgs(BaseModel):
@@ -41,9 +69,13 @@ async def _noop(args: NoArgs, ctx: ToolContext) -> str:
     return "ok"
 
 
-def noop_registry() -> Registry:
+def noop_extension() -> Extension:
     tool = define_tool("noop", description="does nothing", parameters=NoArgs, execute=_noop)
-    return Registry([define_extension("bench", tools=[tool])])
+    return define_extension("bench", tools=[tool])
+
+
+def noop_registry() -> Registry:
+    return Registry([noop_extension()])
 
 
 async def tool_rounds(storage: Storage, rounds: int) -> dict[str, Any]:

@@ -219,7 +219,7 @@ async function poll() {
           key: `resumed-${task.id}`,
           time: Date.now(),
           kind: "tool resumed",
-          text: `${task.tool.name} (${task.tool.replay}) resumed after a restart: attempt ${task.attempt}`,
+          text: `${task.tool} (${task.replay}) resumed after a restart: attempt ${task.attempt}`,
         });
       }
     }
@@ -298,7 +298,7 @@ function renderTasks() {
   const known = new Set(tasks.map((t) => t.id));
   const rows = [];
   const visit = (task, depth) => {
-    const args = task.tool ? short(task.tool.arguments, 120) : "";
+    const args = task.arguments ? short(task.arguments, 120) : "";
     const stateText = task.abort_requested ? `${task.state} (abort)` : task.state;
     const phase = task.phase ? ` · ${task.phase}${task.attempt > 1 ? ` #${task.attempt}` : ""}` : "";
     rows.push(
@@ -307,7 +307,7 @@ function renderTasks() {
         { dataset: { task: task.id, kind: task.kind, state: task.state } },
         h("td", { style: { paddingLeft: `${0.4 + depth * 1.2}em` } }, String(task.id)),
         h("td", {}, task.kind.replace(/^perdure\./, "")),
-        h("td", { class: "tool" }, task.tool ? task.tool.name : ""),
+        h("td", { class: "tool" }, task.tool || ""),
         h("td", { class: "args" }, args),
         h("td", { class: `state ${task.state}` }, stateText + phase),
         h("td", {}, task.owner ? String(task.owner) : `conv ${task.conversation_id}`),

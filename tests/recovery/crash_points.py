@@ -1,0 +1,239 @@
+"""The crash matrix's named fault points: where a conversation turn commits or reaches
+outside the process, and which hosts have each point.
+
+A point is recognised without touching core: a *commit point* is a predicate over the
+write set a commit hands the storage port (``when="before"``: the process dies with the
+commit not written; ``"after"``: written, nothing after it ran); an *effect point* is a
+named place in the scenario's tools, model, env or host plumbing (see
+:mod:`tests.recovery.crash_scenario`) where the wrapper kills the process. ``nth``
+picks the n-th matching occurrence (1-based).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from core.harness.compaction import COMPACTION
+from core.harness.reminders import REMINDER
+from core.harness.runs import GENERATION, TOOL
+from core.jsonvalue import JsonValue
+from core.records import Conversation, Entry, Submission, Task, Terminal, Waiting
+from core.storage.port import Write
+
+__all__ = ["ALL_HOSTS", "POINTS", "CrashPoint", "point_named"]
+
+Host = Literal["local", "do", "lambda"]
+ALL_HOSTS: tuple[Host, ...] = ("local", "do", "lambda")
+Match = Callable[[Sequence[Write]], bool]
+
+
+@dataclass(frozen=True)
+class CrashPoint:
+    """``match`` set: a commit point; else an effect point the scenario names ``name``."""
+
+    name: str
+    what: str
+    match: Match | None = None
+    when: Literal["before", "after"] = "after"
+    nth: int = 1
+    hosts: tuple[Host, ...] = ALL_HOSTS
+    quick: tuple[Host, ...] = ()  # hosts whose default run takes it (a representative subset)
+
+
+def _tasks(writes: Sequence[Write]) -> list[Task]:
+    return [w for w in writes if isinstance(w, Task)]
+
+
+def _get(value: JsonValue, key: str) -> JsonValue:
+    return value.get(key) if isinstance(value, dict) else None
+
+
+def _phase(task: Task) -> JsonValue:
+    return _get(getattr(task.state, "checkpoint", None), "phase")
+
+
+def _call_id(task: Task) -> JsonValue:
+    # A tool task's input names the call, not the tool: the scenario's call ids do.
+    return _get(task.input, "call_id")
+
+
+def _entries(writes: Sequence[Write], kind: str) -> list[Entry]:
+    return [w for w in writes if isinstance(w, Entry) and w.kind == kind]
+
+
+def admission(request_id: str) -> Match:
+    def match(writes: Sequence[Write]) -> bool:
+        return any(
+            isinstance(w, Submission) and w.request_id == request_id and w.status != "done"
+            for w in writes
+        ) and not any(isinstance(w, Submission) and w.status == "done" for w in writes)
+
+    return match
+
+
+def generation_phase(phase: str) -> Match:
+    """A generation task's checkpoint moving to ``phase`` (``request``: prepare done)."""
+
+    def match(writes: Sequence[Write]) -> bool:
+        return any(t.kind == GENERATION and t.live and _phase(t) == phase for t in _tasks(writes))
+
+    return match
+
+
+def streamed(writes: Sequence[Write]) -> bool:
+    """Partial model output committed to ``live`` while the request streams: a commit of
+    documents only (no task, entry or submission written)."""
+    return bool(writes) and not any(
+        isinstance(w, Task | Entry | Submission | Conversation) for w in writes
+    )
+
+
+def tool_round(writes: Sequence[Write]) -> bool:
+    """The assistant entry with its tool tasks and the generation waiting on them."""
+    return bool(_entries(writes, "assistant")) and any(t.kind == TOOL for t in _tasks(writes))
+
+
+def intent(call_id: str) -> Match:
+    def match(writes: Sequence[Write]) -> bool:
+        return any(
+            t.kind == TOOL and _call_id(t) == call_id and _phase(t) == "execute" and t.live
+            for t in _tasks(writes)
+        )
+
+    return match
+
+
+def result(call_id: str) -> Match:
+    def match(writes: Sequence[Write]) -> bool:
+        return any(
+            t.kind == TOOL and _call_id(t) == call_id and isinstance(t.state, Terminal)
+            for t in _tasks(writes)
+        ) and bool(_entries(writes, "tool_result"))
+
+    return match
+
+
+def handover(writes: Sequence[Write]) -> bool:
+    """The tool round's generation ending as a new generation task takes the run."""
+    gens = [t for t in _tasks(writes) if t.kind == GENERATION]
+    return any(isinstance(t.state, Terminal) for t in gens) and any(t.live for t in gens)
+
+
+def answer(request_id_prefix: str) -> Match:
+    def match(writes: Sequence[Write]) -> bool:
+        return any(
+            isinstance(w, Submission)
+            and w.status == "done"
+            and (w.request_id or "").startswith(request_id_prefix)
+            for w in writes
+        )
+
+    return match
+
+
+def compaction_started(writes: Sequence[Write]) -> bool:
+    return any(t.kind == COMPACTION and _phase(t) == "select" and t.live for t in _tasks(writes))
+
+
+def compaction_queued(writes: Sequence[Write]) -> bool:
+    """The summary written and queued (a write submission) to land at the next boundary."""
+    return any(
+        isinstance(w, Submission)
+        and w.status == "queued"
+        and (w.request_id or "").startswith("compaction:")
+        for w in writes
+    )
+
+
+def compaction_landed(writes: Sequence[Write]) -> bool:
+    return bool(_entries(writes, "compaction"))
+
+
+def reminder_created(writes: Sequence[Write]) -> bool:
+    return any(
+        t.kind == REMINDER and isinstance(t.state, Waiting) and t.live for t in _tasks(writes)
+    )
+
+
+def reminder_fired(writes: Sequence[Write]) -> bool:
+    return any(
+        isinstance(w, Submission) and (w.request_id or "").startswith("reminder:") for w in writes
+    )
+
+
+def owned_conversation(writes: Sequence[Write]) -> bool:
+    return any(isinstance(w, Conversation) and w.owner is not None for w in writes)
+
+
+def forked(writes: Sequence[Write]) -> bool:
+    return any(isinstance(w, Conversation) and w.parent is not None for w in writes)
+
+
+def abort_marked(writes: Sequence[Write]) -> bool:
+    return any(t.abort_requested and t.live for t in _tasks(writes))
+
+
+def abort_ended(writes: Sequence[Write]) -> bool:
+    return any(
+        isinstance(t.state, Terminal) and t.state.outcome.kind == "aborted" for t in _tasks(writes)
+    )
+
+
+_C = CrashPoint
+POINTS: tuple[CrashPoint, ...] = (
+    _C("admission.before", "the first input's admission, not written", admission("r1"), "before"),
+    _C("admission.after", "the first input placed, its run started", admission("r1")),
+    _C("generation.prepare", "prepare done: request phase committed", generation_phase("request")),
+    _C("model.request", "inside the model request (external effect), nothing streamed yet"),
+    _C("generation.stream", "partial output committed while the model streams", streamed),
+    _C("generation.tool_round", "assistant entry + tool tasks + waiting", tool_round),
+    _C("tool.intent.safe", "intent of the safe tool committed", intent("call_safe")),
+    _C("tool.intent.unsafe", "intent of the unsafe tool committed", intent("call_unsafe")),
+    _C("tool.intent.recoverable", "intent of the recoverable tool", intent("call_rec")),
+    _C("tool.effect.safe", "the safe tool's effect started, not finished"),
+    _C("tool.effect.unsafe", "the unsafe tool's effect started, not finished", quick=("local",)),
+    _C("tool.effect.recoverable.running", "the sandbox runs the recoverable op", quick=("local",)),
+    _C("tool.effect.recoverable.done", "the sandbox finished the op, result not committed"),
+    _C("tool.result.safe", "the safe tool's result entry + terminal", result("call_safe")),
+    _C("tool.result.unsafe", "the unsafe tool's result entry + terminal", result("call_unsafe")),
+    _C("tool.result.recoverable", "the recoverable tool's result", result("call_rec")),
+    _C("handover", "the next generation takes over the run", handover, quick=("do",)),
+    _C("subagent.created", "the sub-agent's conversation created", owned_conversation),
+    _C("subagent.answer", "the sub-agent's input answered", answer("subagent:")),
+    _C("answer", "the first input answered", answer("r1")),
+    _C("compaction.start", "the compaction task created", compaction_started),
+    _C("compaction.queued", "the summary written, waiting to land", compaction_queued),
+    _C("compaction.landed", "the compaction entry landed", compaction_landed, quick=("local",)),
+    _C("reminder.created", "the reminder's timer task created", reminder_created),
+    _C("reminder.fired", "the reminder submitted its message", reminder_fired),
+    _C("reminder.answer", "the reminder's message answered", answer("reminder:")),
+    _C("fork", "the fork's conversation created", forked),
+    _C("fork.answer", "the fork's input answered", answer("f1")),
+    _C("abort.marked", "the abort mark committed", abort_marked, quick=("local",)),
+    _C("abort.ended", "an aborted task's outcome committed", abort_ended),
+    # Durable Object: the commit landed, the isolate dies before the alarm is re-armed.
+    _C("do.commit_before_rearm", "tool round committed, alarm not re-armed", tool_round,
+       hosts=("do",), quick=("do",)),
+    _C("do.answer_before_rearm", "answer committed, alarm not re-armed", answer("r1"),
+       hosts=("do",)),
+    # Lambda: the DynamoDB transaction landed, the local SQLite apply did not run.
+    _C("lambda.durable_not_applied", "tool round durable in DynamoDB, not applied locally",
+       tool_round, hosts=("lambda",), quick=("lambda",)),
+    _C("lambda.durable_not_applied.answer", "answer durable, not applied", answer("r1"),
+       hosts=("lambda",)),
+    _C("lambda.snapshot_upload", "killed while a snapshot is being uploaded to S3",
+       hosts=("lambda",)),
+    _C("lambda.mailbox_drain", "a mailed input submitted, the mail not yet removed",
+       admission("mail-1"), hosts=("lambda",), quick=("lambda",)),
+    _C("lambda.lease_expiry", "the lease runs out mid-request; a new holder takes over",
+       hosts=("lambda",), quick=("lambda",)),
+)  # fmt: skip
+
+
+def point_named(name: str) -> CrashPoint:
+    for point in POINTS:
+        if point.name == name:
+            return point
+    raise KeyError(name)
