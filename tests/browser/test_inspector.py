@@ -186,6 +186,11 @@ def test_a_crash_mid_tool_is_recovered_and_shown(
         expect(page.locator("#events [data-event='tool resumed']")).to_contain_text(
             "bash (recoverable) resumed after a restart", timeout=20_000
         )
+        # The harness's durable events say what the restart recovered, and how.
+        expect(page.locator("#events [data-event='restart']")).to_contain_text("bash")
+        expect(page.locator("#events [data-event='tool_recovery']")).to_contain_text(
+            "bash: recovered"
+        )
         expect(entry(page, "tool_result", "seat 12A booked")).to_be_visible(timeout=60_000)
         expect(entry(page, "assistant", "Your seat 12A is booked.")).to_be_visible(timeout=20_000)
         shot(page, "crash-recovered")

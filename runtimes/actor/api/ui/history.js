@@ -102,10 +102,10 @@ export function eventsOf(view, resumed) {
     const items = Array.isArray(doc) ? doc : (doc && (doc.items || doc.events)) || [];
     items.forEach((item, i) => {
       out.push({
-        key: `${name}-${i}`,
+        key: `${name}-${item.n ?? i}`,
         time: item.at || item.time || null,
         kind: item.kind || item.type || name,
-        text: JSON.stringify(item),
+        text: describe(item),
       });
     });
   }
@@ -130,4 +130,23 @@ export function usagePerRun(view) {
     }
   }
   return runs;
+}
+
+// A harness event (core/harness/events.py) in a line; unknown kinds as their JSON.
+function describe(item) {
+  const { n, kind, at, at_iso, ...rest } = item;
+  switch (kind) {
+    case "restart":
+      return `after a restart, recovering ${(rest.tasks || []).map((t) => t.tool || t.kind).join(", ")}`;
+    case "tool_recovery":
+      return `${rest.tool}: ${rest.how}${rest.op ? ` (op ${rest.op})` : ""}${rest.reason ? ` — ${rest.reason}` : ""}`;
+    case "retry":
+      return `attempt ${rest.attempt} in ${Math.round((rest.delay_ms || 0) / 100) / 10} s: ${rest.error || ""}`;
+    case "compaction":
+      return `${rest.state}${rest.reason ? ` (${rest.reason})` : ""}`;
+    case "abort":
+      return `${rest.tasks} task(s) marked${rest.background ? ", background too" : ""}`;
+    default:
+      return JSON.stringify(rest);
+  }
 }
