@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
+from core.times import iso_time as core_iso_time
 from runtimes.actor.ids import check_actor_id
 
 __all__ = [
@@ -34,10 +34,11 @@ class HostUnavailable(Exception):
 
 
 def iso_time(ms: object) -> str:
-    """Epoch milliseconds as ISO-8601 UTC with the zone (``…T15:05:36.894+00:00``)."""
+    """Epoch milliseconds as ISO-8601 with the zone (:func:`core.times.iso_time`), ``-``
+    for a missing time."""
     if not isinstance(ms, int) or isinstance(ms, bool):
         return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
+    return core_iso_time(ms)
 
 
 class HostClient:
