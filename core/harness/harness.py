@@ -74,8 +74,15 @@ from core.harness.watch import (
     document_name,
     task_node,
 )
-from core.jsonvalue import JsonObject, JsonValue, check_text, json_copy
-from core.records import ROOT_CONVERSATION_ID, ConversationParent, DocumentRecord, Entry, Task
+from core.jsonvalue import JsonObject, JsonValue, check_text, json_copy, json_equal
+from core.records import (
+    ROOT_CONVERSATION_ID,
+    ConversationParent,
+    DocumentRecord,
+    Entry,
+    SubmissionStatus,
+    Task,
+)
 from core.records import Conversation as ConversationRecord
 from core.records import Submission as SubmissionRecord
 from core.session.documents import DocDefinition
@@ -364,6 +371,13 @@ class Harness:
             if isinstance(ledger, dict) and isinstance(ledger.get("total"), dict):
                 total = total + Usage.model_validate(ledger["total"])
         return total
+
+    async def conversations(
+        self, *, limit: int = 100, cursor: Cursor | None = None
+    ) -> Page[ConversationRecord]:
+        """The actor's conversations, oldest first: roots, forks (``parent``) and
+        sub-agents (``owner``). ``cursor``: a page's ``next``."""
+        return await self.session.storage.scan_conversations(limit=limit, cursor=cursor)
 
     async def _all_conversations(self) -> list[int]:
         out: list[int] = []
@@ -784,7 +798,8 @@ class Conversation:
         (``follow_up`` starts the next run after the answer, ``steer`` joins the current
         run after its tool round) or refused (``reject`` raises :class:`ConversationBusy`,
         writing nothing). A ``request_id`` seen before in this conversation returns the
-        original submission, before any write and across restarts.
+        original submission, before any write and across restarts; naming different
+        content it raises :class:`RequestIdConflict`, writing nothing.
 
         The handle carries the submission as this call committed it (``record``)."""
         if not isinstance(content, str) or not content.strip():
@@ -799,7 +814,7 @@ class Conversation:
         h = self._h
 
         async def admit(tx: Tx) -> SubmissionRecord:
-            existing = await _seen(tx, self.id, request_id, "input")
+            existing = await _seen(tx, self.id, request_id, "input", {"content": content})
             if existing is not None:
                 return existing
             await self._create_if_new(tx)
@@ -898,7 +913,7 @@ class Conversation:
         h = self._h
 
         async def admit(tx: Tx) -> SubmissionRecord:
-            existing = await _seen(tx, self.id, request_id, "write")
+            existing = await _seen(tx, self.id, request_id, "write", draft)
             if existing is not None:
                 return existing
             await self._create_if_new(tx)
@@ -935,6 +950,20 @@ class Conversation:
 
     async def context(self) -> ContextView:
         return await self._h.context(self.id)
+
+    async def submissions(
+        self,
+        *,
+        status: SubmissionStatus | None = None,
+        order: Order | None = None,
+        limit: int = 100,
+        cursor: Cursor | None = None,
+    ) -> Page[SubmissionRecord]:
+        """This conversation's submissions (``status``: only those), oldest first by
+        default. ``cursor``: a page's ``next``."""
+        return await self._h.session.storage.scan_submissions(
+            conversation_id=self.id, status=status, order=order, limit=limit, cursor=cursor
+        )
 
     async def entries(
         self, *, limit: int = 100, cursor: Cursor | None = None, order: Order | None = None
@@ -1116,18 +1145,63 @@ class Submission:
 
 
 async def _seen(
-    tx: Tx, conversation_id: int, request_id: str | None, kind: Literal["input", "write"]
+    tx: Tx,
+    conversation_id: int,
+    request_id: str | None,
+    kind: Literal["input", "write"],
+    payload: JsonObject,
 ) -> SubmissionRecord | None:
     """The submission a request id already names in this conversation (read first, before
-    any write: the dedupe must not depend on anything the admission changes)."""
+    any write: the dedupe must not depend on anything the admission changes).
+
+    ``payload`` is what this request submits (``{"content"}`` for an input, the write's
+    draft for a write): a retry carries the same, so a request id naming other content is
+    a client's mistake, refused with :class:`RequestIdConflict` rather than answered with
+    a submission it did not make. When the original's content is no longer kept (withdrawn
+    before it was placed), the original is returned."""
     if request_id is None:
         return None
     existing = await tx.submission_by_request(conversation_id, request_id)
-    if existing is not None and existing.type != kind:
+    if existing is None:
+        return None
+    if existing.type != kind:
         raise RequestIdConflict(
             f"Request {request_id} already identifies a submission of type {existing.type}"
         )
+    original = await _original_payload(tx, existing)
+    if original is not None and not json_equal(original, _comparable(kind, payload)):
+        raise RequestIdConflict(
+            f"Request {request_id} already identifies submission {existing.id} "
+            "with different content"
+        )
     return existing
+
+
+def _comparable(kind: Literal["input", "write"], payload: JsonObject) -> JsonObject:
+    if kind == "input":
+        content = payload.get("content")
+        return {"message": message_to_json(UserMessage(content=str(content)))}
+    return {name: payload.get(name) for name in ("kind", "message", "data")}
+
+
+async def _original_payload(tx: Tx, record: SubmissionRecord) -> JsonObject | None:
+    """What ``record`` submitted, in :func:`_comparable`'s form: from its placed entry, or
+    from its inbox item while queued; ``None`` when neither is there any more."""
+    if record.entry is not None:
+        entry = await tx.entry(record.entry)
+        if entry is None:
+            return None
+        if record.type == "input":
+            return {"message": entry.message}
+        return {"kind": entry.kind, "message": entry.message, "data": entry.data}
+    inbox = await tx.doc(INBOX, record.conversation_id)
+    for item in inbox_items(inbox.value):
+        if isinstance(item, dict) and item.get("id") == record.id:
+            if record.type == "input":
+                return _comparable("input", {"content": item.get("content")})
+            draft = item.get("entry")
+            return _comparable("write", draft) if isinstance(draft, dict) else None
+    return None
 
 
 _MAX_KIND_CHARS = 256

@@ -224,6 +224,8 @@ PINNED: dict[str, list[str]] = {
         "HostError",
         "HostObserver",
         "InvalidActorId",
+        "ListableStore",
+        "ListingUnsupported",
         "OpenActor",
         "Reporter",
         "StoreLease",
