@@ -67,9 +67,14 @@ def _b64decode(text: str) -> bytes:
     if not re.fullmatch(r"[A-Za-z0-9_-]*", text):
         raise InvalidToken("malformed")
     try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (binascii.Error, ValueError) as exc:
         raise InvalidToken("malformed") from exc
+    # Only the canonical spelling: the last character's unused low bits would otherwise
+    # give every token several spellings that all verify (a changed token still valid).
+    if _b64encode(data) != text:
+        raise InvalidToken("malformed")
+    return data
 
 
 def _check_secret(secret: bytes) -> None:

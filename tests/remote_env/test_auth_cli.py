@@ -37,6 +37,26 @@ def test_token_round_trip_and_refusals() -> None:
     assert mint_token(SECRET, "ws", 60) != mint_token(SECRET, "ws", 60)  # distinct jti
 
 
+def test_a_token_has_one_spelling() -> None:
+    # The signature's last base64 character carries two unused bits: before tokens were
+    # read strictly, a token with its last character changed could still verify (which
+    # made a "forged token is refused" test fail about once in sixteen runs).
+    import string
+
+    alphabet = string.ascii_letters + string.digits + "-_"
+    for _ in range(20):
+        token = mint_token(SECRET, "ws", 600)
+        verify_token(SECRET, token)
+        head, payload, signature = token.split(".")
+        for last in alphabet.replace(signature[-1], ""):
+            changed = f"{head}.{payload}.{signature[:-1]}{last}"
+            with pytest.raises(InvalidToken):
+                verify_token(SECRET, changed)
+        for part in (payload[:-1] + ("A" if payload[-1] != "A" else "B"),):
+            with pytest.raises(InvalidToken):
+                verify_token(SECRET, f"{head}.{part}.{signature}")
+
+
 def test_secret_files(tmp_path: Path) -> None:
     path = tmp_path / "secret"
     secret = write_new_secret(path)
