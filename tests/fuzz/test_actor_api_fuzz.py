@@ -1,11 +1,16 @@
-"""Schemathesis against the actor API of a real local host (uvicorn on loopback).
+"""Schemathesis against the actor API served by each host (uvicorn on loopback): the
+local host (:class:`~runtimes.local.host.ActorHost`) and the Durable Object host (one
+:class:`~runtimes.cloudflare.actor.DurableActor` per actor on the ``ctx.storage``
+stand-in, routed by :class:`~tests.cloudflare.kit_target.DurableNamespaceHost`).
 
 All checks, every phase (examples, coverage, fuzzing, stateful), a bounded number of
 examples and a fixed seed: no 5xx, no response that breaks the schema, no negative case
 accepted. Beside the fuzzer, an audit wrapped around the app proves every refused
 request wrote nothing: before each request the named actor is let settle and its SQLite
 digested; after a 4xx the digest must be the same (``None``: still no actor). The host
-runs on a virtual clock, so no reminder or retry fires between the two digests.
+runs on a virtual clock, so no reminder or retry fires between the two digests. What
+differs between the hosts (how one is built, where an actor's SQLite lives) is a
+:class:`Served` host; the test itself is one, parametrized over both.
 """
 
 from __future__ import annotations
@@ -19,17 +24,21 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.testing import VirtualClock
-from runtimes.actor.api import ApiConfig
+from runtimes.actor import Host
+from runtimes.actor.api import ApiConfig, create_app
 from runtimes.local.host import ActorHost
 from runtimes.local.server import bind, make_server
+from tests.cloudflare.kit_target import DurableNamespace
 from tests.local.support import TOKEN, host_config, snapshot
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.timeout(400)]
@@ -42,10 +51,10 @@ _ACTOR_PATH = re.compile(r"^/v1/actors/([A-Za-z0-9_-]{1,64})(?:/|$)")
 class RefusalAudit:
     """ASGI wrapper: records every refused request that changed (or created) an actor."""
 
-    def __init__(self, app: ASGIApp, host: ActorHost, data_dir: Path) -> None:
+    def __init__(self, app: ASGIApp, host: Host, digest: Callable[[str], str | None]) -> None:
         self.app = app
         self.host = host
-        self.data_dir = data_dir
+        self._digest = digest
         self.violations: list[str] = []
         self.refused = 0
 
@@ -81,17 +90,62 @@ class RefusalAudit:
                 pass
         return self._digest(actor)
 
-    def _digest(self, actor: str) -> str | None:
-        rows = snapshot(self.data_dir / f"{actor}.sqlite")
-        return None if rows is None else hashlib.sha256(repr(rows).encode()).hexdigest()
+
+def _digest_file(db: Path, *, empty_is_none: bool = False) -> str | None:
+    """Every row of an actor's SQLite hashed; ``None`` when there is no file (or, with
+    ``empty_is_none``, a file with no row in any table)."""
+    rows = snapshot(db)
+    if rows is None or (empty_is_none and not any(rows.values())):
+        return None
+    return hashlib.sha256(repr(rows).encode()).hexdigest()
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, RefusalAudit]]:
-    data = tmp_path / "data"
+@dataclass
+class Served:
+    """One host behind the API: the uvicorn server and how to digest an actor."""
+
+    host: Host
+    server: uvicorn.Server
+    digest: Callable[[str], str | None]
+
+
+_API = ApiConfig(TOKEN, max_wait_s=1.0)
+
+
+def _local(data: Path) -> Served:
     host = ActorHost(host_config(data, clock=VirtualClock(), recover_on_start=False))
-    server = make_server(host, ApiConfig(TOKEN, max_wait_s=1.0))
-    audit = RefusalAudit(server.config.app, host, data)
+    return Served(host, make_server(host, _API), lambda a: _digest_file(data / f"{a}.sqlite"))
+
+
+def _durable_object(data: Path) -> Served:
+    data.mkdir(parents=True)
+    namespace = DurableNamespace(data)
+    host = namespace.host(host_config(data).actor, VirtualClock())
+
+    async def release_files() -> None:  # on the server's thread, which opened them
+        namespace.close()
+
+    app = create_app(host, _API, on_shutdown=[release_files])
+    config = uvicorn.Config(
+        app, loop="asyncio", ws="none", lifespan="on", log_level="warning", access_log=False
+    )
+    # workerd makes an object for every name it is asked for, so an addressed object
+    # that stored no row is no actor (its storage is opened before the API refuses).
+    return Served(
+        host,
+        uvicorn.Server(config),
+        lambda a: _digest_file(data / f"{a}.sqlite", empty_is_none=True),
+    )
+
+
+HOSTS: dict[str, Callable[[Path], Served]] = {"local": _local, "durable-object": _durable_object}
+
+
+@pytest.fixture(params=sorted(HOSTS))
+def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, RefusalAudit]]:
+    built = HOSTS[request.param](tmp_path / "data")
+    server = built.server
+    audit = RefusalAudit(server.config.app, built.host, built.digest)
     server.config.app = audit
     sock = bind("127.0.0.1", 0)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
