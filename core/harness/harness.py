@@ -33,13 +33,19 @@ from core.errors import (
     SessionClosed,
     TaskNotFound,
     UnknownRecord,
-    UnknownTool,
     copy_error,
 )
-from core.harness.compaction import COMPACTION, settle_compaction, start_compaction
+from core.harness.agents import agent_change
+from core.harness.compaction import (
+    COMPACTION,
+    compaction_task,
+    settle_compaction,
+    start_compaction,
+)
 from core.harness.context import ActiveRange, ContextView
 from core.harness.docs import AGENT, BUILTIN_DOCUMENTS, INBOX, LIVE, USAGE
 from core.harness.events import EVENTS, note_event, note_restart
+from core.harness.generation import generation_task, settle_generation
 from core.harness.messages import (
     AssistantMessage,
     Message,
@@ -51,7 +57,13 @@ from core.harness.messages import (
 )
 from core.harness.models import Models
 from core.harness.registry import Registry, ResolvedAgent
-from core.harness.reminders import REMINDER, RemindArgs, pending_timers, start_reminder
+from core.harness.reminders import (
+    REMINDER,
+    RemindArgs,
+    pending_timers,
+    reminder_task,
+    start_reminder,
+)
 from core.harness.runs import (
     admit_write,
     final_boundary,
@@ -64,7 +76,9 @@ from core.harness.runs import (
     withdraw_inputs,
     withdraw_summary,
 )
+from core.harness.services import HarnessServices
 from core.harness.settings import HarnessSettings
+from core.harness.tool_task import settle_tool, tool_task
 from core.harness.watch import (
     ConversationMount,
     DocumentMount,
@@ -102,9 +116,6 @@ __all__ = [
 WhenBusy = Literal["follow_up", "steer", "reject"]
 EnvFactory = Callable[[int, str | None], ExecutionEnv | None]
 """``env(conversation_id, cwd)``: the execution environment tools of that conversation use."""
-
-_AGENT_FIELDS = ("model", "thinking", "tools", "extensions", "instructions", "cwd")
-_THINKING = ("off", "low", "medium", "high")
 
 
 class _Tasks:
@@ -145,7 +156,7 @@ class Harness:
         self._unsubscribe = self.session.subscribe(self._on_commit)
         engine.scheduler.settle_hooks.append(self._on_settled)
         self.session.poison_listeners.append(self._fail_waiters)
-        engine.scheduler.host = self
+        engine.scheduler.harness = self
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -165,23 +176,22 @@ class Harness:
         """Open the harness on ``storage`` (closed again if opening fails). Runs nothing;
         work a crash left running is noted as a ``restart`` event (see
         :mod:`core.harness.events`) in the open-time reconciliation commit."""
-        from core.harness.compaction import compaction_task
-        from core.harness.generation import generation_task
-        from core.harness.reminders import reminder_task
-        from core.harness.tool_task import tool_task
+        # The built-in tasks get the harness as their services, but the engine that
+        # needs their definitions opens before the harness exists: they are handed a
+        # provider, bound once the harness is built (and before any task runs).
+        bound: Harness | None = None
 
-        holder: list[Harness] = []
-
-        def current() -> Harness:
-            return holder[0]
+        def services() -> HarnessServices:
+            assert bound is not None, "a built-in task ran before the harness was built"
+            return bound
 
         builtins = {
             t.name: t
             for t in (
-                generation_task(current),
-                tool_task(current),
-                compaction_task(current),
-                reminder_task(current),
+                generation_task(services),
+                tool_task(services),
+                compaction_task(services),
+                reminder_task(services),
             )
         }
         engine = await Engine.open(
@@ -199,7 +209,7 @@ class Harness:
             env=env,
             settings=settings or HarnessSettings(),
         )
-        holder.append(harness)
+        bound = harness
         return harness
 
     @property
@@ -278,9 +288,10 @@ class Harness:
     ) -> None:
         doc = await tx.doc(AGENT, conversation_id)
         if agent:
-            doc.value = self._configured({}, agent)
+            doc.value = self.configured_agent({}, agent)
 
-    def _configured(self, current: JsonValue, change: Mapping[str, Any]) -> JsonObject:
+    def configured_agent(self, current: JsonValue, change: Mapping[str, Any]) -> JsonObject:
+        """``current`` with ``change`` applied and validated (see :func:`agent_change`)."""
         return agent_change(self.registry, current, change)
 
     # ------------------------------------------------------------------ submissions
@@ -488,7 +499,7 @@ class Harness:
             )
         change = dict(agent or {})
         if change:
-            self._configured({}, change)  # refuse a bad change before anything is written
+            self.configured_agent({}, change)  # refuse a bad change before anything is written
 
         async def create(tx: Tx) -> int:
             child = await tx.create_conversation(
@@ -518,7 +529,7 @@ class Harness:
                             None,
                             rec.history,
                             state.version if state is not None else AGENT.version,
-                            self._configured(base, change),
+                            self.configured_agent(base, change),
                         )
                     )
                     agent_copied = True
@@ -537,7 +548,7 @@ class Harness:
                     )
             if change and not agent_copied:
                 doc = await tx.doc(AGENT, child.id)
-                doc.value = self._configured({}, change)
+                doc.value = self.configured_agent({}, change)
             return child.id
 
         return Conversation(self, await self.session.commit(create))
@@ -737,9 +748,6 @@ class Harness:
 
     async def _on_settled(self, tx: Tx, task: Task) -> None:
         """The scheduler settled a task itself (fault, orphan, default abort)."""
-        from core.harness.generation import settle_generation
-        from core.harness.tool_task import settle_tool
-
         if task.kind == "perdure.generation":
             await settle_generation(self, tx, task)
         elif task.kind == "perdure.tool":
@@ -913,7 +921,7 @@ class Conversation:
         """The stored agent document (names only); a deferred root not created yet
         answers the agent it will be created with."""
         if self._create_with is not None and await self._h.session.conversation(self.id) is None:
-            return self._h._configured({}, self._create_with)
+            return self._h.configured_agent({}, self._create_with)
         return await self._h._agent_doc(self.id)
 
     async def resolved_agent(self) -> ResolvedAgent:
@@ -926,7 +934,7 @@ class Conversation:
         async def apply(tx: Tx) -> JsonObject:
             await self._create_if_new(tx)
             doc = await tx.doc(AGENT, self.id)
-            doc.value = h._configured(doc.value, change)
+            doc.value = h.configured_agent(doc.value, change)
             return dict(doc.value)
 
         agent = await h.session.commit(apply)
@@ -1150,41 +1158,6 @@ def write_draft(kind: str, *, message: JsonValue = None, data: JsonValue = None)
     if data is not None:
         draft["data"] = json_copy(data, "content.data")
     return draft
-
-
-def agent_change(registry: Registry, current: JsonValue, change: Mapping[str, Any]) -> JsonObject:
-    """``current`` (an agent document) with ``change`` applied: a field set to ``None``
-    is cleared; unknown fields, thinking levels and non-string values are refused with
-    :class:`InvalidInput`, tool names no installed extension provides with
-    :class:`UnknownTool`, extension names not installed with :class:`InvalidInput` —
-    all before anything is written (pure: hosts call it before opening an actor)."""
-    unknown = sorted(set(change) - set(_AGENT_FIELDS))
-    if unknown:
-        raise InvalidInput(f"unknown agent field(s): {unknown}", field="agent")
-    value: JsonObject = dict(current) if isinstance(current, dict) else {}
-    for key, raw in change.items():
-        if raw is None:
-            value.pop(key, None)
-            continue
-        item = json_copy(raw, key)
-        if key == "thinking" and item not in _THINKING:
-            raise InvalidInput(f"thinking must be one of {_THINKING}, got {item!r}", field=key)
-        if key in ("model", "instructions", "cwd") and not isinstance(item, str):
-            raise InvalidInput(f"agent {key} must be a string", field=key)
-        if key in ("tools", "extensions"):
-            if not isinstance(item, list) or not all(isinstance(n, str) for n in item):
-                raise InvalidInput(f"agent {key} must be a list of names", field=key)
-            if key == "tools":
-                missing = sorted({str(n) for n in item} - registry.tool_names())
-                if missing:
-                    raise UnknownTool(f"no installed extension provides tool(s) {missing}")
-            else:
-                installed = {e.name for e in registry.extensions}
-                absent = sorted({str(n) for n in item} - installed)
-                if absent:
-                    raise InvalidInput(f"no installed extension is named {absent}", field=key)
-        value[key] = item
-    return value
 
 
 def _valid_message(message: JsonValue) -> JsonObject:
