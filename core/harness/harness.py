@@ -95,6 +95,7 @@ from core.records import Submission as SubmissionRecord
 from core.session.documents import DocDefinition
 from core.session.session import CommitEvent
 from core.session.transaction import Tx
+from core.storage.paging import scan_all
 from core.storage.port import Cursor, DocumentCopy, DocumentCreate, Order, Page, Storage
 from core.tasks.definition import TaskDefinition
 from core.tasks.scheduler import Inspection
@@ -377,14 +378,13 @@ class Harness:
         return total
 
     async def _all_conversations(self) -> list[int]:
-        out: list[int] = []
-        cursor: Cursor | None = None
-        while True:
-            page = await self.session.storage.scan_conversations(limit=500, cursor=cursor)
-            out += [c.id for c in page.items]
-            if page.next is None:
-                return out
-            cursor = page.next
+        storage = self.session.storage
+        return [
+            c.id
+            async for c in scan_all(
+                lambda cursor: storage.scan_conversations(limit=500, cursor=cursor)
+            )
+        ]
 
     # ------------------------------------------------------------------ abort and idle
 
@@ -558,16 +558,15 @@ class Harness:
         return definition.fork if definition is not None else "initial"
 
     async def _documents(self, conversation_id: int, at: int | None) -> list[DocumentRecord]:
-        out: list[DocumentRecord] = []
-        cursor: Cursor | None = None
-        while True:
-            page = await self.session.storage.scan_documents(
-                "conversation", owner_id=conversation_id, at=at, limit=500, cursor=cursor
+        storage = self.session.storage
+        return [
+            record
+            async for record in scan_all(
+                lambda cursor: storage.scan_documents(
+                    "conversation", owner_id=conversation_id, at=at, limit=500, cursor=cursor
+                )
             )
-            out += page.items
-            if page.next is None:
-                return out
-            cursor = page.next
+        ]
 
     # ------------------------------------------------------------------ views and watches
 
@@ -646,18 +645,14 @@ class Harness:
         ctx = await self.context(conversation_id)
         storage = self.session.storage
         docs: JsonObject = {}
-        cursor: Cursor | None = None
-        while True:
-            page = await storage.scan_documents(
+        async for record in scan_all(
+            lambda cursor: storage.scan_documents(
                 "conversation", owner_id=conversation_id, limit=500, cursor=cursor
             )
-            for record in page.items:
-                state = await storage.document(record.id)
-                if state is not None:
-                    docs[document_name(record.kind, record.key)] = state.value
-            if page.next is None:
-                break
-            cursor = page.next
+        ):
+            state = await storage.document(record.id)
+            if state is not None:
+                docs[document_name(record.kind, record.key)] = state.value
         return {
             "conversation": conv.to_json(),
             "entries": [e.to_json() for e in ctx.entries],
@@ -713,16 +708,13 @@ class Harness:
         marker = await storage.latest_head(conversation_id)
         active = ActiveRange(head=marker.id if marker else None)
         start = marker.head if marker is not None and marker.head is not None else None
-        cursor: Cursor | None = None
-        while True:
-            page = await storage.scan_entries(
+        async for entry in scan_all(
+            lambda cursor: storage.scan_entries(
                 conversation_id, min_id=start, order="asc", limit=500, cursor=cursor
             )
-            for entry in page.items:
-                active.add(entry)
-            if page.next is None:
-                return active
-            cursor = page.next
+        ):
+            active.add(entry)
+        return active
 
     def _on_commit(self, event: CommitEvent) -> None:
         for entry in event.entries:
@@ -1006,16 +998,13 @@ class Conversation:
         total = ledger.get("total") if isinstance(ledger, dict) else None
         usage = Usage.model_validate(total) if isinstance(total, dict) else Usage()
         if include_owned:
-            cursor: Cursor | None = None
-            while True:
-                page = await self._h.session.storage.scan_conversations(
+            storage = self._h.session.storage
+            async for conv in scan_all(
+                lambda cursor: storage.scan_conversations(
                     owner_conversation_id=self.id, cursor=cursor, limit=500
                 )
-                for conv in page.items:
-                    usage = usage + await Conversation(self._h, conv.id).usage(include_owned=True)
-                if page.next is None:
-                    break
-                cursor = page.next
+            ):
+                usage = usage + await Conversation(self._h, conv.id).usage(include_owned=True)
         return usage
 
     async def busy(self) -> bool:
