@@ -150,9 +150,7 @@ def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
 
 
 def _describe(component: frozenset[str], graph: dict[str, set[str]]) -> str:
-    edges = [
-        f"  {a} -> {b}" for a in sorted(component) for b in sorted(graph[a]) if b in component
-    ]
+    edges = [f"  {a} -> {b}" for a in sorted(component) for b in sorted(graph[a]) if b in component]
     return f"cycle of {len(component)} modules:\n" + "\n".join(edges)
 
 
