@@ -10,6 +10,10 @@ An op is a JSON list whose first item is its verb:
     delete a dict key or a list item.
 ``["p", path, index, delete_count, items]``
     splice the list at ``path``.
+``["a", path, text]``
+    append ``text`` to the string at ``path``. Watches send it for text that grew (a
+    streaming answer) instead of the whole string again; stored document deltas do not
+    use it (:func:`diff` never makes it).
 
 A path is a list of dict keys (str) and list indexes (int). Ops are plain JSON so they
 can be stored as document deltas and sent to watchers unchanged.
@@ -45,7 +49,7 @@ def _apply(root: JsonValue, op: JsonValue) -> JsonValue:
     verb = op[0]
     if verb == "r" and len(op) == 2:
         return op[1]
-    if verb not in ("s", "d", "p"):
+    if verb not in ("s", "d", "p", "a"):
         raise InvalidOp(f"unknown op verb {verb!r}")
     path = op[1] if len(op) > 1 else None
     if type(path) is not list:
@@ -73,6 +77,9 @@ def _apply(root: JsonValue, op: JsonValue) -> JsonValue:
         raise InvalidOp(f"op {op!r} needs a non-empty path")
     parent = _walk(root, path[:-1])
     last = path[-1]
+    if verb == "a":
+        _append(parent, last, op)
+        return root
     if verb == "s":
         if len(op) != 3:
             raise InvalidOp(f"set op {op!r} needs a path and a value")
@@ -95,6 +102,23 @@ def _apply(root: JsonValue, op: JsonValue) -> JsonValue:
     else:
         raise InvalidOp(f"delete op {op!r} does not fit its target")
     return root
+
+
+def _append(parent: JsonValue, last: JsonValue, op: list[JsonValue]) -> None:
+    text = op[2] if len(op) == 3 else None
+    if type(text) is not str:
+        raise InvalidOp(f"append op {op!r} needs a path and a string")
+    if type(parent) is dict and type(last) is str and type(parent.get(last)) is str:
+        parent[last] = cast(str, parent[last]) + text
+    elif (
+        type(parent) is list
+        and type(last) is int
+        and 0 <= last < len(parent)
+        and type(parent[last]) is str
+    ):
+        parent[last] = cast(str, parent[last]) + text
+    else:
+        raise InvalidOp(f"append op {op!r} does not point at a string")
 
 
 def _walk(root: JsonValue, path: list[JsonValue]) -> JsonValue:

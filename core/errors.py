@@ -24,7 +24,7 @@
     │   └── InvocationEnded    a runtime used after its invocation ended
     └── HarnessError
         ├── ConversationBusy   ``when_busy="reject"`` and the conversation is busy
-        ├── RequestIdConflict  a request id reused for the other submission type
+        ├── RequestIdConflict  a request id reused for other content or the other type
         ├── ReminderFired      a reminder being cancelled fired first
         ├── RegistryError      an extension that would make the registry invalid
         └── UnknownTool        configuring a tool no installed extension provides
@@ -165,7 +165,8 @@ class ConversationBusy(HarnessError):
 
 
 class RequestIdConflict(HarnessError, ValueError):
-    """A request id already identifies a submission of the other type."""
+    """A request id already identifies a submission of the other type, or one with
+    different content."""
 
 
 class ReminderFired(HarnessError):

@@ -42,7 +42,7 @@ from core.harness.submission import (
 from core.harness.watch import Watch
 from core.jsonvalue import JsonObject, JsonValue, check_text
 from core.records import Conversation as ConversationRecord
-from core.records import Entry
+from core.records import Entry, SubmissionStatus
 from core.records import Submission as SubmissionRecord
 from core.session.documents import DocDefinition
 from core.session.transaction import Tx
@@ -164,7 +164,8 @@ class Conversation:
         (``follow_up`` starts the next run after the answer, ``steer`` joins the current
         run after its tool round) or refused (``reject`` raises :class:`ConversationBusy`,
         writing nothing). A ``request_id`` seen before in this conversation returns the
-        original submission, before any write and across restarts.
+        original submission, before any write and across restarts; naming different
+        content it raises :class:`RequestIdConflict`, writing nothing.
 
         The handle carries the submission as this call committed it (``record``)."""
         if not isinstance(content, str) or not content.strip():
@@ -179,7 +180,7 @@ class Conversation:
         h = self._h
 
         async def admit(tx: Tx) -> SubmissionRecord:
-            existing = await seen_request(tx, self.id, request_id, "input")
+            existing = await seen_request(tx, self.id, request_id, "input", {"content": content})
             if existing is not None:
                 return existing
             await self._create_if_new(tx)
@@ -278,7 +279,7 @@ class Conversation:
         h = self._h
 
         async def admit(tx: Tx) -> SubmissionRecord:
-            existing = await seen_request(tx, self.id, request_id, "write")
+            existing = await seen_request(tx, self.id, request_id, "write", draft)
             if existing is not None:
                 return existing
             await self._create_if_new(tx)
@@ -315,6 +316,20 @@ class Conversation:
 
     async def context(self) -> ContextView:
         return await self._h.context(self.id)
+
+    async def submissions(
+        self,
+        *,
+        status: SubmissionStatus | None = None,
+        order: Order | None = None,
+        limit: int = 100,
+        cursor: Cursor | None = None,
+    ) -> Page[SubmissionRecord]:
+        """This conversation's submissions (``status``: only those), oldest first by
+        default. ``cursor``: a page's ``next``."""
+        return await self._h.session.storage.scan_submissions(
+            conversation_id=self.id, status=status, order=order, limit=limit, cursor=cursor
+        )
 
     async def entries(
         self, *, limit: int = 100, cursor: Cursor | None = None, order: Order | None = None

@@ -86,7 +86,7 @@ from core.session.documents import DocDefinition
 from core.session.session import CommitEvent
 from core.session.transaction import Tx
 from core.storage.paging import scan_all
-from core.storage.port import DocumentCopy, DocumentCreate, Storage
+from core.storage.port import Cursor, DocumentCopy, DocumentCreate, Page, Storage
 from core.tasks.definition import TaskDefinition
 from core.tasks.scheduler import Inspection
 from core.telemetry import NO_TELEMETRY, Telemetry
@@ -366,6 +366,13 @@ class Harness:
             if isinstance(ledger, dict) and isinstance(ledger.get("total"), dict):
                 total = total + Usage.model_validate(ledger["total"])
         return total
+
+    async def conversations(
+        self, *, limit: int = 100, cursor: Cursor | None = None
+    ) -> Page[ConversationRecord]:
+        """The actor's conversations, oldest first: roots, forks (``parent``) and
+        sub-agents (``owner``). ``cursor``: a page's ``next``."""
+        return await self.session.storage.scan_conversations(limit=limit, cursor=cursor)
 
     async def _all_conversations(self) -> list[int]:
         storage = self.session.storage

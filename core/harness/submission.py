@@ -19,12 +19,13 @@ from core.errors import InvalidInput, RequestIdConflict, UnknownRecord
 from core.harness.docs import INBOX, LIVE
 from core.harness.messages import (
     AssistantMessage,
+    UserMessage,
     assistant_text,
     message_from_json,
     message_to_json,
 )
 from core.harness.runs import inbox_items, withdraw_summary
-from core.jsonvalue import JsonObject, JsonValue, check_text, json_copy
+from core.jsonvalue import JsonObject, JsonValue, check_text, json_copy, json_equal
 from core.records import Entry
 from core.records import Submission as SubmissionRecord
 from core.session.session import Session
@@ -161,18 +162,63 @@ class Submission:
 
 
 async def seen_request(
-    tx: Tx, conversation_id: int, request_id: str | None, kind: Literal["input", "write"]
+    tx: Tx,
+    conversation_id: int,
+    request_id: str | None,
+    kind: Literal["input", "write"],
+    payload: JsonObject,
 ) -> SubmissionRecord | None:
     """The submission a request id already names in this conversation (read first, before
-    any write: the dedupe must not depend on anything the admission changes)."""
+    any write: the dedupe must not depend on anything the admission changes).
+
+    ``payload`` is what this request submits (``{"content"}`` for an input, the write's
+    draft for a write): a retry carries the same, so a request id naming other content is
+    a client's mistake, refused with :class:`RequestIdConflict` rather than answered with
+    a submission it did not make. When the original's content is no longer kept (withdrawn
+    before it was placed), the original is returned."""
     if request_id is None:
         return None
     existing = await tx.submission_by_request(conversation_id, request_id)
-    if existing is not None and existing.type != kind:
+    if existing is None:
+        return None
+    if existing.type != kind:
         raise RequestIdConflict(
             f"Request {request_id} already identifies a submission of type {existing.type}"
         )
+    original = await _original_payload(tx, existing)
+    if original is not None and not json_equal(original, _comparable(kind, payload)):
+        raise RequestIdConflict(
+            f"Request {request_id} already identifies submission {existing.id} "
+            "with different content"
+        )
     return existing
+
+
+def _comparable(kind: Literal["input", "write"], payload: JsonObject) -> JsonObject:
+    if kind == "input":
+        content = payload.get("content")
+        return {"message": message_to_json(UserMessage(content=str(content)))}
+    return {name: payload.get(name) for name in ("kind", "message", "data")}
+
+
+async def _original_payload(tx: Tx, record: SubmissionRecord) -> JsonObject | None:
+    """What ``record`` submitted, in :func:`_comparable`'s form: from its placed entry, or
+    from its inbox item while queued; ``None`` when neither is there any more."""
+    if record.entry is not None:
+        entry = await tx.entry(record.entry)
+        if entry is None:
+            return None
+        if record.type == "input":
+            return {"message": entry.message}
+        return {"kind": entry.kind, "message": entry.message, "data": entry.data}
+    inbox = await tx.doc(INBOX, record.conversation_id)
+    for item in inbox_items(inbox.value):
+        if isinstance(item, dict) and item.get("id") == record.id:
+            if record.type == "input":
+                return _comparable("input", {"content": item.get("content")})
+            draft = item.get("entry")
+            return _comparable("write", draft) if isinstance(draft, dict) else None
+    return None
 
 
 _MAX_KIND_CHARS = 256

@@ -3,8 +3,9 @@
 A *view* is plain JSON built from committed state only. A *watch* delivers the view as
 its first frame and then one frame per commit that changed the view, as JSON ops
 (:mod:`core.docops`): ``{"type": "view", "value": ...}`` first, then
-``{"type": "delta", "seq": n, "ops": [...]}``. Frames are queued per watcher; a watcher
-that falls 100 frames behind gets the pending frames folded into one
+``{"type": "delta", "seq": n, "ops": [...]}``. Text that grew (a streaming answer's
+partial) arrives as ``["a", path, new_text]``, the new text only. Frames are queued per
+watcher; a watcher that falls 100 frames behind gets the pending frames folded into one
 ``{"type": "replace", "seq": n, "value": <the newest view>}`` — watches converge, they are
 not audit logs. A late joiner gets the current view, never a replay. A watch ends
 (``reason``: ``stopped``, ``closed``, ``retired``) by finishing its iteration.
@@ -24,7 +25,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
-from typing import Literal, TypeAlias, cast
+from typing import Literal, TypeAlias
 
 from core.clock import Clock
 from core.docops import apply_ops
@@ -145,8 +146,15 @@ class Mount:
     def emit(self, seq: int, ops: list[JsonValue]) -> None:
         if not ops:
             return
-        self.value = _as_object(apply_ops(self.value, cast(list[JsonValue], json_copy(ops))))
-        frame: Frame = {"type": "delta", "seq": seq, "ops": ops}
+        sent: list[JsonValue] = []
+        value: JsonValue = self.value
+        for op in ops:
+            # Each op is judged against the value the ops before it left.
+            op = _as_append(value, op)
+            value = apply_ops(value, [json_copy(op)])
+            sent.append(op)
+        self.value = _as_object(value)
+        frame: Frame = {"type": "delta", "seq": seq, "ops": sent}
         for w in self._watches:
             w.push(frame)
         self._schedule_wake()
@@ -177,6 +185,29 @@ class Mount:
 
     def on_commit(self, event: CommitEvent) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
+
+
+def _as_append(value: JsonValue, op: JsonValue) -> JsonValue:
+    """``["a", path, suffix]`` for a set that only extends the string at its path (a
+    streaming answer's text grows by commits of the whole partial): watchers get the new
+    text, not the whole partial each time. Any other op is returned as it is."""
+    if type(op) is not list or len(op) != 3 or op[0] != "s" or type(op[2]) is not str:
+        return op
+    path = op[1]
+    if type(path) is not list or not path:
+        return op
+    node = value
+    for step in path:
+        if isinstance(node, dict) and isinstance(step, str) and step in node:
+            node = node[step]
+        elif isinstance(node, list) and type(step) is int and 0 <= step < len(node):
+            node = node[step]
+        else:
+            return op
+    text = op[2]
+    if type(node) is str and node and len(text) > len(node) and text.startswith(node):
+        return ["a", path, text[len(node) :]]
+    return op
 
 
 def _as_object(value: JsonValue) -> JsonObject:

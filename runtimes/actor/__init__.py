@@ -29,11 +29,12 @@ from runtimes.actor.errors import (
     HostClosed,
     HostError,
     InvalidActorId,
+    ListingUnsupported,
     UnknownActor,
 )
 from runtimes.actor.host import Host
 from runtimes.actor.ids import ACTOR_ID_PATTERN, check_actor_id
-from runtimes.actor.lifecycle import ActorPool, ActorStore, OpenActor, StoreLease
+from runtimes.actor.lifecycle import ActorPool, ActorStore, ListableStore, OpenActor, StoreLease
 
 __all__ = [
     "ACTOR_ID_PATTERN",
@@ -47,6 +48,8 @@ __all__ = [
     "HostError",
     "HostObserver",
     "InvalidActorId",
+    "ListableStore",
+    "ListingUnsupported",
     "OpenActor",
     "Reporter",
     "StoreLease",

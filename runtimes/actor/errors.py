@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["ActorLocked", "HostClosed", "HostError", "InvalidActorId", "UnknownActor"]
+__all__ = [
+    "ActorLocked",
+    "HostClosed",
+    "HostError",
+    "InvalidActorId",
+    "ListingUnsupported",
+    "UnknownActor",
+]
 
 
 class HostError(Exception):
@@ -29,3 +36,7 @@ class ActorLocked(HostError):
 
 class HostClosed(HostError):
     """The host is shutting down or closed; it activates no more actors."""
+
+
+class ListingUnsupported(HostError):
+    """The host cannot list its actors (its store keeps no index of them)."""

@@ -35,6 +35,9 @@ class Host(Protocol):
     * ``actor_config`` is what every actor of the host is opened with (the API reads its
       ``default_agent``); ``registry`` the extensions installed (the API validates tool
       and extension names against it before opening anything); ``clock`` the host's.
+    * ``actors(after=, limit=)`` lists the host's actors by name, ascending, each after
+      ``after``, at most ``limit``, opening none of them; a host that keeps no index of
+      its actors raises :class:`~runtimes.actor.ListingUnsupported`.
     * ``start()`` / ``close()`` bracket serving (an ASGI lifespan calls them); closing
       writes nothing a crash would not also leave.
 
@@ -54,6 +57,8 @@ class Host(Protocol):
     def use(self, actor: str, *, create: bool = False) -> AbstractAsyncContextManager[Harness]: ...
 
     async def until_shutdown(self, awaitable: Awaitable[T]) -> tuple[bool, T | None]: ...
+
+    async def actors(self, *, after: str | None = None, limit: int = 100) -> list[str]: ...
 
     async def start(self) -> None: ...
 

@@ -7,7 +7,7 @@ import re
 
 from runtimes.actor.errors import InvalidActorId
 
-__all__ = ["ACTOR_ID_PATTERN", "check_actor_id"]
+__all__ = ["ACTOR_ID_PATTERN", "check_actor_id", "is_actor_id"]
 
 ACTOR_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 # fullmatch, not match: "$" would accept a trailing newline.
@@ -23,3 +23,8 @@ def check_actor_id(actor: object) -> str:
     if not isinstance(actor, str) or _ACTOR_ID.fullmatch(actor) is None:
         raise InvalidActorId(f"actor ids match {ACTOR_ID_PATTERN}, got {actor!r}")
     return actor
+
+
+def is_actor_id(value: object) -> bool:
+    """Whether ``value`` is a valid actor id (a listing skips files named otherwise)."""
+    return isinstance(value, str) and _ACTOR_ID.fullmatch(value) is not None

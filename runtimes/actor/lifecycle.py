@@ -28,16 +28,23 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from core import Clock, Storage, TimerHandle
 from core.harness import Harness, Registry
 from core.telemetry import NO_TELEMETRY
 from runtimes.actor.config import ActorConfig, Reporter
-from runtimes.actor.errors import HostClosed, UnknownActor
+from runtimes.actor.errors import HostClosed, ListingUnsupported, UnknownActor
 from runtimes.actor.ids import check_actor_id
 
-__all__ = ["POISONED_RETRY_MS", "ActorPool", "ActorStore", "OpenActor", "StoreLease"]
+__all__ = [
+    "POISONED_RETRY_MS",
+    "ActorPool",
+    "ActorStore",
+    "ListableStore",
+    "OpenActor",
+    "StoreLease",
+]
 
 T = TypeVar("T")
 
@@ -78,6 +85,19 @@ class ActorStore(Protocol):
     async def open(self, name: str, *, create: bool) -> StoreLease: ...
 
     def exists(self, name: str) -> bool: ...
+
+
+@runtime_checkable
+class ListableStore(Protocol):
+    """An :class:`ActorStore` that can list the actors it has storage for.
+
+    :meth:`names` returns at most ``limit`` actor names in ascending order, each greater
+    than ``after`` (``None``: from the first). It opens and locks nothing, so a listing
+    never activates an actor or waits on another writer. A store without it makes the
+    host answer a listing with :class:`~runtimes.actor.ListingUnsupported`.
+    """
+
+    async def names(self, *, after: str | None, limit: int) -> list[str]: ...
 
 
 class OpenActor:
@@ -294,6 +314,16 @@ class ActorPool:
         """Whether the actor has storage (``actor`` is validated)."""
         name = check_actor_id(actor)
         return name in self._actors or self.store.exists(name)
+
+    async def actors(self, *, after: str | None = None, limit: int = 100) -> list[str]:
+        """The host's actors by name (see :class:`ListableStore`); raises
+        :class:`~runtimes.actor.ListingUnsupported` when the store cannot list them."""
+        if not isinstance(self.store, ListableStore):
+            raise ListingUnsupported(
+                f"{type(self).__name__} keeps no index of its actors; list them where "
+                "they are stored"
+            )
+        return await self.store.names(after=after, limit=limit)
 
     # ------------------------------------------------------------------ requests
 

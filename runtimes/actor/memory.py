@@ -53,6 +53,9 @@ class MemoryActorStore:
     def exists(self, name: str) -> bool:
         return name in self.states
 
+    async def names(self, *, after: str | None, limit: int) -> list[str]:
+        return sorted(n for n in self.states if after is None or n > after)[:limit]
+
 
 class MemoryHost(ActorPool):
     """Actors of a :class:`MemoryActorStore`, woken by timers on the host's clock.

@@ -389,7 +389,8 @@ async def check_submit_tool_answer(target: KitTarget) -> None:
 
 
 async def check_request_id_dedupes_across_reopen(target: KitTarget) -> None:
-    """A known request id answers the original submission, also from a new host."""
+    """A known request id answers the original submission, also from a new host; the
+    same id with other content is refused ``409 request_id_conflict``."""
     body = {"type": "input", "content": "hello", "request_id": "kit-r1"}
     async with _serving(target.host(kit_config(), VirtualClock())) as client:
         first = await _submit(client, "kit-b", body)
@@ -399,6 +400,11 @@ async def check_request_id_dedupes_across_reopen(target: KitTarget) -> None:
         assert again["id"] == first["id"] and again["status"] == "done", (first, again)
         users = [e for e in await _entries(client, "kit-b") if e["kind"] == "user"]
         assert len(users) == 1, users
+        other = await client.post(
+            "/v1/actors/kit-b/submissions", json={**body, "content": "something else"}
+        )
+        assert other.status_code == 409, other.text
+        assert other.json()["error"]["code"] == "request_id_conflict", other.text
 
 
 async def mid_tools_phase(host: KitHost, tools: KitTools, actor: str) -> int:

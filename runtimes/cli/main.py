@@ -11,9 +11,50 @@ import typer
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(help="perdure: a durable agent harness.", no_args_is_help=True)
-demo_app = typer.Typer(help="Runnable demonstrations.")
+# -h works like --help everywhere. Plain (not rich) help: rich panels print a "<bool>"
+# type beside every flag, which reads as if the flag took a value.
+_HELP = {"help_option_names": ["-h", "--help"]}
+app = typer.Typer(
+    help="perdure: a durable agent harness.",
+    no_args_is_help=True,
+    context_settings=_HELP,
+    rich_markup_mode=None,
+)
+demo_app = typer.Typer(
+    help="Runnable demonstrations.", context_settings=_HELP, rich_markup_mode=None
+)
 app.add_typer(demo_app, name="demo")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"perdure {_version()}")
+        raise typer.Exit()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("perdure")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+@app.callback()
+def _perdure(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            callback=_print_version,
+            is_eager=True,
+            help="print perdure's version and exit",
+        ),
+    ] = False,
+) -> None:
+    """perdure: a durable agent harness."""
 
 
 def _mount_sandbox_commands() -> None:
@@ -205,6 +246,59 @@ def chat(
         raise typer.BadParameter("--token (or PERDURE_TOKEN) is required")
     code = chat_main(ChatOptions(url=url, token=token, actor=actor, conversation_id=conversation))
     raise typer.Exit(code)
+
+
+_URL_OPTION = typer.Option(envvar="PERDURE_URL", help="the host's URL (perdure dev prints it)")
+_TOKEN_OPTION = typer.Option(envvar="PERDURE_TOKEN", help="the host's API token")
+
+
+@app.command("ls")
+def list_actors(
+    actor: Annotated[
+        str | None, typer.Argument(help="list this actor's conversations instead")
+    ] = None,
+    url: Annotated[str, _URL_OPTION] = "http://127.0.0.1:8787",
+    token: Annotated[str | None, _TOKEN_OPTION] = None,
+) -> None:
+    """List the host's actors, or an ACTOR's conversations (forks and sub-agents)."""
+    from runtimes.actor import InvalidActorId
+    from runtimes.cli.history import HostClient, HostUnavailable, conversation_line
+
+    if not token:
+        raise typer.BadParameter("--token (or PERDURE_TOKEN) is required")
+    try:
+        with HostClient(url, token) as host:
+            if actor is None:
+                for name in host.actors():
+                    typer.echo(name)
+            else:
+                for conversation in host.conversations(actor):
+                    typer.echo(conversation_line(conversation))
+    except (HostUnavailable, InvalidActorId) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from None
+
+
+@app.command("log")
+def log(
+    actor: Annotated[str, typer.Argument(help="the actor (conversation-tree) id")],
+    conversation: Annotated[int, typer.Argument(min=1, help="the conversation (1: the root)")] = 1,
+    url: Annotated[str, _URL_OPTION] = "http://127.0.0.1:8787",
+    token: Annotated[str | None, _TOKEN_OPTION] = None,
+) -> None:
+    """Print a conversation's whole transcript: roles, tool calls and results, times."""
+    from runtimes.actor import InvalidActorId
+    from runtimes.cli.history import HostClient, HostUnavailable, format_entry
+
+    if not token:
+        raise typer.BadParameter("--token (or PERDURE_TOKEN) is required")
+    try:
+        with HostClient(url, token) as host:
+            for entry in host.entries(actor, conversation):
+                typer.echo(format_entry(entry))
+    except (HostUnavailable, InvalidActorId) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from None
 
 
 def main() -> None:

@@ -116,6 +116,12 @@ class DurableObjectStore:
     def exists(self, name: str) -> bool:
         return self.name == name
 
+    async def names(self, *, after: str | None, limit: int) -> list[str]:
+        """The one actor this object holds (listing every actor of a Worker needs an
+        index outside the objects; the front door routes no ``GET /v1/actors``)."""
+        name = self.name
+        return [name] if name is not None and (after is None or name > after) and limit else []
+
     async def open(self, name: str, *, create: bool) -> _DurableLease:
         bound = self.name
         if bound is not None and bound != name:

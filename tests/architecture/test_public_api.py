@@ -225,6 +225,8 @@ PINNED: dict[str, list[str]] = {
         "HostError",
         "HostObserver",
         "InvalidActorId",
+        "ListableStore",
+        "ListingUnsupported",
         "OpenActor",
         "Reporter",
         "StoreLease",

@@ -84,6 +84,11 @@ class DurableNamespaceHost:
         async with self._object(actor).use(actor, create=create) as harness:
             yield harness
 
+    async def actors(self, *, after: str | None = None, limit: int = 100) -> list[str]:
+        # Each object lists its own actor; the stand-in asks every object it made.
+        names = [n for obj in self._objects.values() for n in await obj.actors(after=after)]
+        return sorted(names)[:limit]
+
     async def until_shutdown(self, awaitable: Awaitable[T]) -> tuple[bool, T | None]:
         work = asyncio.ensure_future(awaitable)
         drain = asyncio.ensure_future(self._draining.wait())

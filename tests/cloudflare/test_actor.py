@@ -356,3 +356,15 @@ async def test_parking_mid_tools_arms_the_alarm_for_the_work_left(rig: Rig) -> N
     await until(lambda: harness.next_wake() is None)
     assert sorted(rig.effects) == ["book", "search", "search"]
     await actor.close()
+
+
+async def test_a_durable_object_lists_only_the_actor_it_holds(rig: Rig) -> None:
+    actor = await rig.isolate()
+    assert await actor.actors() == []  # nothing stored yet
+    async with actor.use("tree-1", create=True) as harness:
+        await (await harness.root(agent={"model": MODEL})).write("note", data=1)
+    assert await actor.actors() == ["tree-1"]
+    assert await actor.actors(after="tree-1") == []
+    assert await actor.actors(limit=0) == []
+    actor = await rig.isolate()  # a new isolate reads the name back from storage
+    assert await actor.actors() == ["tree-1"]

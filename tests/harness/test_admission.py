@@ -43,8 +43,12 @@ async def test_request_ids_dedupe_before_any_write_per_conversation_and_across_r
     root = await h.root(agent={"model": MODEL})
     first = await root.submit("hi", request_id="r1")
     commits = rig.commits
-    again = await root.submit("something else", request_id="r1", when_busy="reject")
+    again = await root.submit("hi", request_id="r1", when_busy="reject")
     assert again.id == first.id and rig.commits == commits  # no write, no busy check
+    # The same request id naming other content is a client's mistake: refused, unwritten.
+    with pytest.raises(RequestIdConflict, match=r"submission \d+ with different content"):
+        await root.submit("something else", request_id="r1")
+    assert rig.commits == commits
     with pytest.raises(
         RequestIdConflict, match="Request r1 already identifies a submission of type input"
     ):
@@ -58,8 +62,10 @@ async def test_request_ids_dedupe_before_any_write_per_conversation_and_across_r
 
     h = await rig.open()
     root = await h.conversation(1)
-    after = await root.submit("retry after restart", request_id="r1")
+    after = await root.submit("hi", request_id="r1")
     assert after.id == first.id
+    with pytest.raises(RequestIdConflict, match="different content"):
+        await root.submit("retry after restart", request_id="r1")
     reacquired = await h.submission(first.id)
     assert reacquired is not None and (await reacquired.status()).status == "done"
     assert await h.submission(10**6) is None
@@ -155,6 +161,43 @@ async def test_a_steer_joins_the_current_run_after_its_tool_round(tmp_path: Path
         "user",
         "assistant",
     ]
+    await h.close()
+
+
+async def test_a_request_id_with_other_content_is_refused_while_queued_placed_and_for_writes(
+    tmp_path: Path,
+) -> None:
+    release = asyncio.Event()
+
+    async def slow(request: ModelRequest, state: FauxState) -> AssistantMessage:
+        await release.wait()
+        return faux_message("ok")
+
+    rig = Rig(tmp_path, steps=[slow, faux_message("second")])
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    note = await root.write("note", data={"n": 1}, request_id="w1")
+    assert (await root.write("note", data={"n": 1}, request_id="w1")).id == note.id
+    commits = rig.commits
+    with pytest.raises(RequestIdConflict, match="different content"):
+        await root.write("note", data={"n": 2}, request_id="w1")
+    with pytest.raises(RequestIdConflict, match="different content"):
+        await root.write("other", data={"n": 1}, request_id="w1")
+    assert rig.commits == commits
+    first = await root.submit("go", request_id="i1")
+    await until(lambda: rig.faux.state.call_count == 1)
+    queued = await root.submit("next", request_id="i2")  # queued behind the busy run
+    assert (await queued.status()).status == "queued"
+    commits = rig.commits
+    assert (await root.submit("next", request_id="i2")).id == queued.id
+    with pytest.raises(RequestIdConflict, match="different content"):
+        await root.submit("not next", request_id="i2")
+    with pytest.raises(RequestIdConflict, match="different content"):
+        await root.submit("stop", request_id="i1")  # placed: compared with its entry
+    assert rig.commits == commits
+    release.set()
+    await first.wait()
+    await queued.wait()
     await h.close()
 
 

@@ -11,6 +11,9 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from core.errors import RequestIdConflict
 from core.faux import FauxState, faux_error, faux_message, faux_tool_call
 from core.harness import AssistantMessage, ModelRequest, ToolContext
 from core.session import CommitEvent
@@ -99,8 +102,11 @@ async def test_invariant_08_a_request_id_dedupes_before_any_write_across_restart
     h = await rig.open()
     root = await h.conversation(1)
     commits = rig.commits
-    again = await root.submit("hello again", request_id="r-1")
+    again = await root.submit("hello", request_id="r-1")
     assert again.id == first.id and rig.commits == commits
+    with pytest.raises(RequestIdConflict):  # other content under the same id: refused
+        await root.submit("hello again", request_id="r-1")
+    assert rig.commits == commits
     assert rig.faux.state.call_count == 1
     await h.close()
 

@@ -10,8 +10,10 @@ from typing import Any
 
 from core.docops import apply_ops
 from core.faux import faux_message, faux_tool_call
+from core.harness import HarnessSettings, ProgressSettings
 from core.harness.watch import MAX_PENDING_FRAMES
 from core.session import Tx, define_doc
+from runtimes.actor.clock import SystemClock
 from tests.core.support import settle
 from tests.harness.support import MODEL, Rig, echo, extension, tool
 
@@ -176,4 +178,34 @@ async def test_a_busy_conversation_wakes_waiting_consumers_in_batches_losing_not
     assert wakes == 2  # batched: two wake-ups for fifty commits
     watch.stop()
     await consumer
+    await h.close()
+
+
+async def test_a_streaming_answer_reaches_watchers_as_appended_text_not_the_whole_partial(
+    tmp_path: Path,
+) -> None:
+    text = "The train to Graz leaves at nine and the seat is booked for you."
+    settings = HarnessSettings(progress=ProgressSettings(partial_interval_ms=0))
+    rig = Rig(tmp_path, steps=[faux_message(text)], settings=settings)
+    # A real stream on the real clock: partials are committed one by one as it goes.
+    rig.clock = SystemClock()  # type: ignore[assignment]
+    rig.faux.tokens_per_second = 200
+    rig.faux._sleep = asyncio.sleep
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    watch = await root.watch()
+    frames = [await watch.__anext__()]
+    await (await root.submit("book it")).wait()
+    await settle()
+    frames += await drain(watch)
+    ops = [op for f in frames[1:] for op in f["ops"]]
+    appends = [op for op in ops if op[0] == "a"]
+    # Several partial commits, each carrying only what the stream added since the last.
+    assert len(appends) >= 3, ops
+    assert all(len(op[2]) < len(text) // 2 for op in appends)
+    assert all(op[1][:3] == ["docs", "live", "generation"] for op in appends)
+    whole = [op for op in ops if op[0] == "s" and isinstance(op[2], str) and len(op[2]) > 20]
+    assert whole == []  # the whole partial text is never sent again
+    assert replay(frames) == await root.view()  # the deltas still rebuild the view
+    watch.stop()
     await h.close()

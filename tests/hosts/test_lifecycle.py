@@ -55,3 +55,18 @@ async def test_a_poisoned_actor_is_parked_and_reopened_from_storage() -> None:
         assert users == ["hello", "again"]  # the failed commit wrote nothing
     finally:
         await host.close()
+
+
+async def test_the_memory_host_lists_its_actors_in_order_without_opening_them() -> None:
+    host = MemoryHost(kit_config(), clock=VirtualClock())
+    await host.start()
+    try:
+        for name in ("m2", "m1", "m3"):
+            async with host.use(name, create=True) as harness:
+                await (await (await harness.root(agent=dict(KIT_AGENT))).submit("hi")).wait()
+            await host.evict(name, force=True)
+        assert await host.actors() == ["m1", "m2", "m3"]
+        assert await host.actors(after="m1", limit=1) == ["m2"]
+        assert host.active == frozenset()
+    finally:
+        await host.close()

@@ -87,14 +87,21 @@ def test_long_poll_returns_the_current_status_when_time_is_up(
     assert poll(client, accepted["id"])["answer"]["text"] == "opened"
 
 
-def test_a_request_id_dedupes_and_a_reused_id_of_the_other_type_conflicts(
+def test_a_request_id_dedupes_and_a_reused_id_of_other_content_or_type_conflicts(
     running: Running, client: httpx.Client
 ) -> None:
     first = submit(client, "once", request_id="job-1")
     assert poll(client, first["id"])["status"] == "done"
     before = snapshot(db_of(running))
-    again = submit(client, "once, again", request_id="job-1")
-    assert again["id"] == first["id"]
+    again = submit(client, "once", request_id="job-1")  # a retry: the original answers
+    assert again["id"] == first["id"] and again["status"] == "done"
+    other = client.post(
+        f"/v1/actors/{ACTOR}/submissions",
+        json={"type": "input", "content": "once, again", "request_id": "job-1"},
+    )
+    assert other.status_code == 409, other.text
+    assert other.json()["error"]["code"] == "request_id_conflict"
+    assert "different content" in other.json()["error"]["message"]
     r = client.post(
         f"/v1/actors/{ACTOR}/submissions",
         json={"type": "write", "content": {"kind": "note"}, "request_id": "job-1"},

@@ -38,7 +38,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from core.errors import ConversationBusy, SessionPoisoned
+from core.errors import ConversationBusy, RequestIdConflict, SessionPoisoned
 from core.faux import faux_deferred, faux_error, faux_message
 from core.harness import HarnessSettings
 from core.harness.settings import CompactionSettings
@@ -174,6 +174,8 @@ class Schedule(RuleBasedStateMachine):
                 )
             except ConversationBusy:
                 return
+            except RequestIdConflict:
+                return  # a known request id with other content: refused, nothing written
             if request_id is not None:
                 first = self.requests.setdefault((conv_id, request_id), sub.id)
                 assert first == sub.id, f"request {request_id} made a second submission"
@@ -207,7 +209,9 @@ class Schedule(RuleBasedStateMachine):
 
         async def go() -> None:
             conv = await self.h.conversation(self.conv(index))
-            await conv.write("note", data={"n": len(self.accepted)}, request_id=request_id)
+            # A known request id with other data is refused (nothing written).
+            with contextlib.suppress(RequestIdConflict):
+                await conv.write("note", data={"n": len(self.accepted)}, request_id=request_id)
 
         self.run(go())
 

@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from remote_env.limits import BodyLimit
+from runtimes.actor.api import history, webpages
 from runtimes.actor.api.deltas import DeltaFeeds
 from runtimes.actor.api.deltas import router as deltas_router
 from runtimes.actor.api.errors import install_error_handlers
@@ -59,7 +60,8 @@ def create_app(
 ) -> FastAPI:
     """The app. Its lifespan starts ``host`` and, on shutdown, closes it and then runs
     ``on_shutdown`` (e.g. closing model clients on the loop that used them); serve it
-    with lifespan events on. ``/openapi.json`` describes it."""
+    with lifespan events on. ``/openapi.json`` describes it, ``/docs`` shows it (Swagger
+    UI from installed files), ``/ui`` is the web inspector."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -83,6 +85,8 @@ def create_app(
     )
     rebind_app(app, host, config)
     app.include_router(router)
+    app.include_router(history.router)
+    app.include_router(webpages.router)
     app.include_router(deltas_router)
     install_error_handlers(app)
     derive_openapi = app.openapi

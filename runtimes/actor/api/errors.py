@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core.errors import (
     ConversationBusy,
+    InvalidCursor,
     InvalidInput,
     ReminderFired,
     RequestIdConflict,
@@ -27,7 +28,13 @@ from core.errors import (
     UnknownRecord,
     UnknownTool,
 )
-from runtimes.actor.errors import ActorLocked, HostClosed, InvalidActorId, UnknownActor
+from runtimes.actor.errors import (
+    ActorLocked,
+    HostClosed,
+    InvalidActorId,
+    ListingUnsupported,
+    UnknownActor,
+)
 
 __all__ = ["ApiError", "error_body", "install_error_handlers"]
 
@@ -40,6 +47,8 @@ _MAPPED: tuple[tuple[type[Exception], int, str], ...] = (
     (UnknownActor, 404, "unknown_actor"),
     (ActorLocked, 423, "actor_locked"),
     (HostClosed, 503, "shutting_down"),
+    (ListingUnsupported, 501, "not_supported"),
+    (InvalidCursor, 400, "invalid_cursor"),
     (ConversationBusy, 409, "conversation_busy"),
     (RequestIdConflict, 409, "request_id_conflict"),
     (ReminderFired, 409, "already_fired"),

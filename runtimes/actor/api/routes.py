@@ -45,7 +45,15 @@ from runtimes.actor.api.taskgraph import task_graph_of
 from runtimes.actor.host import Host
 from runtimes.actor.ids import ACTOR_ID_PATTERN
 
-__all__ = ["ApiSettings", "router"]
+__all__ = [
+    "API_ERRORS",
+    "ActorId",
+    "ApiSettings",
+    "ConversationId",
+    "HostDep",
+    "documented_auth",
+    "router",
+]
 
 _SETTLED = ("done", "unanswered")
 
@@ -109,8 +117,9 @@ async def submit(
     actor: ActorId, body: Annotated[SubmissionBody, Body()], host: HostDep
 ) -> SubmissionAccepted:
     """Submit input (answered later) or a write. ``409 conversation_busy`` when
-    ``when_busy`` is ``reject`` and the conversation is busy; a known ``request_id``
-    answers the original submission."""
+    ``when_busy`` is ``reject`` and the conversation is busy. A known ``request_id`` with
+    the same content answers the original submission (a retry); with other content it is
+    refused ``409 request_id_conflict`` and nothing is written."""
     cid = body.conversation_id or ROOT_CONVERSATION_ID
     if not isinstance(body, InputSubmission):
         # Checked before the actor is opened: a refused write creates no actor.
@@ -197,7 +206,8 @@ async def configure_agent(
 
 @router.get("/tasks", response_model=TaskGraph)
 async def tasks(actor: ActorId, host: HostDep) -> TaskGraph:
-    """Every live task: derived state, stored status, owner, abort mark, waits."""
+    """Every live task: derived state, stored status, owner, abort mark, waits, when it
+    started, its phase and attempt, and a tool task's call (name, arguments, replay)."""
     async with host.use(actor) as harness:
         return await task_graph_of(harness)
 
@@ -224,7 +234,14 @@ async def watch(
     """Server-Sent Events: the committed view first (``event: view``), then one event per
     commit that changed it (``event: delta``, ``id:`` its commit seq, JSON ops to apply to
     the view), ``: ping`` comments while quiet, and ``event: end`` when the server ends
-    the stream (host shutting down, actor closed).
+    the stream (host shutting down, actor closed). A consumer that fell far behind gets
+    ``event: replace`` with the newest view.
+
+    Delta ops, applied in order (a path is a list of keys and list indexes):
+    ``["s", path, value]`` sets, ``["d", path]`` deletes, ``["p", path, index, count,
+    items]`` splices a list, ``["r", value]`` replaces the root, and ``["a", path, text]``
+    appends ``text`` to the string at ``path``: a streaming answer (``docs.live.generation
+    .partial``) arrives as its new text only, not the whole partial each time.
 
     Resuming: a client that loses the stream reconnects and receives the current view
     again, then deltas from there (``Last-Event-ID`` is not needed and is ignored). The
@@ -368,3 +385,9 @@ async def _settled_within(submission: Submission, timeout: float) -> SubmissionR
     except TimeoutError:
         return None
     return record
+
+
+# Shared with the other route modules (listing, inspector): one definition of the auth
+# scheme, the path parameters and the error answers.
+documented_auth = _documented_auth
+API_ERRORS = _ERRORS

@@ -55,6 +55,18 @@ __all__ = [
 ]
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
+
+STATUSES = (
+    "input: `queued` (waiting behind the conversation's current work) → `placed` (its "
+    "user entry is in the transcript; the answer is being made) → `done` (answered) or "
+    "`unanswered` (`reason`: e.g. aborted, no_model, model_error). write: `queued` (until "
+    "the next boundary) → `done` (its entry appended) or `unanswered` (e.g. stale)."
+)
+WHEN_BUSY = (
+    "what to do when the conversation is busy: `follow_up` (default) queues the input and "
+    "answers it after the current run; `steer` places it into the current run after its "
+    "tool round; `reject` refuses it with 409 conversation_busy, writing nothing"
+)
 # Text that is not blank (JSON Schema patterns search, so one non-space is enough).
 _NOT_BLANK = r"\S"
 
@@ -77,7 +89,9 @@ RequestId = Annotated[
     Field(
         min_length=1,
         max_length=256,
-        description="dedupes the submission per conversation, across restarts",
+        description="dedupes the submission per conversation, across restarts: a retry "
+        "with the same content answers the original; other content under a known id is "
+        "refused 409 request_id_conflict",
     ),
 ]
 
@@ -107,7 +121,10 @@ class InputSubmission(BaseModel):
         None, description="defaults to the root conversation (1), created on first use"
     )
     request_id: RequestId | None = None
-    when_busy: WhenBusy = "follow_up"
+    when_busy: WhenBusy = Field(
+        "follow_up",
+        description=WHEN_BUSY,
+    )
 
     @field_validator("content")
     @classmethod
@@ -168,7 +185,7 @@ class SubmissionAccepted(BaseModel):
     id: int
     conversation_id: int
     type: SubmissionType
-    status: SubmissionStatus
+    status: SubmissionStatus = Field(description=STATUSES)
 
     @classmethod
     def of(cls, record: SubmissionRecord) -> SubmissionAccepted:
@@ -189,7 +206,7 @@ class SubmissionState(BaseModel):
     id: int
     conversation_id: int
     type: SubmissionType
-    status: SubmissionStatus
+    status: SubmissionStatus = Field(description=STATUSES)
     request_id: str | None = None
     entry_id: int | None = Field(None, description="the entry the submission placed")
     answer: Answer | None = None
@@ -236,6 +253,13 @@ class TaskNode(BaseModel):
     started_at_iso: str | None = Field(None, description="``started_at`` as ISO-8601 (UTC)")
     tool: str | None = Field(None, description="a tool task's tool name")
     arguments: dict[str, Any] | None = Field(None, description="a tool task's arguments")
+    phase: str | None = Field(None, description="the checkpointed phase")
+    attempt: int | None = Field(
+        None, description="the phase's attempt (a tool call resumed after a crash: 2 or more)"
+    )
+    replay: str | None = Field(
+        None, description="a tool task's recovery after a crash: safe, recoverable, unsafe"
+    )
 
 
 class TaskGraph(BaseModel):

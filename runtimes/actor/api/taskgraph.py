@@ -24,12 +24,14 @@ _TOOL = "perdure.tool"
 def task_graph(
     inspection: Inspection, calls: dict[int, tuple[str, JsonObject]] | None = None
 ) -> TaskGraph:
-    """Every live task with its derived and stored state, owner and abort mark (and, for
-    tool tasks in ``calls``, the tool's name and arguments)."""
+    """Every live task with its derived and stored state, owner, abort mark, phase and
+    attempt (and, for tool tasks in ``calls``, the tool's name, arguments and replay)."""
     nodes = []
     for view in inspection.tasks:
         task = view.record
         tool, arguments = (calls or {}).get(task.id, (None, None))
+        checkpoint = task.checkpoint or {}
+        phase, attempt, replay = (checkpoint.get(k) for k in ("phase", "attempt", "replay"))
         nodes.append(
             TaskNode(
                 id=task.id,
@@ -48,6 +50,9 @@ def task_graph(
                 started_at_iso=None if task.started_at is None else iso_time(task.started_at),
                 tool=tool,
                 arguments=arguments,
+                phase=phase if isinstance(phase, str) else None,
+                attempt=attempt if type(attempt) is int else None,
+                replay=replay if isinstance(replay, str) and task.kind == _TOOL else None,
             )
         )
     return TaskGraph(scheduling=inspection.scheduling, tasks=nodes)

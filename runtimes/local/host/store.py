@@ -7,6 +7,7 @@ from pathlib import Path
 
 from core import SqliteStorage
 from runtimes.actor import UnknownActor
+from runtimes.actor.ids import is_actor_id
 from runtimes.local.host.lock import ActorLock
 from runtimes.local.sqlite import Synchronous, open_sqlite_storage
 
@@ -53,6 +54,18 @@ class LocalStore:
 
     def exists(self, name: str) -> bool:
         return actor_paths(self.data_dir, name)[0].exists()
+
+    async def names(self, *, after: str | None, limit: int) -> list[str]:
+        """The actors with a SQLite file in the data directory (a directory listing:
+        nothing is opened or locked)."""
+        if not self.data_dir.is_dir():
+            return []
+        found = sorted(
+            p.stem
+            for p in self.data_dir.glob("*.sqlite")
+            if is_actor_id(p.stem) and (after is None or p.stem > after)
+        )
+        return found[:limit]
 
     async def open(self, name: str, *, create: bool) -> _LocalLease:
         db, lock_path = actor_paths(self.data_dir, name)

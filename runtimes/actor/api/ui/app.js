@@ -1,0 +1,445 @@
+// The perdure web inspector: actors and conversations, the live transcript (the watch),
+// the task tree, timers, usage and events of one actor, and the buttons that act on it.
+// Everything goes through the public actor API with the bearer token the person gave.
+
+import { Api, ApiError } from "/ui/api.js";
+import { applyOps } from "/ui/ops.js";
+import { eventsOf, partialOf, transcriptRows, usagePerRun } from "/ui/history.js";
+import { elapsed, h, isoTime, money, replaceChildren, short } from "/ui/render.js";
+
+const TOKEN_KEY = "perdure.token";
+const POLL_MS = 1000;
+const RECONNECT_MS = 1000;
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  api: null,
+  actor: null,
+  conversationId: 1,
+  view: null,
+  tasks: null,
+  timers: null,
+  watchStop: null,
+  pollTimer: null,
+  renderQueued: false,
+  // Tool tasks seen resumed after a restart (attempt > 1), kept for the event history.
+  resumed: new Map(),
+};
+
+// ------------------------------------------------------------------ connection
+
+function setConnection(kind, text) {
+  const badge = $("connection");
+  badge.dataset.state = kind;
+  badge.textContent = text;
+}
+
+function notice(text, isError = false) {
+  const node = $("notice");
+  node.textContent = text;
+  node.className = isError ? "error" : "";
+}
+
+function showLogin(message = "") {
+  $("login").hidden = false;
+  $("main").hidden = true;
+  $("sign-out").hidden = true;
+  $("login-error").textContent = message;
+  setConnection("offline", "not connected");
+  $("token").focus();
+}
+
+async function connect(token) {
+  const api = new Api(token);
+  try {
+    await api.get("/v1/actors?limit=1");
+  } catch (error) {
+    // A host without an actor index still accepted the token if it answered 501.
+    if (!(error instanceof ApiError && error.status === 501)) throw error;
+  }
+  state.api = api;
+  sessionStorage.setItem(TOKEN_KEY, token);
+  $("login").hidden = true;
+  $("main").hidden = false;
+  $("sign-out").hidden = false;
+  setConnection("online", "connected");
+  await refreshActors();
+  const wanted = new URLSearchParams(location.hash.slice(1)).get("actor");
+  if (wanted) await selectActor(wanted);
+}
+
+function signOut() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  stopActor();
+  state.api = null;
+  showLogin();
+}
+
+// ------------------------------------------------------------------ actors and conversations
+
+async function refreshActors() {
+  let names = [];
+  try {
+    const page = await state.api.get("/v1/actors?limit=1000");
+    names = page.actors.map((a) => a.id);
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 501) {
+      replaceChildren($("actors"), [h("li", { class: "muted" }, "this host cannot list actors: open one by id")]);
+      return;
+    }
+    throw error;
+  }
+  if (state.actor && !names.includes(state.actor)) names.push(state.actor);
+  replaceChildren(
+    $("actors"),
+    names.map((name) =>
+      h(
+        "li",
+        { class: name === state.actor ? "selected" : "" },
+        h("button", { type: "button", class: "link", dataset: { actor: name }, onclick: () => selectActor(name) }, name),
+      ),
+    ),
+  );
+}
+
+async function refreshConversations() {
+  const page = await state.api.get(`/v1/actors/${state.actor}/conversations?limit=1000`);
+  const children = new Map();
+  for (const c of page.conversations) {
+    const up = (c.parent && c.parent.conversation_id) || (c.owner && c.owner.conversation_id) || 0;
+    if (!children.has(up)) children.set(up, []);
+    children.get(up).push(c);
+  }
+  const branch = (up) =>
+    (children.get(up) || []).map((c) => {
+      const label = c.parent ? `fork of ${c.parent.conversation_id} at entry ${c.parent.at_entry}` : c.owner ? `sub-agent of task ${c.owner.task_id}` : "root";
+      return h(
+        "li",
+        { class: c.id === state.conversationId ? "selected" : "" },
+        h("button", { type: "button", class: "link", dataset: { conversation: c.id }, onclick: () => selectConversation(c.id) }, `conversation ${c.id}`),
+        h("small", {}, ` ${label}`),
+        children.has(c.id) ? h("ul", {}, branch(c.id)) : null,
+      );
+    });
+  replaceChildren($("conversations"), branch(0));
+}
+
+async function selectActor(name) {
+  stopActor();
+  state.actor = name;
+  state.conversationId = 1;
+  state.resumed = new Map();
+  history.replaceState(null, "", `#actor=${encodeURIComponent(name)}`);
+  await refreshActors();
+  await selectConversation(1);
+  poll();
+}
+
+async function selectConversation(id) {
+  if (state.watchStop) state.watchStop();
+  state.conversationId = id;
+  state.view = null;
+  $("conversation-title").textContent = `${state.actor} · conversation ${id}`;
+  try {
+    await refreshConversations();
+  } catch (error) {
+    notice(`${error.message}`, true);
+  }
+  startWatch();
+  render();
+}
+
+function stopActor() {
+  if (state.watchStop) state.watchStop();
+  state.watchStop = null;
+  clearTimeout(state.pollTimer);
+  state.pollTimer = null;
+}
+
+// ------------------------------------------------------------------ the watch
+
+function startWatch() {
+  const controller = new AbortController();
+  const path = `/v1/actors/${state.actor}/conversations/${state.conversationId}/watch`;
+  let stopped = false;
+  state.watchStop = () => {
+    stopped = true;
+    controller.abort();
+  };
+  (async () => {
+    while (!stopped) {
+      try {
+        await state.api.watch(path, onFrame, controller.signal);
+        if (!stopped) setConnection("reconnecting", "stream ended: reconnecting");
+      } catch (error) {
+        if (stopped) return;
+        if (error instanceof ApiError && error.status === 401) return signOut();
+        if (error instanceof ApiError && error.status === 404) {
+          // No such actor (or conversation) yet: the first submission creates it.
+          setConnection("online", "connected");
+          notice(`${state.actor}: ${error.message} (waiting for it)`);
+        } else {
+          setConnection("reconnecting", "host unreachable: reconnecting");
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, RECONNECT_MS));
+    }
+  })();
+}
+
+function onFrame(frame) {
+  if (frame.type === "view" || frame.type === "replace") {
+    state.view = frame.value;
+    setConnection("online", "live");
+  } else if (frame.type === "delta" && state.view) {
+    state.view = applyOps(state.view, frame.ops);
+  } else if (frame.type === "end") {
+    setConnection("reconnecting", `stream ended (${frame.reason})`);
+  }
+  queueRender();
+}
+
+// ------------------------------------------------------------------ polling: tasks, timers
+
+async function poll() {
+  clearTimeout(state.pollTimer);
+  if (!state.actor) return;
+  const actor = state.actor;
+  try {
+    const [tasks, timers] = await Promise.all([
+      state.api.get(`/v1/actors/${actor}/tasks`),
+      state.api.get(`/v1/actors/${actor}/timers`),
+    ]);
+    if (actor !== state.actor) return;
+    state.tasks = tasks;
+    state.timers = timers;
+    for (const task of tasks.tasks) {
+      if (task.tool && task.attempt > 1 && !state.resumed.has(task.id)) {
+        state.resumed.set(task.id, {
+          key: `resumed-${task.id}`,
+          time: Date.now(),
+          kind: "tool resumed",
+          text: `${task.tool} (${task.replay}) resumed after a restart: attempt ${task.attempt}`,
+        });
+      }
+    }
+    queueRender();
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) return signOut();
+    if (!(error instanceof ApiError)) setConnection("reconnecting", "host unreachable: reconnecting");
+  } finally {
+    if (actor === state.actor) state.pollTimer = setTimeout(poll, POLL_MS);
+  }
+}
+
+// ------------------------------------------------------------------ rendering
+
+function queueRender() {
+  if (state.renderQueued) return;
+  state.renderQueued = true;
+  requestAnimationFrame(() => {
+    state.renderQueued = false;
+    render();
+  });
+}
+
+function render() {
+  renderTranscript();
+  renderTasks();
+  renderTimers();
+  renderUsage();
+  renderEvents();
+}
+
+function usageLine(usage) {
+  if (!usage) return null;
+  return h("small", { class: "usage" }, `${usage.input || 0} in · ${usage.output || 0} out · ${money(usage.cost)}`);
+}
+
+function renderTranscript() {
+  const list = $("transcript");
+  const rows = transcriptRows(state.view);
+  const items = rows.map((row) => {
+    const body = [];
+    if (row.text) body.push(h("div", { class: "text" }, row.text));
+    for (const call of row.calls) {
+      body.push(h("div", { class: "call" }, `→ ${call.name}(${short(call.arguments, 200)})`));
+    }
+    if (row.other) body.push(h("pre", { class: "data" }, short(row.data, 400)));
+    if (row.stop === "aborted" || row.stop === "error") body.push(h("span", { class: "badge", "data-state": "error" }, row.stop));
+    const label = row.tool ? `tool_result · ${row.tool}` : row.kind;
+    return h(
+      "li",
+      { class: `entry ${row.role}${row.isError ? " error" : ""}`, dataset: { kind: row.kind, entry: row.id } },
+      h("header", {}, h("b", {}, label), h("time", {}, isoTime(row.time)), row.kind === "assistant" ? usageLine(row.usage) : null),
+      body,
+    );
+  });
+  const partial = partialOf(state.view);
+  if (partial) {
+    const text = (partial.content || []).filter((b) => b.type === "text").map((b) => b.text).join("");
+    items.push(h("li", { class: "entry assistant streaming", id: "partial" }, h("header", {}, h("b", {}, "assistant"), h("small", {}, "streaming…")), h("div", { class: "text" }, text)));
+  }
+  const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
+  replaceChildren(list, items);
+  if (atBottom) list.scrollTop = list.scrollHeight;
+}
+
+function renderTasks() {
+  const graph = state.tasks;
+  $("scheduling").textContent = graph ? graph.scheduling : "";
+  const tasks = graph ? graph.tasks : [];
+  const byOwner = new Map();
+  for (const t of tasks) {
+    const key = t.owner || 0;
+    if (!byOwner.has(key)) byOwner.set(key, []);
+    byOwner.get(key).push(t);
+  }
+  const known = new Set(tasks.map((t) => t.id));
+  const rows = [];
+  const visit = (task, depth) => {
+    const args = task.arguments ? short(task.arguments, 120) : "";
+    const stateText = task.abort_requested ? `${task.state} (abort)` : task.state;
+    const phase = task.phase ? ` · ${task.phase}${task.attempt > 1 ? ` #${task.attempt}` : ""}` : "";
+    rows.push(
+      h(
+        "tr",
+        { dataset: { task: task.id, kind: task.kind, state: task.state } },
+        h("td", { style: { paddingLeft: `${0.4 + depth * 1.2}em` } }, String(task.id)),
+        h("td", {}, task.kind.replace(/^perdure\./, "")),
+        h("td", { class: "tool" }, task.tool || ""),
+        h("td", { class: "args" }, args),
+        h("td", { class: `state ${task.state}` }, stateText + phase),
+        h("td", {}, task.owner ? String(task.owner) : `conv ${task.conversation_id}`),
+        h("td", {}, task.started_at ? elapsed(Date.now() - task.started_at) : ""),
+      ),
+    );
+    for (const child of byOwner.get(task.id) || []) visit(child, depth + 1);
+  };
+  for (const t of tasks) if (!t.owner || !known.has(t.owner)) visit(t, 0);
+  if (!rows.length) rows.push(h("tr", {}, h("td", { colspan: 7, class: "muted" }, "no live tasks")));
+  replaceChildren($("tasks").tBodies[0], rows);
+}
+
+function renderTimers() {
+  const timers = state.timers ? state.timers.timers : [];
+  const items = timers.map((t) =>
+    h(
+      "li",
+      { dataset: { timer: t.task, kind: t.kind } },
+      h("b", {}, t.kind.replace(/^perdure\./, "")),
+      ` ${t.message ? `“${t.message}” ` : ""}due ${isoTime(t.at)} (in ${elapsed(t.at - Date.now()) || "now"})`,
+      t.kind === "perdure.reminder"
+        ? h("button", { type: "button", class: "cancel-timer", onclick: () => act(`cancel timer ${t.task}`, "DELETE", `/v1/actors/${state.actor}/timers/${t.task}`) }, "cancel")
+        : null,
+    ),
+  );
+  if (!items.length) items.push(h("li", { class: "muted" }, "no pending timers"));
+  if (state.timers && state.timers.next_wake) items.push(h("li", { class: "muted" }, `next wake ${isoTime(state.timers.next_wake)}`));
+  replaceChildren($("timers"), items);
+}
+
+function renderUsage() {
+  const usage = state.view && state.view.docs && state.view.docs.usage;
+  const total = (usage && usage.total) || {};
+  const runs = usagePerRun(state.view);
+  replaceChildren($("usage"), [
+    h("p", { id: "usage-total" }, `conversation: ${total.input || 0} in · ${total.output || 0} out · ${money(total.cost)}`),
+    h(
+      "table",
+      { id: "usage-runs" },
+      h("thead", {}, h("tr", {}, h("th", {}, "run"), h("th", {}, "turns"), h("th", {}, "in"), h("th", {}, "out"), h("th", {}, "cost"))),
+      h(
+        "tbody",
+        {},
+        runs.map((r, i) => h("tr", {}, h("td", { title: r.input }, `${i + 1}. ${short(r.input, 24)}`), h("td", {}, r.turns), h("td", {}, r.tokensIn), h("td", {}, r.tokensOut), h("td", {}, money(r.cost)))),
+      ),
+    ),
+  ]);
+}
+
+function renderEvents() {
+  const events = eventsOf(state.view, state.resumed);
+  const items = events.map((e) => h("li", { dataset: { event: e.kind } }, h("b", {}, e.kind), e.time ? h("time", {}, isoTime(e.time)) : null, h("div", {}, short(e.text, 300))));
+  if (!items.length) items.push(h("li", { class: "muted" }, "no events yet"));
+  replaceChildren($("events"), items);
+}
+
+// ------------------------------------------------------------------ actions
+
+async function act(label, method, path, body) {
+  try {
+    const answer = await state.api.request(method, path, body);
+    notice(`${label}: ${short(answer, 120)}`);
+    poll();
+    return answer;
+  } catch (error) {
+    notice(`${label}: ${error.message}`, true);
+    return null;
+  }
+}
+
+function conversationPath(rest) {
+  return `/v1/actors/${state.actor}/conversations/${state.conversationId}/${rest}`;
+}
+
+async function send(whenBusy) {
+  const input = $("input");
+  const content = input.value.trim();
+  if (!content || !state.actor) return;
+  const body = { type: "input", content, when_busy: whenBusy };
+  if (state.conversationId !== 1) body.conversation_id = state.conversationId;
+  const answer = await act(whenBusy === "steer" ? "steer" : "submit", "POST", `/v1/actors/${state.actor}/submissions`, body);
+  if (answer) {
+    input.value = "";
+    refreshActors();
+    refreshConversations().catch(() => {}); // the first submission creates the actor
+  }
+}
+
+function wire() {
+  $("login-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const token = $("token").value.trim();
+    try {
+      await connect(token);
+      $("token").value = "";
+    } catch (error) {
+      showLogin(error instanceof ApiError && error.status === 401 ? "That token was refused (401)." : `Could not connect: ${error.message}`);
+    }
+  });
+  $("sign-out").addEventListener("click", signOut);
+  $("open-actor-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    selectActor($("open-actor").value.trim());
+  });
+  $("composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    send("follow_up");
+  });
+  $("steer").addEventListener("click", () => send("steer"));
+  $("abort").addEventListener("click", () => act("abort", "POST", conversationPath("abort"), {}));
+  $("compact").addEventListener("click", () => act("compact", "POST", conversationPath("compact"), {}));
+  $("reminder-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const message = $("reminder-message").value.trim();
+    const after = Number($("reminder-after").value);
+    act("remind", "POST", conversationPath("reminders"), { message, after }).then((answer) => {
+      if (answer) $("reminder-message").value = "";
+    });
+  });
+  setInterval(() => state.tasks && renderTasks(), 1000); // elapsed times keep counting
+}
+
+async function boot() {
+  wire();
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (!token) return showLogin();
+  try {
+    await connect(token);
+  } catch (error) {
+    showLogin(error instanceof ApiError && error.status === 401 ? "The saved token was refused (401)." : `Could not connect: ${error.message}`);
+  }
+}
+
+boot();

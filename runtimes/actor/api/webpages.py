@@ -1,0 +1,131 @@
+"""The pages a person opens in a browser: the web inspector (``/ui``) and the API docs
+(``/docs``, Swagger UI), both served from installed files, never a CDN.
+
+Neither page carries data or a token: the inspector asks for the API token on its own
+page, keeps it in ``sessionStorage`` and sends it as the bearer header of its ``/v1/``
+calls (which the auth middleware checks as it checks every client's). So the pages are
+public and the data behind them is not.
+
+Files are read once and served from memory (no thread pool, no file handles: a Durable
+Object has neither). Swagger UI's files come from the ``swagger-ui-py`` package; where it
+is not installed, ``/docs`` answers ``404 docs_unavailable`` naming the package, and
+``/openapi.json`` still serves the schema.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from fastapi import APIRouter
+from fastapi.openapi.docs import get_swagger_ui_html
+from starlette.responses import Response
+
+from runtimes.actor.api.errors import ApiError
+
+__all__ = ["router"]
+
+_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+# The inspector runs only its own files: no inline script, nothing from elsewhere.
+_UI_HEADERS = {
+    "cache-control": "no-cache",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "content-security-policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    ),
+}
+_SWAGGER_FILES = ("swagger-ui-bundle.js", "swagger-ui.css")
+
+
+@dataclass(frozen=True)
+class _Asset:
+    body: bytes
+    media_type: str
+
+
+_cache: dict[str, _Asset] = {}
+
+router = APIRouter(include_in_schema=False)
+
+
+def _ui_asset(name: str) -> _Asset:
+    key = f"ui/{name}"
+    if key not in _cache:
+        if _NAME.fullmatch(name) is None or Path(name).suffix not in _TYPES:
+            raise ApiError(404, "no_route", f"no inspector file {name!r}")
+        item = resources.files("runtimes.actor.api").joinpath("ui", name)
+        if not item.is_file():
+            raise ApiError(404, "no_route", f"no inspector file {name!r}")
+        _cache[key] = _Asset(item.read_bytes(), _TYPES[Path(name).suffix])
+    return _cache[key]
+
+
+def _swagger_asset(name: str) -> _Asset:
+    key = f"docs/{name}"
+    if key not in _cache:
+        if name not in _SWAGGER_FILES:
+            raise ApiError(404, "no_route", f"no docs file {name!r}")
+        _cache[key] = _Asset((_swagger_dir() / name).read_bytes(), _TYPES[Path(name).suffix])
+    return _cache[key]
+
+
+def _swagger_dir() -> Path:
+    # Found without importing the package (its __init__ pulls in template engines).
+    spec = importlib.util.find_spec("swagger_ui")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        static = Path(location) / "static"
+        if all((static / f).is_file() for f in _SWAGGER_FILES):
+            return static
+    raise ApiError(
+        404,
+        "docs_unavailable",
+        "the API docs page needs the swagger-ui-py package (pip install swagger-ui-py); "
+        "the schema itself is at /openapi.json",
+    )
+
+
+def _serve(asset: _Asset, headers: dict[str, str] | None = None) -> Response:
+    return Response(asset.body, media_type=asset.media_type, headers=headers)
+
+
+@router.get("/ui")
+@router.get("/ui/")
+async def inspector() -> Response:
+    """The inspector's page (it asks for the token itself)."""
+    return _serve(_ui_asset("index.html"), _UI_HEADERS)
+
+
+@router.get("/ui/{name}")
+async def inspector_file(name: str) -> Response:
+    return _serve(_ui_asset(name), _UI_HEADERS)
+
+
+@router.get("/docs")
+async def docs() -> Response:
+    """Swagger UI over ``/openapi.json``, from the installed files ("Authorize" takes
+    the bearer token)."""
+    _swagger_dir()  # a clear 404 when the package is missing, before any HTML
+    return get_swagger_ui_html(
+        openapi_url="/openapi.json",
+        title="perdure actors API",
+        swagger_js_url="/docs/swagger-ui-bundle.js",
+        swagger_css_url="/docs/swagger-ui.css",
+        swagger_favicon_url="/ui/favicon.svg",
+    )
+
+
+@router.get("/docs/{name}")
+async def docs_file(name: str) -> Response:
+    return _serve(_swagger_asset(name), {"cache-control": "max-age=3600"})
