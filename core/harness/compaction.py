@@ -73,7 +73,7 @@ from core.tasks.definition import TaskDefinition, define_task
 from core.tasks.runtime import TaskRuntime
 
 if TYPE_CHECKING:
-    from core.harness.harness import Harness
+    from core.harness.services import HarnessServices
 
 __all__ = [
     "COMPACTION",
@@ -266,9 +266,9 @@ def summary_text(summary: str) -> str:
     )
 
 
-def compaction_task(harness: Callable[[], Harness]) -> TaskDefinition:
+def compaction_task(services: Callable[[], HarnessServices]) -> TaskDefinition:
     async def select(task: Task, rt: TaskRuntime) -> None:
-        h = harness()
+        h = services()
         conv = rt.conversation_id
         view = await h.context(conv)
         cut = select_cut(view, h.settings.compaction.keep_recent_tokens)
@@ -296,7 +296,7 @@ def compaction_task(harness: Callable[[], Harness]) -> TaskDefinition:
         await rt.checkpoint(checkpoint)
 
     async def summarize(task: Task, rt: TaskRuntime) -> None:
-        await _summarize(harness(), task, rt)
+        await _summarize(services(), task, rt)
 
     async def retry(task: Task, rt: TaskRuntime) -> None:
         cp = dict(task.checkpoint or {})
@@ -350,7 +350,7 @@ def _prompt(summary: str | None, chunk: str, focus: str | None) -> str:
     return text
 
 
-async def _summarize(h: Harness, task: Task, rt: TaskRuntime) -> None:
+async def _summarize(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     """One summary request: the whole range, or the next chunk of it on top of the
     summary so far. Each chunk's result is checkpointed; the last one lands."""
     conv = rt.conversation_id

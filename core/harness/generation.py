@@ -41,7 +41,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from core.errors import InvocationEnded, SessionClosed, TaskStateError
+from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
 from core.harness.compaction import (
     compaction_need,
     context_tokens,
@@ -90,7 +90,7 @@ from core.harness.runs import (
     settle_run,
     withdraw_inputs,
 )
-from core.jsonvalue import JsonObject, JsonValue, dumps, scrub_text
+from core.jsonvalue import JsonObject, JsonValue, dumps, json_copy, scrub_text
 from core.records import (
     Aborted,
     Completed,
@@ -109,22 +109,23 @@ from core.tasks.definition import TaskDefinition, define_task
 from core.tasks.runtime import TaskRuntime
 
 if TYPE_CHECKING:
-    from core.harness.harness import Harness
+    from core.harness.services import HarnessServices
 
 __all__ = [
     "generation_task",
     "merge_hand_over",
     "plan_merged_hand_over",
+    "round_intent",
     "settle_generation",
 ]
 
 
-def generation_task(harness: Callable[[], Harness]) -> TaskDefinition:
+def generation_task(services: Callable[[], HarnessServices]) -> TaskDefinition:
     async def prepare(task: Task, rt: TaskRuntime) -> None:
-        await _prepare(harness(), task, rt)
+        await _prepare(services(), task, rt)
 
     async def request(task: Task, rt: TaskRuntime) -> None:
-        await _request(harness(), task, rt)
+        await _request(services(), task, rt)
 
     async def retry(task: Task, rt: TaskRuntime) -> None:
         cp = _checkpoint(task)
@@ -138,13 +139,13 @@ def generation_task(harness: Callable[[], Harness]) -> TaskDefinition:
         await rt.commit(resend)
 
     async def poll(task: Task, rt: TaskRuntime) -> None:
-        await _poll(harness(), task, rt)
+        await _poll(services(), task, rt)
 
     async def tools(task: Task, rt: TaskRuntime) -> None:
-        await _after_tools(harness(), task, rt)
+        await _after_tools(services(), task, rt)
 
     async def abort(task: Task, rt: TaskRuntime) -> None:
-        h = harness()
+        h = services()
         cp = task.checkpoint or {}
         if cp.get("phase") == "poll":
             try:
@@ -187,7 +188,7 @@ class _Plan:
     compaction: Literal["blocking", "background"] | None
 
 
-async def _plan(h: Harness, conv: int, extra: Message | None = None) -> _Plan | str:
+async def _plan(h: HarnessServices, conv: int, extra: Message | None = None) -> _Plan | str:
     """Resolve the agent and plan the prompt; a string is the ``no_model`` detail.
     ``extra``: a message the commit this plan is for adds to the context (counted in
     the compaction decision)."""
@@ -206,7 +207,14 @@ async def _plan(h: Harness, conv: int, extra: Message | None = None) -> _Plan | 
 
 
 async def _pin(
-    h: Harness, tx: Tx, conv: int, plan: _Plan, by_task: int, attempt: int, *, overflowed: bool
+    h: HarnessServices,
+    tx: Tx,
+    conv: int,
+    plan: _Plan,
+    by_task: int,
+    attempt: int,
+    *,
+    overflowed: bool,
 ) -> JsonObject:
     """Inside a commit: record the prompt change, start a background compaction if the
     context calls for one, and return the ``request`` checkpoint, whose cutoff is the
@@ -241,7 +249,7 @@ async def _pin(
     return checkpoint
 
 
-async def _prepare(h: Harness, task: Task, rt: TaskRuntime) -> None:
+async def _prepare(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     conv = rt.conversation_id
     cp = _checkpoint(task)
     attempt = int(cast(int, cp.get("attempt", 1)))
@@ -270,7 +278,7 @@ async def _prepare(h: Harness, task: Task, rt: TaskRuntime) -> None:
     await rt.commit(pin)
 
 
-async def _summary_waits(h: Harness, conv: int, task_id: int) -> bool:
+async def _summary_waits(h: HarnessServices, conv: int, task_id: int) -> bool:
     """Whether a compaction summary is queued while this generation runs the run."""
     inbox = await h.session.document_value(INBOX, conv)
     if not queued_summary(inbox):
@@ -304,7 +312,9 @@ async def _compact_first(rt: TaskRuntime, cp: JsonObject, *, reason: str) -> Non
     await rt.commit(compact)
 
 
-async def _render(h: Harness, agent: ResolvedAgent, conv: int, ctx: ContextView) -> dict[str, str]:
+async def _render(
+    h: HarnessServices, agent: ResolvedAgent, conv: int, ctx: ContextView
+) -> dict[str, str]:
     async def documents(definition: Any) -> JsonValue:
         return await h.session.document_value(definition, conv)
 
@@ -389,7 +399,7 @@ class _Response:
 
 
 async def _consume(
-    h: Harness, rt: TaskRuntime, stream: AsyncIterator[StreamEvent], partial: _Partial
+    h: HarnessServices, rt: TaskRuntime, stream: AsyncIterator[StreamEvent], partial: _Partial
 ) -> _Response:
     conv = rt.conversation_id
 
@@ -444,7 +454,7 @@ async def _consume(
     return response
 
 
-async def _request(h: Harness, task: Task, rt: TaskRuntime) -> None:
+async def _request(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     conv = rt.conversation_id
     cp = _checkpoint(task)
     model = str(cp["model"])
@@ -477,7 +487,7 @@ async def _request(h: Harness, task: Task, rt: TaskRuntime) -> None:
     await _classify(h, rt, cp, response, partial, offered={t.name for t in agent.tools.values()})
 
 
-async def _keep_interrupted_partial(h: Harness, rt: TaskRuntime) -> None:
+async def _keep_interrupted_partial(h: HarnessServices, rt: TaskRuntime) -> None:
     """A crash cut a request short after some of it was committed: keep that partial as an
     aborted assistant entry (the transcript shows what was seen; context leaves it out)
     before the request is sent again."""
@@ -506,7 +516,7 @@ async def _keep_interrupted_partial(h: Harness, rt: TaskRuntime) -> None:
     await rt.commit(keep)
 
 
-async def _poll(h: Harness, task: Task, rt: TaskRuntime) -> None:
+async def _poll(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     cp = _checkpoint(task)
     model = str(cp["model"])
     if h.models.info(model) is None:
@@ -519,7 +529,7 @@ async def _poll(h: Harness, task: Task, rt: TaskRuntime) -> None:
 
 
 async def _classify(
-    h: Harness,
+    h: HarnessServices,
     rt: TaskRuntime,
     cp: JsonObject,
     response: _Response,
@@ -583,7 +593,7 @@ async def _classify(
         await _answer(h, rt, final)
 
 
-async def _answer(h: Harness, rt: TaskRuntime, message: AssistantMessage) -> None:
+async def _answer(h: HarnessServices, rt: TaskRuntime, message: AssistantMessage) -> None:
     conv = rt.conversation_id
 
     async def answer(tx: Tx, current: Task) -> Completed:
@@ -601,9 +611,8 @@ async def _answer(h: Harness, rt: TaskRuntime, message: AssistantMessage) -> Non
 
 
 async def _tool_round(
-    h: Harness, rt: TaskRuntime, message: AssistantMessage, offered: set[str]
+    h: HarnessServices, rt: TaskRuntime, message: AssistantMessage, offered: set[str]
 ) -> None:
-    from core.harness.tool_task import round_intent  # tool_task imports this module
 
     conv = rt.conversation_id
     agent = await h.agent(conv)
@@ -677,7 +686,29 @@ async def _tool_round(
 # --------------------------------------------------------------------------- after tools
 
 
-async def _after_tools(h: Harness, task: Task, rt: TaskRuntime) -> None:
+def round_intent(agent: ResolvedAgent, call: ToolCall) -> JsonObject | None:
+    """The first checkpoint of a tool task, staged by the generation's round commit.
+
+    A ``safe`` tool of an agent without ``before_tool`` hooks starts at its intent —
+    ``execute`` with the model's arguments and the policy — so the call runs without
+    an intent commit of its own. The invocation reserved in that commit (``fresh``)
+    still runs the whole ``call`` phase (resolution, validation); any later one is a
+    recovery and reruns it only if it is still safe (invariant 7). Hooks could block
+    or rewrite the call, and recovery does not rerun them: with hooks, and for every
+    other tool, the task starts at a bare ``call``."""
+    tool = agent.tools.get(call.name)
+    if tool is None or tool.replay != "safe":
+        return None
+    if any(hooks.before_tool is not None for hooks in agent.hooks):
+        return None
+    try:
+        arguments = json_copy(dict(call.arguments), "tool arguments")
+    except InvalidJson:
+        return None
+    return {"phase": "execute", "arguments": arguments, "replay": "safe", "attempt": 1}
+
+
+async def _after_tools(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     conv = rt.conversation_id
     cp = _checkpoint(task)
     calls = [str(c) for c in cast(list[JsonValue], cp.get("calls") or [])]
@@ -719,7 +750,7 @@ async def _after_tools(h: Harness, task: Task, rt: TaskRuntime) -> None:
     await rt.commit(hand_over)
 
 
-async def _hand_over(h: Harness, tx: Tx, current: Task, plan: _Plan | str) -> None:
+async def _hand_over(h: HarnessServices, tx: Tx, current: Task, plan: _Plan | str) -> None:
     """Inside a commit: the post-tools boundary of the generation ``current`` and the
     run handed to its successor (already prepared unless the boundary moved the start
     of the context or the plan says it must compact first)."""
@@ -748,7 +779,7 @@ async def _hand_over(h: Harness, tx: Tx, current: Task, plan: _Plan | str) -> No
 # the generation is woken as before and its ``tools`` phase hands over.
 
 
-def _round_closes(h: Harness, tool: Task, staged: dict[int, Task] | None) -> Task | None:
+def _round_closes(h: HarnessServices, tool: Task, staged: dict[int, Task] | None) -> Task | None:
     """The generation waiting on ``tool``'s round, if ``tool`` settling ends that round
     and nothing else needs the generation's ``tools`` phase: every other call of the
     round settled (and none left to start), no other live work owned by it, no abort
@@ -785,7 +816,9 @@ def _round_closes(h: Harness, tool: Task, staged: dict[int, Task] | None) -> Tas
     return gen
 
 
-async def plan_merged_hand_over(h: Harness, tool: Task, result: Message) -> _Plan | str | None:
+async def plan_merged_hand_over(
+    h: HarnessServices, tool: Task, result: Message
+) -> _Plan | str | None:
     """Before ``tool``'s result commit: the successor's plan if that commit can hand the
     round over (see :func:`merge_hand_over`), else ``None``."""
     gen = _round_closes(h, tool, None)
@@ -802,7 +835,7 @@ async def plan_merged_hand_over(h: Harness, tool: Task, result: Message) -> _Pla
     return plan
 
 
-async def merge_hand_over(h: Harness, tx: Tx, tool: Task, plan: _Plan | str) -> bool:
+async def merge_hand_over(h: HarnessServices, tx: Tx, tool: Task, plan: _Plan | str) -> bool:
     """Inside ``tool``'s result commit (which settles it): if the round still closes
     with it, stage the generation's hand-over and its completion, as its ``tools``
     phase would have committed them. Returns whether it did."""
@@ -831,7 +864,11 @@ def _round_results(ctx: ContextView, calls: set[str]) -> list[ToolResultMessage]
 
 
 async def _fail(
-    h: Harness, rt: TaskRuntime, reason: str, detail: str, message: AssistantMessage | None = None
+    h: HarnessServices,
+    rt: TaskRuntime,
+    reason: str,
+    detail: str,
+    message: AssistantMessage | None = None,
 ) -> None:
     conv = rt.conversation_id
 
@@ -852,7 +889,7 @@ async def _fail(
 
 
 async def _end_run(
-    h: Harness, tx: Tx, task: Task, *, reason: str, detail: str | None = None
+    h: HarnessServices, tx: Tx, task: Task, *, reason: str, detail: str | None = None
 ) -> None:
     """End the run of a generation that did not answer: keep its committed partial as an
     aborted assistant entry, settle the run's inputs unanswered."""
@@ -873,7 +910,7 @@ async def _end_run(
         await final_boundary(tx, conv, h.settings)
 
 
-async def settle_generation(h: Harness, tx: Tx, task: Task) -> None:
+async def settle_generation(h: HarnessServices, tx: Tx, task: Task) -> None:
     """Scheduler-written outcome of a generation (fault, orphan): clean its run up."""
     outcome = task.outcome
     if isinstance(outcome, Faulted):

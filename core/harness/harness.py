@@ -10,61 +10,65 @@
 Opening runs nothing: ``resume()`` — or any call that waits for progress (``submit``,
 ``Submission.wait``, ``wait_for_task``, ``wait_for_idle``) — starts scheduling.
 Handles (:class:`Conversation`, :class:`Submission`) are stateless: after a restart,
-get them again with :meth:`Harness.conversation` and :meth:`Harness.submission`.
+get them again with :meth:`Harness.conversation` and :meth:`Harness.submission`
+(the handle classes live in :mod:`~core.harness.conversation` and
+:mod:`~core.harness.submission`).
+
+Size: over 600 lines because the facade still holds lifecycle, waiters, forks and
+views together; forks and views are the next split (issue 17).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Literal
-
-from pydantic import ValidationError
 
 from core.clock import Clock
 from core.engine import Engine
 from core.env import ExecutionEnv
 from core.errors import (
-    ConversationBusy,
-    InvalidInput,
     ReminderFired,
-    RequestIdConflict,
     SessionClosed,
     TaskNotFound,
     UnknownRecord,
-    UnknownTool,
     copy_error,
 )
-from core.harness.compaction import COMPACTION, settle_compaction, start_compaction
+from core.harness.agents import agent_change
+from core.harness.compaction import (
+    COMPACTION,
+    compaction_task,
+    settle_compaction,
+)
 from core.harness.context import ActiveRange, ContextView
-from core.harness.docs import AGENT, BUILTIN_DOCUMENTS, INBOX, LIVE, USAGE
+from core.harness.conversation import Conversation, WhenBusy
+from core.harness.docs import AGENT, BUILTIN_DOCUMENTS, USAGE
 from core.harness.events import EVENTS, note_event, note_restart
+from core.harness.generation import generation_task, settle_generation
 from core.harness.messages import (
-    AssistantMessage,
     Message,
     Usage,
-    UserMessage,
-    assistant_text,
-    message_from_json,
-    message_to_json,
 )
 from core.harness.models import Models
 from core.harness.registry import Registry, ResolvedAgent
-from core.harness.reminders import REMINDER, RemindArgs, pending_timers, start_reminder
-from core.harness.runs import (
-    admit_write,
-    final_boundary,
-    inbox_items,
-    is_running,
-    new_submission,
-    place_input,
-    queue_item,
-    start_run,
-    withdraw_inputs,
-    withdraw_summary,
+from core.harness.reminders import (
+    REMINDER,
+    pending_timers,
+    reminder_task,
 )
+from core.harness.runs import (
+    withdraw_inputs,
+)
+from core.harness.services import HarnessServices
 from core.harness.settings import HarnessSettings
+from core.harness.submission import (
+    HARNESS_KINDS,
+    Answer,
+    Reminder,
+    Submission,
+    write_draft,
+)
+from core.harness.tool_task import settle_tool, tool_task
 from core.harness.watch import (
     ConversationMount,
     DocumentMount,
@@ -74,21 +78,15 @@ from core.harness.watch import (
     document_name,
     task_node,
 )
-from core.jsonvalue import JsonObject, JsonValue, check_text, json_copy, json_equal
-from core.records import (
-    ROOT_CONVERSATION_ID,
-    ConversationParent,
-    DocumentRecord,
-    Entry,
-    SubmissionStatus,
-    Task,
-)
+from core.jsonvalue import JsonObject, JsonValue
+from core.records import ROOT_CONVERSATION_ID, ConversationParent, DocumentRecord, Task
 from core.records import Conversation as ConversationRecord
 from core.records import Submission as SubmissionRecord
 from core.session.documents import DocDefinition
 from core.session.session import CommitEvent
 from core.session.transaction import Tx
-from core.storage.port import Cursor, DocumentCopy, DocumentCreate, Order, Page, Storage
+from core.storage.paging import scan_all
+from core.storage.port import Cursor, DocumentCopy, DocumentCreate, Page, Storage
 from core.tasks.definition import TaskDefinition
 from core.tasks.scheduler import Inspection
 from core.telemetry import NO_TELEMETRY, Telemetry
@@ -106,12 +104,8 @@ __all__ = [
     "write_draft",
 ]
 
-WhenBusy = Literal["follow_up", "steer", "reject"]
 EnvFactory = Callable[[int, str | None], ExecutionEnv | None]
 """``env(conversation_id, cwd)``: the execution environment tools of that conversation use."""
-
-_AGENT_FIELDS = ("model", "thinking", "tools", "extensions", "instructions", "cwd")
-_THINKING = ("off", "low", "medium", "high")
 
 
 class _Tasks:
@@ -152,7 +146,7 @@ class Harness:
         self._unsubscribe = self.session.subscribe(self._on_commit)
         engine.scheduler.settle_hooks.append(self._on_settled)
         self.session.poison_listeners.append(self._fail_waiters)
-        engine.scheduler.host = self
+        engine.scheduler.harness = self
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -172,23 +166,22 @@ class Harness:
         """Open the harness on ``storage`` (closed again if opening fails). Runs nothing;
         work a crash left running is noted as a ``restart`` event (see
         :mod:`core.harness.events`) in the open-time reconciliation commit."""
-        from core.harness.compaction import compaction_task
-        from core.harness.generation import generation_task
-        from core.harness.reminders import reminder_task
-        from core.harness.tool_task import tool_task
+        # The built-in tasks get the harness as their services, but the engine that
+        # needs their definitions opens before the harness exists: they are handed a
+        # provider, bound once the harness is built (and before any task runs).
+        bound: Harness | None = None
 
-        holder: list[Harness] = []
-
-        def current() -> Harness:
-            return holder[0]
+        def services() -> HarnessServices:
+            assert bound is not None, "a built-in task ran before the harness was built"
+            return bound
 
         builtins = {
             t.name: t
             for t in (
-                generation_task(current),
-                tool_task(current),
-                compaction_task(current),
-                reminder_task(current),
+                generation_task(services),
+                tool_task(services),
+                compaction_task(services),
+                reminder_task(services),
             )
         }
         engine = await Engine.open(
@@ -206,7 +199,7 @@ class Harness:
             env=env,
             settings=settings or HarnessSettings(),
         )
-        holder.append(harness)
+        bound = harness
         return harness
 
     @property
@@ -260,7 +253,7 @@ class Harness:
                 if await tx.conversation(ROOT_CONVERSATION_ID) is not None:
                     return
                 tx.put_conversation(ConversationRecord(ROOT_CONVERSATION_ID))
-                await self._init_conversation(tx, ROOT_CONVERSATION_ID, agent)
+                await self.init_conversation(tx, ROOT_CONVERSATION_ID, agent)
 
             await self.session.commit(create)
         return Conversation(self, ROOT_CONVERSATION_ID)
@@ -270,7 +263,7 @@ class Harness:
 
         async def create(tx: Tx) -> int:
             conv = await tx.create_conversation()
-            await self._init_conversation(tx, conv.id, agent)
+            await self.init_conversation(tx, conv.id, agent)
             return conv.id
 
         return Conversation(self, await self.session.commit(create))
@@ -280,14 +273,15 @@ class Harness:
             raise UnknownRecord(f"Unknown conversation {conversation_id}")
         return Conversation(self, conversation_id)
 
-    async def _init_conversation(
+    async def init_conversation(
         self, tx: Tx, conversation_id: int, agent: JsonObject | None
     ) -> None:
         doc = await tx.doc(AGENT, conversation_id)
         if agent:
-            doc.value = self._configured({}, agent)
+            doc.value = self.configured_agent({}, agent)
 
-    def _configured(self, current: JsonValue, change: Mapping[str, Any]) -> JsonObject:
+    def configured_agent(self, current: JsonValue, change: Mapping[str, Any]) -> JsonObject:
+        """``current`` with ``change`` applied and validated (see :func:`agent_change`)."""
         return agent_change(self.registry, current, change)
 
     # ------------------------------------------------------------------ submissions
@@ -299,7 +293,8 @@ class Harness:
             return None
         return Submission(self, record.id, record.conversation_id, record)
 
-    async def _wait_submission(self, submission_id: int, timeout: float | None) -> SubmissionRecord:
+    async def wait_submission(self, submission_id: int, timeout: float | None) -> SubmissionRecord:
+        """Wait for a submission to settle (see :meth:`Submission.wait`)."""
         record = await self.session.storage.submission(submission_id)
         if record is None:
             raise UnknownRecord(f"Unknown submission {submission_id}")
@@ -380,14 +375,13 @@ class Harness:
         return await self.session.storage.scan_conversations(limit=limit, cursor=cursor)
 
     async def _all_conversations(self) -> list[int]:
-        out: list[int] = []
-        cursor: Cursor | None = None
-        while True:
-            page = await self.session.storage.scan_conversations(limit=500, cursor=cursor)
-            out += [c.id for c in page.items]
-            if page.next is None:
-                return out
-            cursor = page.next
+        storage = self.session.storage
+        return [
+            c.id
+            async for c in scan_all(
+                lambda cursor: storage.scan_conversations(limit=500, cursor=cursor)
+            )
+        ]
 
     # ------------------------------------------------------------------ abort and idle
 
@@ -502,7 +496,7 @@ class Harness:
             )
         change = dict(agent or {})
         if change:
-            self._configured({}, change)  # refuse a bad change before anything is written
+            self.configured_agent({}, change)  # refuse a bad change before anything is written
 
         async def create(tx: Tx) -> int:
             child = await tx.create_conversation(
@@ -532,7 +526,7 @@ class Harness:
                             None,
                             rec.history,
                             state.version if state is not None else AGENT.version,
-                            self._configured(base, change),
+                            self.configured_agent(base, change),
                         )
                     )
                     agent_copied = True
@@ -551,7 +545,7 @@ class Harness:
                     )
             if change and not agent_copied:
                 doc = await tx.doc(AGENT, child.id)
-                doc.value = self._configured({}, change)
+                doc.value = self.configured_agent({}, change)
             return child.id
 
         return Conversation(self, await self.session.commit(create))
@@ -561,16 +555,15 @@ class Harness:
         return definition.fork if definition is not None else "initial"
 
     async def _documents(self, conversation_id: int, at: int | None) -> list[DocumentRecord]:
-        out: list[DocumentRecord] = []
-        cursor: Cursor | None = None
-        while True:
-            page = await self.session.storage.scan_documents(
-                "conversation", owner_id=conversation_id, at=at, limit=500, cursor=cursor
+        storage = self.session.storage
+        return [
+            record
+            async for record in scan_all(
+                lambda cursor: storage.scan_documents(
+                    "conversation", owner_id=conversation_id, at=at, limit=500, cursor=cursor
+                )
             )
-            out += page.items
-            if page.next is None:
-                return out
-            cursor = page.next
+        ]
 
     # ------------------------------------------------------------------ views and watches
 
@@ -649,18 +642,14 @@ class Harness:
         ctx = await self.context(conversation_id)
         storage = self.session.storage
         docs: JsonObject = {}
-        cursor: Cursor | None = None
-        while True:
-            page = await storage.scan_documents(
+        async for record in scan_all(
+            lambda cursor: storage.scan_documents(
                 "conversation", owner_id=conversation_id, limit=500, cursor=cursor
             )
-            for record in page.items:
-                state = await storage.document(record.id)
-                if state is not None:
-                    docs[document_name(record.kind, record.key)] = state.value
-            if page.next is None:
-                break
-            cursor = page.next
+        ):
+            state = await storage.document(record.id)
+            if state is not None:
+                docs[document_name(record.kind, record.key)] = state.value
         return {
             "conversation": conv.to_json(),
             "entries": [e.to_json() for e in ctx.entries],
@@ -684,13 +673,13 @@ class Harness:
             and cached[2] is snapshot
         ):
             return cached[3]
-        resolved = self.registry.resolve(await self._agent_doc(conversation_id))
+        resolved = self.registry.resolve(await self.agent_doc(conversation_id))
         if len(self._agents) >= 4096:
             self._agents.clear()  # a bound, not a policy: misses only cost a resolve
         self._agents[conversation_id] = (value, version, snapshot, resolved)
         return resolved
 
-    async def _agent_doc(self, conversation_id: int) -> JsonObject:
+    async def agent_doc(self, conversation_id: int) -> JsonObject:
         value = await self.session.document_value(AGENT, conversation_id)
         return value if isinstance(value, dict) else {}
 
@@ -716,16 +705,13 @@ class Harness:
         marker = await storage.latest_head(conversation_id)
         active = ActiveRange(head=marker.id if marker else None)
         start = marker.head if marker is not None and marker.head is not None else None
-        cursor: Cursor | None = None
-        while True:
-            page = await storage.scan_entries(
+        async for entry in scan_all(
+            lambda cursor: storage.scan_entries(
                 conversation_id, min_id=start, order="asc", limit=500, cursor=cursor
             )
-            for entry in page.items:
-                active.add(entry)
-            if page.next is None:
-                return active
-            cursor = page.next
+        ):
+            active.add(entry)
+        return active
 
     def _on_commit(self, event: CommitEvent) -> None:
         for entry in event.entries:
@@ -751,530 +737,9 @@ class Harness:
 
     async def _on_settled(self, tx: Tx, task: Task) -> None:
         """The scheduler settled a task itself (fault, orphan, default abort)."""
-        from core.harness.generation import settle_generation
-        from core.harness.tool_task import settle_tool
-
         if task.kind == "perdure.generation":
             await settle_generation(self, tx, task)
         elif task.kind == "perdure.tool":
             await settle_tool(self, tx, task)
         elif task.kind == COMPACTION:
             await settle_compaction(tx, task)
-
-
-class Conversation:
-    """A handle on one conversation. Stateless: compare by ``id``."""
-
-    def __init__(
-        self, harness: Harness, conversation_id: int, *, create_with: JsonObject | None = None
-    ) -> None:
-        self._h = harness
-        self.id = conversation_id
-        # A deferred root (Harness.root(defer=True)): the agent it is created with by the
-        # first admission through this handle.
-        self._create_with = create_with
-
-    async def _create_if_new(self, tx: Tx) -> None:
-        """Inside an admission commit, after its reads: create a deferred root. Reads the
-        conversation table, so it comes before the commit's first table write."""
-        if self._create_with is None or await tx.conversation(self.id) is not None:
-            return
-        tx.put_conversation(ConversationRecord(self.id))
-        await self._h._init_conversation(tx, self.id, self._create_with)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Conversation) and other.id == self.id
-
-    def __hash__(self) -> int:
-        return hash(self.id)
-
-    def __repr__(self) -> str:
-        return f"Conversation({self.id})"
-
-    async def submit(
-        self, content: str, *, request_id: str | None = None, when_busy: WhenBusy = "follow_up"
-    ) -> Submission:
-        """Submit user input. Idle: placed and a run starts, in one commit. Busy: queued
-        (``follow_up`` starts the next run after the answer, ``steer`` joins the current
-        run after its tool round) or refused (``reject`` raises :class:`ConversationBusy`,
-        writing nothing). A ``request_id`` seen before in this conversation returns the
-        original submission, before any write and across restarts; naming different
-        content it raises :class:`RequestIdConflict`, writing nothing.
-
-        The handle carries the submission as this call committed it (``record``)."""
-        if not isinstance(content, str) or not content.strip():
-            raise InvalidInput("input content must be a non-empty string", field="content")
-        check_text(content, "content")
-        if when_busy not in ("follow_up", "steer", "reject"):
-            raise InvalidInput(
-                f"when_busy must be follow_up, steer or reject, got {when_busy!r}",
-                field="when_busy",
-            )
-        _check_request_id(request_id)
-        h = self._h
-
-        async def admit(tx: Tx) -> SubmissionRecord:
-            existing = await _seen(tx, self.id, request_id, "input", {"content": content})
-            if existing is not None:
-                return existing
-            await self._create_if_new(tx)
-            live = await tx.doc(LIVE, self.id)
-            inbox = await tx.doc(INBOX, self.id)
-            running = is_running(live.value)
-            queued = bool(inbox_items(inbox.value))
-            if running and when_busy == "reject":
-                raise ConversationBusy(f"conversation {self.id} is busy")
-            record = await new_submission(tx, self.id, "input", request_id)
-            if not running and not queued:
-                placed = await place_input(tx, record, content)
-                await start_run(tx, self.id, [placed])
-                return placed
-            if when_busy == "reject":
-                raise ConversationBusy(f"conversation {self.id} has queued input")
-            tx.put_submission(record)
-            queue_item(inbox, record, {"content": content, "when_busy": when_busy})
-            if not running:  # idle with leftovers of a failed run: place in order now
-                await final_boundary(tx, self.id, h.settings)
-            return record
-
-        record = await h.session.commit(admit)
-        self._create_with = None
-        h.resume()
-        return Submission(h, record.id, self.id, record)
-
-    async def write(
-        self,
-        kind: str = "custom",
-        *,
-        message: JsonValue = None,
-        data: JsonValue = None,
-        request_id: str | None = None,
-    ) -> Submission:
-        """Append an entry without asking for an answer: at once when idle, else at the
-        next boundary (writes are placed before user input). ``message``, if given, must be
-        a valid message (it joins the model's context); see :func:`write_draft`."""
-        return await self._write(write_draft(kind, message=message, data=data), request_id)
-
-    async def compact(self, instructions: str | None = None) -> int:
-        """Compact the conversation now (summarizing all but the recent context, with
-        ``instructions`` as extra focus); returns the compaction task's id. The summary
-        lands at once when idle, else at the current run's next boundary (after its
-        tool round, or its answer)."""
-        if instructions is not None:
-            check_text(instructions, "instructions")
-        conv = self.id
-
-        async def start(tx: Tx) -> int:
-            task = await start_compaction(tx, conv, reason="manual", instructions=instructions)
-            assert task is not None  # manual compactions always start
-            return task.id
-
-        task_id = await self._h.session.commit(start)
-        self._h.resume()
-        return task_id
-
-    async def remind(
-        self, message: str, *, at: int | None = None, after: float | None = None
-    ) -> Reminder:
-        """Submit ``message`` to this conversation at ``at`` (epoch ms; a past time fires
-        at once) or ``after`` seconds, at most :data:`~core.harness.reminders.MAX_DELAY_S`
-        ahead; returns the reminder (its task and due time). Cancel it with
-        :meth:`Harness.cancel_reminder`. Bad arguments raise :class:`InvalidInput`."""
-        try:
-            args = RemindArgs(message=message, at=at, after=after)
-        except ValidationError as e:
-            raise InvalidInput(f"invalid reminder: {e}") from None
-        h = self._h
-        now = h.clock.now()
-        due = args.due(now)  # refused here, before the commit, when too far ahead
-
-        async def create(tx: Tx) -> int:
-            task = await start_reminder(tx, self.id, args.message, due)
-            return task.id
-
-        task_id = await h.session.commit(create)
-        h.resume()
-        return Reminder(task=task_id, at=due)
-
-    async def reset(
-        self, handoff: str | None = None, *, request_id: str | None = None
-    ) -> Submission:
-        """Start a new context range: the model sees only ``handoff`` (if given) and what
-        follows. Nothing is deleted. When busy, the reset lands after the current run."""
-        if handoff is not None:
-            check_text(handoff, "handoff")
-        draft: JsonObject = {"kind": "reset", "head": "self"}
-        if handoff:
-            draft["message"] = message_to_json(UserMessage(content=handoff))
-        return await self._write(draft, request_id)
-
-    async def _write(self, draft: JsonObject, request_id: str | None) -> Submission:
-        _check_request_id(request_id)
-        h = self._h
-
-        async def admit(tx: Tx) -> SubmissionRecord:
-            existing = await _seen(tx, self.id, request_id, "write", draft)
-            if existing is not None:
-                return existing
-            await self._create_if_new(tx)
-            record = await new_submission(tx, self.id, "write", request_id)
-            return await admit_write(tx, record, draft)
-
-        record = await h.session.commit(admit)
-        self._create_with = None
-        return Submission(h, record.id, self.id, record)
-
-    async def agent(self) -> JsonObject:
-        """The stored agent document (names only); a deferred root not created yet
-        answers the agent it will be created with."""
-        if self._create_with is not None and await self._h.session.conversation(self.id) is None:
-            return self._h._configured({}, self._create_with)
-        return await self._h._agent_doc(self.id)
-
-    async def resolved_agent(self) -> ResolvedAgent:
-        return await self._h.agent(self.id)
-
-    async def configure(self, **change: Any) -> JsonObject:
-        """Change agent fields in one commit (``None`` clears a field)."""
-        h = self._h
-
-        async def apply(tx: Tx) -> JsonObject:
-            await self._create_if_new(tx)
-            doc = await tx.doc(AGENT, self.id)
-            doc.value = h._configured(doc.value, change)
-            return dict(doc.value)
-
-        agent = await h.session.commit(apply)
-        self._create_with = None
-        return agent
-
-    async def context(self) -> ContextView:
-        return await self._h.context(self.id)
-
-    async def submissions(
-        self,
-        *,
-        status: SubmissionStatus | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
-    ) -> Page[SubmissionRecord]:
-        """This conversation's submissions (``status``: only those), oldest first by
-        default. ``cursor``: a page's ``next``."""
-        return await self._h.session.storage.scan_submissions(
-            conversation_id=self.id, status=status, order=order, limit=limit, cursor=cursor
-        )
-
-    async def entries(
-        self, *, limit: int = 100, cursor: Cursor | None = None, order: Order | None = None
-    ) -> Page[Entry]:
-        """The conversation's history (fork-aware), newest first by default."""
-        return await self._h.session.storage.scan_entries(
-            self.id, limit=limit, cursor=cursor, order=order
-        )
-
-    async def fork(
-        self,
-        at_entry: int,
-        *,
-        owner_task_id: int | None = None,
-        agent: Mapping[str, Any] | None = None,
-    ) -> Conversation:
-        """A fork at ``at_entry`` (see :meth:`Harness.fork`); ownerless unless owned by a
-        live task."""
-        return await self._h.fork(self.id, at_entry, owner_task_id=owner_task_id, agent=agent)
-
-    async def document(
-        self, definition: DocDefinition[Any], *, key: str | None = None, at_entry: int | None = None
-    ) -> JsonValue:
-        """A conversation document's committed value, now or as of the commit of
-        ``at_entry`` (rewindable documents only)."""
-        at = None
-        if at_entry is not None:
-            entry = await self._h.session.storage.visible_entry(self.id, at_entry)
-            if entry is None:
-                raise UnknownRecord(f"entry {at_entry} is not visible in conversation {self.id}")
-            at = entry.commit_seq
-        if at is None:
-            return await self._h.session.document_value(definition, self.id, key)
-        return await self._h.session.document_at(definition, self.id, key, at)
-
-    async def abort(self, *, background: bool = False) -> int:
-        """Abort this conversation's foreground work (and background work too with
-        ``background=True``); queued input is withdrawn. Returns the number of tasks
-        marked, once the conversation is idle."""
-        return await self._h.abort_conversation(self.id, background=background)
-
-    async def wait_for_idle(self) -> None:
-        """Wait until no foreground work reaches this conversation."""
-        await self._h.wait_for_conversation(self.id)
-
-    async def view(self) -> JsonObject:
-        """The committed view: active entries and current documents."""
-        return await self._h.view(self.id)
-
-    async def watch(self) -> Watch:
-        """The view, then one delta frame per commit; ``stop()`` when done."""
-        return await self._h.watch(self.id)
-
-    async def live(self) -> JsonValue:
-        return await self._h.session.document_value(LIVE, self.id)
-
-    async def usage(self, *, include_owned: bool = False) -> Usage:
-        """This conversation's usage; with ``include_owned``, plus that of every
-        conversation its tasks own (sub-agents), recursively."""
-        ledger = await self._h.session.document_value(USAGE, self.id)
-        total = ledger.get("total") if isinstance(ledger, dict) else None
-        usage = Usage.model_validate(total) if isinstance(total, dict) else Usage()
-        if include_owned:
-            cursor: Cursor | None = None
-            while True:
-                page = await self._h.session.storage.scan_conversations(
-                    owner_conversation_id=self.id, cursor=cursor, limit=500
-                )
-                for conv in page.items:
-                    usage = usage + await Conversation(self._h, conv.id).usage(include_owned=True)
-                if page.next is None:
-                    break
-                cursor = page.next
-        return usage
-
-    async def busy(self) -> bool:
-        live = await self._h.session.document_value(LIVE, self.id)
-        inbox = await self._h.session.document_value(INBOX, self.id)
-        return is_running(live) or bool(inbox_items(inbox))
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A submission's answer: the assistant entry and its text (empty when the message
-    has no text blocks)."""
-
-    text: str
-    entry: Entry
-
-
-@dataclass(frozen=True)
-class Reminder:
-    """A reminder set with :meth:`Conversation.remind`: its timer task and due time."""
-
-    task: int
-    at: int
-
-
-@dataclass(frozen=True)
-class Submission:
-    """A handle on one submission. ``record``: the submission as the call that returned
-    the handle committed or read it (a snapshot: :meth:`status` reads it again)."""
-
-    harness: Harness
-    id: int
-    conversation_id: int
-    record: SubmissionRecord | None = field(default=None, compare=False, repr=False)
-
-    async def status(self) -> SubmissionRecord:
-        record = await self.harness.session.storage.submission(self.id)
-        if record is None:
-            raise UnknownRecord(f"Unknown submission {self.id}")
-        return record
-
-    async def answer(self, record: SubmissionRecord | None = None) -> Answer | None:
-        """The answer of the submission (from ``record`` if given, else its stored
-        state), or ``None`` while it has none (not settled, unanswered, or a write)."""
-        if record is None:
-            record = await self.status()
-        if record.answer is None:
-            return None
-        entry = await self.harness.session.storage.entry(record.answer)
-        if entry is None:
-            return None
-        text = ""
-        if entry.message is not None:
-            message = message_from_json(entry.message)
-            text = assistant_text(message) if isinstance(message, AssistantMessage) else ""
-        return Answer(text=text, entry=entry)
-
-    async def wait(self, timeout: float | None = None) -> SubmissionRecord:
-        """Wait until the submission is ``done`` or ``unanswered`` (enables scheduling).
-
-        ``timeout`` is in seconds of the harness clock. Cancelling the wait (or timing
-        out) never cancels the work.
-        """
-        return await self.harness._wait_submission(self.id, timeout)
-
-    async def abort(self) -> Literal["aborted", "settled", "not_found"]:
-        """Withdraw a queued submission, or abort the run a placed input belongs to."""
-        h = self.harness
-
-        async def withdraw(tx: Tx) -> tuple[str, int | None]:
-            record = await tx.submission(self.id)
-            if record is None:
-                return "not_found", None
-            if record.status in ("done", "unanswered"):
-                return "settled", None
-            if record.status == "placed":
-                live = await tx.doc(LIVE, record.conversation_id)
-                run = live.value.get("run") if isinstance(live.value, dict) else None
-                generation = run.get("generation") if isinstance(run, dict) else None
-                return "aborted", generation if isinstance(generation, int) else None
-            inbox = await tx.doc(INBOX, record.conversation_id)
-            withdraw_summary(await tx.doc(LIVE, record.conversation_id), self.id)
-            if isinstance(inbox.value, dict):
-                inbox.value["items"] = [
-                    i
-                    for i in inbox_items(inbox.value)
-                    if isinstance(i, dict) and i.get("id") != self.id
-                ]
-            tx.put_submission(
-                SubmissionRecord(
-                    id=record.id,
-                    conversation_id=record.conversation_id,
-                    type=record.type,
-                    status="unanswered",
-                    request_id=record.request_id,
-                    reason="aborted",
-                    created_at=record.created_at,
-                )
-            )
-            return "aborted", None
-
-        result, generation = await h.session.commit(withdraw)
-        if generation is not None:
-            await h.abort_task(generation)
-        return result  # type: ignore[return-value]
-
-
-async def _seen(
-    tx: Tx,
-    conversation_id: int,
-    request_id: str | None,
-    kind: Literal["input", "write"],
-    payload: JsonObject,
-) -> SubmissionRecord | None:
-    """The submission a request id already names in this conversation (read first, before
-    any write: the dedupe must not depend on anything the admission changes).
-
-    ``payload`` is what this request submits (``{"content"}`` for an input, the write's
-    draft for a write): a retry carries the same, so a request id naming other content is
-    a client's mistake, refused with :class:`RequestIdConflict` rather than answered with
-    a submission it did not make. When the original's content is no longer kept (withdrawn
-    before it was placed), the original is returned."""
-    if request_id is None:
-        return None
-    existing = await tx.submission_by_request(conversation_id, request_id)
-    if existing is None:
-        return None
-    if existing.type != kind:
-        raise RequestIdConflict(
-            f"Request {request_id} already identifies a submission of type {existing.type}"
-        )
-    original = await _original_payload(tx, existing)
-    if original is not None and not json_equal(original, _comparable(kind, payload)):
-        raise RequestIdConflict(
-            f"Request {request_id} already identifies submission {existing.id} "
-            "with different content"
-        )
-    return existing
-
-
-def _comparable(kind: Literal["input", "write"], payload: JsonObject) -> JsonObject:
-    if kind == "input":
-        content = payload.get("content")
-        return {"message": message_to_json(UserMessage(content=str(content)))}
-    return {name: payload.get(name) for name in ("kind", "message", "data")}
-
-
-async def _original_payload(tx: Tx, record: SubmissionRecord) -> JsonObject | None:
-    """What ``record`` submitted, in :func:`_comparable`'s form: from its placed entry, or
-    from its inbox item while queued; ``None`` when neither is there any more."""
-    if record.entry is not None:
-        entry = await tx.entry(record.entry)
-        if entry is None:
-            return None
-        if record.type == "input":
-            return {"message": entry.message}
-        return {"kind": entry.kind, "message": entry.message, "data": entry.data}
-    inbox = await tx.doc(INBOX, record.conversation_id)
-    for item in inbox_items(inbox.value):
-        if isinstance(item, dict) and item.get("id") == record.id:
-            if record.type == "input":
-                return _comparable("input", {"content": item.get("content")})
-            draft = item.get("entry")
-            return _comparable("write", draft) if isinstance(draft, dict) else None
-    return None
-
-
-_MAX_KIND_CHARS = 256
-HARNESS_KINDS = frozenset({"user", "assistant", "tool_result", "system", "compaction", "reset"})
-"""Entry kinds the harness writes itself; an application write names another kind."""
-
-
-def write_draft(kind: str, *, message: JsonValue = None, data: JsonValue = None) -> JsonObject:
-    """The entry a write appends, checked without touching storage (so a host can refuse
-    a bad write before it opens, let alone creates, the actor): ``kind`` an application
-    kind (not one of :data:`HARNESS_KINDS`), ``message`` (if given) a valid message,
-    ``data`` plain JSON. Raises :class:`InvalidInput` naming the field."""
-    if not isinstance(kind, str) or not kind or kind in HARNESS_KINDS:
-        raise InvalidInput(
-            f"a write entry needs an application kind, not {kind!r}", field="content.kind"
-        )
-    draft: JsonObject = {"kind": check_text(kind, "content.kind", max_chars=_MAX_KIND_CHARS)}
-    if message is not None:
-        draft["message"] = _valid_message(message)
-    if data is not None:
-        draft["data"] = json_copy(data, "content.data")
-    return draft
-
-
-def agent_change(registry: Registry, current: JsonValue, change: Mapping[str, Any]) -> JsonObject:
-    """``current`` (an agent document) with ``change`` applied: a field set to ``None``
-    is cleared; unknown fields, thinking levels and non-string values are refused with
-    :class:`InvalidInput`, tool names no installed extension provides with
-    :class:`UnknownTool`, extension names not installed with :class:`InvalidInput` —
-    all before anything is written (pure: hosts call it before opening an actor)."""
-    unknown = sorted(set(change) - set(_AGENT_FIELDS))
-    if unknown:
-        raise InvalidInput(f"unknown agent field(s): {unknown}", field="agent")
-    value: JsonObject = dict(current) if isinstance(current, dict) else {}
-    for key, raw in change.items():
-        if raw is None:
-            value.pop(key, None)
-            continue
-        item = json_copy(raw, key)
-        if key == "thinking" and item not in _THINKING:
-            raise InvalidInput(f"thinking must be one of {_THINKING}, got {item!r}", field=key)
-        if key in ("model", "instructions", "cwd") and not isinstance(item, str):
-            raise InvalidInput(f"agent {key} must be a string", field=key)
-        if key in ("tools", "extensions"):
-            if not isinstance(item, list) or not all(isinstance(n, str) for n in item):
-                raise InvalidInput(f"agent {key} must be a list of names", field=key)
-            if key == "tools":
-                missing = sorted({str(n) for n in item} - registry.tool_names())
-                if missing:
-                    raise UnknownTool(f"no installed extension provides tool(s) {missing}")
-            else:
-                installed = {e.name for e in registry.extensions}
-                absent = sorted({str(n) for n in item} - installed)
-                if absent:
-                    raise InvalidInput(f"no installed extension is named {absent}", field=key)
-        value[key] = item
-    return value
-
-
-def _valid_message(message: JsonValue) -> JsonObject:
-    """A write's message, checked to be one the context can hold."""
-    try:
-        return message_to_json(message_from_json(json_copy(message, "content.message")))
-    except ValidationError as e:
-        raise InvalidInput(
-            f"a write message must be a valid message: {e}", field="content.message"
-        ) from None
-
-
-def _check_request_id(request_id: str | None) -> None:
-    if request_id is not None and (
-        not isinstance(request_id, str) or not 1 <= len(request_id) <= 256
-    ):
-        raise InvalidInput("a request id is a string of 1 to 256 characters", field="request_id")
-    if request_id is not None:
-        check_text(request_id, "request_id")

@@ -31,7 +31,7 @@ from core.tasks.runtime import TaskRuntime
 from core.times import iso_time
 
 if TYPE_CHECKING:
-    from core.harness.harness import Harness
+    from core.harness.services import HarnessServices
 
 __all__ = [
     "MAX_REMINDER_CHARS",
@@ -90,10 +90,10 @@ async def start_reminder(tx: Tx, conversation_id: int, message: str, at: int) ->
     )
 
 
-def reminder_task(harness: Callable[[], Harness]) -> TaskDefinition:
+def reminder_task(services: Callable[[], HarnessServices]) -> TaskDefinition:
     async def fire(task: Task, rt: TaskRuntime) -> None:
         value = task.input if isinstance(task.input, dict) else {}
-        conversation = await harness().conversation(rt.conversation_id)
+        conversation = await services().conversation(rt.conversation_id)
         submission = await conversation.submit(
             str(value.get("message")), request_id=f"reminder:{task.id}"
         )

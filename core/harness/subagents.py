@@ -30,7 +30,9 @@ from core.tasks.definition import define_task
 from core.tasks.runtime import TaskRuntime
 
 if TYPE_CHECKING:
-    from core.harness.harness import Conversation, Harness
+    from core.harness.handles import ConversationHandle
+    from core.harness.services import HarnessServices
+    from core.harness.tools import ToolServices
 
 __all__ = [
     "SUBAGENT_TASK",
@@ -49,15 +51,13 @@ class SubagentArgs(BaseModel):
 
 
 async def owned_conversation(
-    harness: Harness, owner_task_id: int, agent: JsonObject | None = None
-) -> Conversation:
+    harness: ToolServices, owner_task_id: int, agent: JsonObject | None = None
+) -> ConversationHandle:
     """The conversation owned by ``owner_task_id``, created on first use: it starts as a
     copy of the owner conversation's agent, then ``agent`` is applied on top."""
-    from core.harness.harness import Conversation
-
     found = await harness.session.storage.scan_conversations(owner_task_id=owner_task_id, limit=1)
     if found.items:
-        return Conversation(harness, found.items[0].id)
+        return await harness.conversation(found.items[0].id)
 
     async def create(tx: Tx) -> int:
         owner = tx.staged_task(owner_task_id)
@@ -66,13 +66,13 @@ async def owned_conversation(
             await harness.session.document_value(AGENT, owner.conversation_id) if owner else {}
         )
         doc = await tx.doc(AGENT, conv.id)
-        doc.value = harness._configured(parent_agent, agent or {})
+        doc.value = harness.configured_agent(parent_agent, agent or {})
         return conv.id
 
-    return Conversation(harness, await harness.session.commit(create))
+    return await harness.conversation(await harness.session.commit(create))
 
 
-async def _answer_text(harness: Harness, entry_id: int | None) -> str:
+async def _answer_text(harness: ToolServices, entry_id: int | None) -> str:
     if entry_id is None:
         return ""
     entry = await harness.session.storage.entry(entry_id)
@@ -143,7 +143,8 @@ def subagent_extension() -> Extension:
     """The sub-agent tools and the background task they use, as one extension."""
 
     async def run(task: Task, rt: TaskRuntime) -> None:
-        h = cast("Harness", rt.host)
+        # Extension tasks are defined without the harness; the scheduler carries it.
+        h = cast("HarnessServices", rt.harness)
         value = task.input if isinstance(task.input, dict) else {}
         agent = value.get("agent")
         child = await owned_conversation(h, task.id, agent if isinstance(agent, dict) else None)

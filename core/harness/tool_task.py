@@ -36,7 +36,7 @@ from core.env import OP_ID_PATTERN, EnvUnavailable, ExecutionEnv, OpLost, OpRef
 from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
 from core.harness.docs import LIVE
 from core.harness.events import note_event
-from core.harness.generation import merge_hand_over, plan_merged_hand_over
+from core.harness.generation import merge_hand_over, plan_merged_hand_over, round_intent
 from core.harness.live import Throttle
 from core.harness.messages import (
     AssistantMessage,
@@ -56,7 +56,7 @@ from core.tasks.definition import TaskDefinition, define_task
 from core.tasks.runtime import TaskRuntime
 
 if TYPE_CHECKING:
-    from core.harness.harness import Harness
+    from core.harness.services import HarnessServices
 
 __all__ = ["round_intent", "settle_tool", "tool_task"]
 
@@ -65,18 +65,18 @@ _LOST = " (the execution environment lost the operation when it restarted)"
 _UNREACHABLE = " (the execution environment could not be reached: {error})"
 
 
-def tool_task(harness: Callable[[], Harness]) -> TaskDefinition:
+def tool_task(services: Callable[[], HarnessServices]) -> TaskDefinition:
     async def call(task: Task, rt: TaskRuntime) -> None:
-        await _call(harness(), task, rt)
+        await _call(services(), task, rt)
 
     async def execute(task: Task, rt: TaskRuntime) -> None:
         if rt.fresh:  # started at its intent by the round commit: a first call
-            await _call(harness(), task, rt)
+            await _call(services(), task, rt)
         else:
-            await _recover(harness(), task, rt)
+            await _recover(services(), task, rt)
 
     async def abort(task: Task, rt: TaskRuntime) -> None:
-        await _abort(harness(), task, rt)
+        await _abort(services(), task, rt)
 
     return define_task(TOOL, phases={"call": call, "execute": execute}, abort=abort)
 
@@ -88,7 +88,7 @@ class _Call:
     """One tool call as a phase sees it."""
 
     def __init__(
-        self, h: Harness, task: Task, rt: TaskRuntime, call: ToolCall, agent: ResolvedAgent
+        self, h: HarnessServices, task: Task, rt: TaskRuntime, call: ToolCall, agent: ResolvedAgent
     ):
         self.h = h
         self.task = task
@@ -219,7 +219,7 @@ class _Call:
         await self.rt.commit(record)
 
 
-async def _load(h: Harness, task: Task, rt: TaskRuntime) -> _Call | None:
+async def _load(h: HarnessServices, task: Task, rt: TaskRuntime) -> _Call | None:
     value = task.input if isinstance(task.input, dict) else {}
     assistant = cast(int, value.get("assistant"))
     # The round's assistant entry is usually in the context range in memory: no read.
@@ -236,7 +236,7 @@ async def _load(h: Harness, task: Task, rt: TaskRuntime) -> _Call | None:
     return _Call(h, task, rt, call, await h.agent(rt.conversation_id))
 
 
-async def _call(h: Harness, task: Task, rt: TaskRuntime) -> None:
+async def _call(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     c = await _load(h, task, rt)
     assert c is not None
     tool = c.tool
@@ -299,28 +299,6 @@ async def _call(h: Harness, task: Task, rt: TaskRuntime) -> None:
 
     await rt.commit(intent)
     await _run(c, tool, args, 1)
-
-
-def round_intent(agent: ResolvedAgent, call: ToolCall) -> JsonObject | None:
-    """The first checkpoint of a tool task, staged by the generation's round commit.
-
-    A ``safe`` tool of an agent without ``before_tool`` hooks starts at its intent —
-    ``execute`` with the model's arguments and the policy — so the call runs without
-    an intent commit of its own. The invocation reserved in that commit (``fresh``)
-    still runs the whole ``call`` phase (resolution, validation); any later one is a
-    recovery and reruns it only if it is still safe (invariant 7). Hooks could block
-    or rewrite the call, and recovery does not rerun them: with hooks, and for every
-    other tool, the task starts at a bare ``call``."""
-    tool = agent.tools.get(call.name)
-    if tool is None or tool.replay != "safe":
-        return None
-    if any(hooks.before_tool is not None for hooks in agent.hooks):
-        return None
-    try:
-        arguments = json_copy(dict(call.arguments), "tool arguments")
-    except InvalidJson:
-        return None
-    return {"phase": "execute", "arguments": arguments, "replay": "safe", "attempt": 1}
 
 
 def _validate(tool: ToolDefinition, arguments: JsonObject) -> BaseModel | str:
@@ -402,7 +380,7 @@ async def _run(c: _Call, tool: ToolDefinition, args: BaseModel, attempt: int) ->
 # --------------------------------------------------------------------------- recovery
 
 
-async def _recover(h: Harness, task: Task, rt: TaskRuntime) -> None:
+async def _recover(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     c = await _load(h, task, rt)
     assert c is not None
     cp = task.checkpoint or {}
@@ -469,7 +447,7 @@ def _why_interrupted(
 # --------------------------------------------------------------------------- abort
 
 
-async def _abort(h: Harness, task: Task, rt: TaskRuntime) -> None:
+async def _abort(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     try:
         c = await _load(h, task, rt)
     except LookupError:
@@ -501,7 +479,7 @@ async def _abort(h: Harness, task: Task, rt: TaskRuntime) -> None:
     await c.finish(result, [Diagnostic("aborted", text)], aborted=True)
 
 
-async def settle_tool(h: Harness, tx: Tx, task: Task) -> None:
+async def settle_tool(h: HarnessServices, tx: Tx, task: Task) -> None:
     """The scheduler settled a tool task (fault, orphan): close its slot. The next
     request sees a synthesized "result unavailable" for the call."""
     value = task.input if isinstance(task.input, dict) else {}
@@ -523,7 +501,7 @@ async def _slot(tx: Tx, task: Task, call_id: str) -> JsonObject | None:
     return slot if isinstance(slot, dict) and slot.get("task") == task.id else None
 
 
-async def _slot_output(h: Harness, conversation_id: int, call_id: str) -> str:
+async def _slot_output(h: HarnessServices, conversation_id: int, call_id: str) -> str:
     live = await h.session.document_value(LIVE, conversation_id)
     slots = live.get("tools") if isinstance(live, dict) else None
     slot = slots.get(call_id) if isinstance(slots, dict) else None

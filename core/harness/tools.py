@@ -7,9 +7,9 @@ Raising is allowed: the harness turns it into a ``tool_error`` result.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from core.env import ExecutionEnv, OpRef
 from core.errors import PerdureError
@@ -19,7 +19,8 @@ from core.tasks.signal import CancelSignal
 from core.textlimits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 
 if TYPE_CHECKING:
-    from core.harness.harness import Harness
+    from core.harness.handles import ConversationHandle
+    from core.session.session import Session
     from core.tasks.runtime import TaskRuntime
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "NoEnvironment",
     "ToolContext",
     "ToolResult",
+    "ToolServices",
     "bound_output",
 ]
 
@@ -66,6 +68,28 @@ class ToolResult:
     apply: Callable[[Tx], Awaitable[None] | None] | None = field(default=None, compare=False)
 
 
+class ToolServices(Protocol):
+    """What a tool reaches through ``ctx.harness``: the part of the harness a tool needs
+    (the :class:`~core.harness.harness.Harness` satisfies it; the harness's own tasks
+    see more, :class:`~core.harness.services.HarnessServices`)."""
+
+    @property
+    def session(self) -> Session:
+        """The open session: commits, cached tasks and documents, the storage."""
+        ...
+
+    async def conversation(self, conversation_id: int) -> ConversationHandle:
+        """A handle on an existing conversation; raises ``UnknownRecord`` if there is
+        none. Reads only."""
+        ...
+
+    def configured_agent(self, current: JsonValue, change: Mapping[str, Any]) -> JsonObject:
+        """The agent document ``current`` with ``change`` applied and validated against
+        the installed extensions (see :func:`~core.harness.agents.agent_change`). Pure:
+        raises ``InvalidInput``/``UnknownTool`` and writes nothing."""
+        ...
+
+
 class NoEnvironment(PerdureError):
     """A tool asked for an execution environment the host did not configure."""
 
@@ -76,7 +100,7 @@ class ToolContext:
     def __init__(
         self,
         *,
-        harness: Harness,
+        harness: ToolServices,
         runtime: TaskRuntime,
         call_id: str,
         tool_name: str,

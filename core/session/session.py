@@ -42,6 +42,7 @@ from core.records import (
 )
 from core.session.documents import DocDefinition, DocHandle
 from core.session.transaction import Tx
+from core.storage.paging import scan_all
 from core.storage.port import (
     DocumentChange,
     DocumentCreate,
@@ -150,14 +151,11 @@ class Session:
         if isinstance(storage, SequencedStorage):
             session.last_seq = storage.seq
         for status in _LIVE_STATUSES:
-            cursor = None
-            while True:
-                page = await storage.scan_tasks(status=status, limit=1000, cursor=cursor)
-                for task in page.items:
-                    session.tasks[task.id] = task
-                if page.next is None:
-                    break
-                cursor = page.next
+            # The scan is consumed within this iteration, so binding ``status`` late is safe.
+            async for task in scan_all(
+                lambda cursor: storage.scan_tasks(status=status, limit=1000, cursor=cursor)  # noqa: B023
+            ):
+                session.tasks[task.id] = task
         for conversation_id in {t.conversation_id for t in session.tasks.values()}:
             await session.conversation(conversation_id)
         return session
@@ -431,16 +429,14 @@ class Session:
         known = self._task_docs.get(task_id)
         if known is not None:
             return set(known)
-        found: set[int] = set()
-        cursor = None
-        while True:
-            page = await self.storage.scan_documents(
-                "task", owner_id=task_id, cursor=cursor, limit=500
+        found = {
+            r.id
+            async for r in scan_all(
+                lambda cursor: self.storage.scan_documents(
+                    "task", owner_id=task_id, cursor=cursor, limit=500
+                )
             )
-            found.update(r.id for r in page.items)
-            if page.next is None:
-                break
-            cursor = page.next
+        }
         for doc_id in found:
             if doc_id not in self._docs:
                 state = await self.storage.document(doc_id)

@@ -6,6 +6,7 @@ facade.
 """
 
 from core.storage.memory import MemoryState, MemoryStorage
+from core.storage.paging import scan_all
 from core.storage.port import (
     Cursor,
     DocumentChange,
@@ -34,4 +35,5 @@ __all__ = [
     "SqliteStorage",
     "Storage",
     "Write",
+    "scan_all",
 ]

@@ -78,9 +78,12 @@ class TaskRuntime:
         return self._scheduler.session
 
     @property
-    def host(self) -> Any:
-        """The object hosting this scheduler (the agent harness), for extension tasks."""
-        return self._scheduler.host
+    def harness(self) -> object:
+        """The agent harness running this scheduler (``None`` on a bare engine), for
+        extension tasks, which are defined without it: they narrow it to
+        :class:`~core.harness.services.HarnessServices` (``core.tasks`` cannot import
+        the harness layer above it)."""
+        return self._scheduler.harness
 
     def now(self) -> int:
         """The Clock's epoch milliseconds."""

@@ -32,7 +32,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
+from typing import Literal
 
 from core.clock import Clock, TimerHandle
 from core.errors import SessionClosed, StorageRejected, TaskNotFound, copy_error
@@ -127,8 +127,8 @@ class Scheduler:
         self.reconcile_hooks: list[Callable[[Tx, list[Task]], Awaitable[None]]] = []
         """Run inside the open-time reconciliation commit with the tasks a crash left
         ``running`` (the harness notes what it is about to recover)."""
-        self.host: Any = None
-        """What task code reaches through ``TaskRuntime.host`` (the harness sets itself)."""
+        self.harness: object = None
+        """What task code reaches through ``TaskRuntime.harness`` (the harness sets itself)."""
         self.closing = False
         self._enabled = False
         self._dirty = False

@@ -28,9 +28,8 @@ reports a submission settled twice or rewritten after it settled.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from core.harness.docs import INBOX, LIVE
 from core.harness.messages import AssistantMessage, message_from_json
@@ -38,12 +37,12 @@ from core.harness.runs import GENERATION, TOOL
 from core.jsonvalue import JsonValue
 from core.records import Conversation, Entry, Submission, Task, Waiting
 from core.session.session import CommitEvent, Session
-from core.storage.port import Cursor, Page, Storage
+from core.storage.paging import scan_all
+from core.storage.port import Storage
 from core.storage.sqlite.database import SqlDatabase
 
 __all__ = ["SettlementLog", "StoredWorld", "check_consistency", "check_sqlite", "load_world"]
 
-T = TypeVar("T")
 
 _SETTLED = ("done", "unanswered")
 _TABLES = {
@@ -53,17 +52,6 @@ _TABLES = {
     "submissions": "submission",
     "documents": "document",
 }
-
-
-async def _all(scan: Callable[[Cursor | None], Awaitable[Page[T]]]) -> AsyncIterator[T]:
-    cursor: Cursor | None = None
-    while True:
-        page = await scan(cursor)
-        for item in page.items:
-            yield item
-        if page.next is None:
-            return
-        cursor = page.next
 
 
 @dataclass
@@ -83,10 +71,10 @@ class StoredWorld:
 
 async def load_world(storage: Storage) -> StoredWorld:
     world = StoredWorld()
-    async for conv in _all(lambda c: storage.scan_conversations(limit=500, cursor=c)):
+    async for conv in scan_all(lambda c: storage.scan_conversations(limit=500, cursor=c)):
         world.conversations[conv.id] = conv
     for conv_id in world.conversations:
-        async for entry in _all(
+        async for entry in scan_all(
             lambda c, i=conv_id: storage.scan_entries(i, order="asc", limit=500, cursor=c)  # type: ignore[misc]
         ):
             if entry.conversation_id == conv_id:
@@ -95,9 +83,9 @@ async def load_world(storage: Storage) -> StoredWorld:
             record = await storage.find_document(kind, "conversation", conv_id)
             state = await storage.document(record.id) if record is not None else None
             target[conv_id] = state.value if state is not None else None
-    async for task in _all(lambda c: storage.scan_tasks(limit=500, cursor=c)):
+    async for task in scan_all(lambda c: storage.scan_tasks(limit=500, cursor=c)):
         world.tasks[task.id] = task
-    async for sub in _all(lambda c: storage.scan_submissions(limit=500, cursor=c)):
+    async for sub in scan_all(lambda c: storage.scan_submissions(limit=500, cursor=c)):
         world.submissions[sub.id] = sub
     return world
 

@@ -93,6 +93,7 @@ PINNED: dict[str, list[str]] = {
         "SqliteStorage",
         "Storage",
         "Write",
+        "scan_all",
     ],
     "core.session": [
         "CommitEvent",
