@@ -805,13 +805,14 @@ def _round_closes(h: HarnessServices, tool: Task, staged: dict[int, Task] | None
     definition = scheduler.source.task(gen.kind)
     if definition is None or definition.version != gen.version:
         return None
-    for other in h.session.tasks.values():
-        if other.id == tool.id:
+    # Committed live tasks owned by the generation or awaited by it (the session indexes
+    # the first), as seen with this commit's writes.
+    for other_id in h.session.owned_by(gen.id) | {i for i in state.on if i in h.session.tasks}:
+        if other_id == tool.id:
             continue
-        live = staged.get(other.id, other) if staged is not None else other
-        if isinstance(live.state, Terminal):
-            continue
-        if other.owner == gen.id or other.id in state.on:
+        other = h.session.tasks[other_id]
+        live = staged.get(other_id, other) if staged is not None else other
+        if not isinstance(live.state, Terminal):
             return None
     return gen
 

@@ -39,6 +39,7 @@ from core.records import (
     Task,
     TaskStatus,
     Terminal,
+    Waiting,
 )
 from core.session.documents import DocDefinition, DocHandle
 from core.session.transaction import Tx
@@ -143,6 +144,17 @@ class Session:
         self._addresses: dict[DocAddress, int | None] = {}
         self._task_docs: dict[int, set[int]] = {}
         """Current task-scoped documents per task, for tasks whose set is known."""
+        # Indexes over ``tasks`` (kept in step with it by ``_track``) and over the cached
+        # conversations, so that ownership and wake-up questions cost the size of the
+        # answer rather than a scan of every live task on each commit.
+        self._by_owner: dict[int, set[int]] = {}
+        """Live task ids by their ``owner`` field."""
+        self._rootless: dict[int, set[int]] = {}
+        """Live owner-less task ids by conversation."""
+        self._owned_conversations: dict[int, set[int]] = {}
+        """Cached conversation ids by the task that owns them."""
+        self._waiters: dict[int, set[int]] = {}
+        """Live waiting task ids by each task id their ``Waiting.on`` names."""
 
     @classmethod
     async def open(cls, storage: Storage, clock: Clock) -> Session:
@@ -155,7 +167,7 @@ class Session:
             async for task in scan_all(
                 lambda cursor: storage.scan_tasks(status=status, limit=1000, cursor=cursor)  # noqa: B023
             ):
-                session.tasks[task.id] = task
+                session._track(task)
         for conversation_id in {t.conversation_id for t in session.tasks.values()}:
             await session.conversation(conversation_id)
         return session
@@ -300,14 +312,11 @@ class Session:
     def _adopt(self, seq: int, tx: Tx, events: list[DocumentEvent], ended_tasks: set[int]) -> None:
         self.last_seq = seq
         for conv in tx.conversations.values():
-            self._conversations[conv.id] = conv
+            self._cache_conversation(conv)
         for task in tx.tasks.values():
-            if isinstance(task.state, Terminal):
-                self.tasks.pop(task.id, None)
-            else:
-                self.tasks[task.id] = task
-                if task.id in tx.minted:
-                    self._task_docs.setdefault(task.id, set())
+            self._track(task)
+            if not isinstance(task.state, Terminal) and task.id in tx.minted:
+                self._task_docs.setdefault(task.id, set())
         stamped: list[DocumentEvent] = []
         for ev in events:
             rec = ev.record
@@ -353,8 +362,54 @@ class Session:
         self.check_open()
         conv = await self.storage.conversation(conversation_id)
         if conv is not None:
-            self._conversations[conversation_id] = conv
+            self._cache_conversation(conv)
         return conv
+
+    def _cache_conversation(self, conv: Conversation) -> None:
+        self._conversations[conv.id] = conv
+        if conv.owner is not None:
+            self._owned_conversations.setdefault(conv.owner.task_id, set()).add(conv.id)
+
+    def _track(self, task: Task) -> None:
+        """Put a committed task record into ``tasks`` (a terminal one leaves it) and keep
+        the indexes in step. Owner, conversation and background never change."""
+        before = self.tasks.get(task.id)
+        if before is not None and isinstance(before.state, Waiting):
+            for member in before.state.on:
+                waiting = self._waiters.get(member)
+                if waiting is not None:
+                    waiting.discard(task.id)
+                    if not waiting:
+                        del self._waiters[member]
+        if isinstance(task.state, Terminal):
+            if before is not None:
+                del self.tasks[task.id]
+                _unindex(self._by_owner, self._rootless, task)
+            return
+        self.tasks[task.id] = task
+        if before is None:
+            if task.owner is not None:
+                self._by_owner.setdefault(task.owner, set()).add(task.id)
+            else:
+                self._rootless.setdefault(task.conversation_id, set()).add(task.id)
+        if isinstance(task.state, Waiting):
+            for member in task.state.on:
+                self._waiters.setdefault(member, set()).add(task.id)
+
+    def owned_by(self, task_id: int) -> set[int]:
+        """Ids of the live tasks whose ``owner`` field is ``task_id`` (shared: do not mutate)."""
+        return self._by_owner.get(task_id, _NONE)
+
+    def waiting_on(self, task_id: int) -> set[int]:
+        """Ids of the live waiting tasks whose ``Waiting.on`` names ``task_id`` (shared)."""
+        return self._waiters.get(task_id, _NONE)
+
+    def _children(self, task_id: int) -> Iterable[int]:
+        """Ids of committed live tasks whose direct owner (see :meth:`owner_of`) is
+        ``task_id``: by ``owner`` field, or owner-less in a conversation it owns."""
+        yield from self._by_owner.get(task_id, ())
+        for conv_id in self._owned_conversations.get(task_id, ()):
+            yield from self._rootless.get(conv_id, ())
 
     def cached_conversation(self, conversation_id: int) -> Conversation | None:
         return self._conversations.get(conversation_id)
@@ -478,14 +533,31 @@ class Session:
             parent = self.owner_of(parent, staged)
 
     def owned_live_work(self, task_id: int, staged: dict[int, Task] | None = None) -> bool:
-        """Whether any live ordinary (non-background) work sits below ``task_id``."""
-        pool = dict(self.tasks)
-        if staged:
-            pool.update(staged)
-        for other in pool.values():
-            if other.id == task_id or other.background or isinstance(other.state, Terminal):
-                continue
-            if any(o.id == task_id for o in self.owners(other, staged)):
+        """Whether any live ordinary (non-background) work sits below ``task_id``.
+
+        Work below a task passes through a live ordinary direct child (a background
+        task is a boundary: :meth:`owners` stops there), so direct children suffice."""
+        staged = staged or {}
+        me = staged.get(task_id) or self.tasks.get(task_id)
+        if me is None or isinstance(me.state, Terminal):
+            return False
+        for child_id in self._children(task_id):
+            child = staged.get(child_id) or self.tasks[child_id]
+            if (
+                child_id != task_id
+                and not child.background
+                and not isinstance(child.state, Terminal)
+            ):
+                return True
+        for child in staged.values():
+            if (
+                child.id != task_id
+                and child.id not in self.tasks
+                and not child.background
+                and not isinstance(child.state, Terminal)
+                and (parent := self.owner_of(child, staged)) is not None
+                and parent.id == task_id
+            ):
                 return True
         return False
 
@@ -531,6 +603,21 @@ def _document_writes(handle: DocHandle) -> tuple[list[Write], DocumentEvent | No
         writes.append(DocumentRetire(rec.id))
         event = DocumentEvent(rec, defn.version, None, None, created=False, retired=True)
     return writes, event
+
+
+_NONE: set[int] = set()  # the empty answer of the index reads; never mutated
+
+
+def _unindex(by_owner: dict[int, set[int]], rootless: dict[int, set[int]], task: Task) -> None:
+    if task.owner is not None:
+        index, key = by_owner, task.owner
+    else:
+        index, key = rootless, task.conversation_id
+    ids = index.get(key)
+    if ids is not None:
+        ids.discard(task.id)
+        if not ids:
+            del index[key]
 
 
 def _report(error: BaseException) -> None:
