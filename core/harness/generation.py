@@ -805,8 +805,7 @@ def _round_closes(h: HarnessServices, tool: Task, staged: dict[int, Task] | None
     definition = scheduler.source.task(gen.kind)
     if definition is None or definition.version != gen.version:
         return None
-    # Committed live tasks owned by the generation or awaited by it (the session indexes
-    # the first), as seen with this commit's writes.
+    # Committed live tasks the generation owns (session index) or awaits, with this commit's writes.
     for other_id in h.session.owned_by(gen.id) | {i for i in state.on if i in h.session.tasks}:
         if other_id == tool.id:
             continue

@@ -15,6 +15,10 @@ not durable. Failure classes:
 Once ``fn`` has returned, the storage commit is shielded from the caller's
 cancellation: it lands (or fails) and is adopted regardless, and the line is released
 only then.
+
+Size: over 600 lines because the live-task indexes (by owner, by owning conversation,
+by awaited task) are kept in step by the same adoption code that updates ``tasks``;
+they move out with the task queries when session and tasks are separated (issue 17).
 """
 
 from __future__ import annotations

@@ -317,14 +317,11 @@ class Scheduler:
         settled = {t.id for t in tx.tasks.values() if isinstance(t.state, Terminal)}
         candidates = [t for t in tx.tasks.values() if t.id in view]
         if settled:
-            # Committed waiters come from the session's index (a staged waiter is in
-            # ``candidates`` already); the view's record decides, as it may be staged.
-            waiter_ids = sorted({w for s in settled for w in self.session.waiting_on(s)})
-            for waiter_id in waiter_ids:
+            # Committed waiters from the session's index; the view's (maybe staged) record decides.
+            for waiter_id in sorted({w for s in settled for w in self.session.waiting_on(s)}):
                 t = view.get(waiter_id)
-                state = t.state if t is not None else None
-                if isinstance(state, Waiting) and settled.intersection(state.on):
-                    candidates.append(view[waiter_id])
+                if t and isinstance(t.state, Waiting) and settled.intersection(t.state.on):
+                    candidates.append(t)
         now = tx.now()
         started: list[_Invocation] = []
         for task in candidates:
