@@ -28,6 +28,30 @@ def test_the_virtual_clock_fires_due_timers_in_deadline_order_and_only_when_told
         clock.set(10)
 
 
+def test_a_virtual_clock_that_never_advances_does_not_keep_cancelled_timers() -> None:
+    # A harness on a virtual clock sets and cancels a progress timer per response; a
+    # 50,000-message run kept every one (and what its callback held) until time moved.
+    import gc
+    import weakref
+
+    class Payload:
+        pass
+
+    clock = VirtualClock(start=0)
+    kept = clock.call_at(10**9, lambda: None)
+    refs = []
+    for _ in range(10_000):
+        payload = Payload()
+        refs.append(weakref.ref(payload))
+        clock.call_at(10**9, lambda p=payload: print(p)).cancel()  # type: ignore[misc]
+    del payload
+    gc.collect()
+    assert all(ref() is None for ref in refs)  # callbacks let go at cancel
+    assert len(clock._timers) < 200  # the heap is rebuilt once most of it is cancelled
+    assert clock.next_timer == 10**9 and clock.set(10**9) == 1
+    kept.cancel()  # after firing: harmless
+
+
 async def test_the_system_clock_uses_wall_time_and_loop_timers() -> None:
     clock = SystemClock()
     before = time.time() * 1000
