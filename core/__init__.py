@@ -35,7 +35,8 @@ from core.records import (
     Aborted,
     Completed,
     Completing,
-    Conversation,
+    Conversation,  # deprecated alias of ConversationRecord, kept for existing callers
+    ConversationRecord,
     Entry,
     ErrorInfo,
     Failed,
@@ -60,6 +61,7 @@ __all__ = [
     "Completed",
     "Completing",
     "Conversation",
+    "ConversationRecord",
     "DocDefinition",
     "DocHandle",
     "DocumentError",

@@ -30,6 +30,7 @@ __all__ = [
     "Conversation",
     "ConversationOwner",
     "ConversationParent",
+    "ConversationRecord",
     "DocumentHistory",
     "DocumentRecord",
     "DocumentScope",
@@ -86,7 +87,11 @@ class ConversationOwner:
 
 
 @dataclass(frozen=True, slots=True)
-class Conversation:
+class ConversationRecord:
+    """A stored conversation: its id, and where it came from (a fork's ``parent``, a
+    sub-agent's ``owner``). Not the handle callers hold on a conversation, which is
+    :class:`core.harness.Conversation`."""
+
     id: int
     parent: ConversationParent | None = None
     owner: ConversationOwner | None = None
@@ -106,10 +111,10 @@ class Conversation:
         return out
 
 
-def conversation_from_json(o: JsonObject) -> Conversation:
+def conversation_from_json(o: JsonObject) -> ConversationRecord:
     p = cast("JsonObject | None", o.get("parent"))
     w = cast("JsonObject | None", o.get("owner"))
-    return Conversation(
+    return ConversationRecord(
         id=cast(int, o["id"]),
         parent=ConversationParent(cast(int, p["conversation_id"]), cast(int, p["at_entry"]))
         if p is not None
@@ -118,6 +123,12 @@ def conversation_from_json(o: JsonObject) -> Conversation:
         if w is not None
         else None,
     )
+
+
+Conversation = ConversationRecord
+"""Deprecated: the old name of :class:`ConversationRecord`, which clashed with the
+handle :class:`core.harness.Conversation`. Kept importable (``core.Conversation`` is
+public API); new code uses ``ConversationRecord``."""
 
 
 # --------------------------------------------------------------------------- entries

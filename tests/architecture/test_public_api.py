@@ -12,7 +12,8 @@ PINNED: dict[str, list[str]] = {
         "Clock",
         "Completed",
         "Completing",
-        "Conversation",
+        "Conversation",  # deprecated alias of ConversationRecord
+        "ConversationRecord",
         "DocDefinition",
         "DocHandle",
         "DocumentError",
@@ -256,3 +257,14 @@ def test_public_api_is_pinned_sorted_and_importable(package: str) -> None:
     assert exported == PINNED[package]
     for name in exported:
         assert getattr(module, name) is not None
+
+
+def test_the_deprecated_conversation_name_is_the_record() -> None:
+    """``core.Conversation`` was the record's name until it was renamed
+    ``ConversationRecord`` (it clashed with the handle ``core.harness.Conversation``);
+    the old name stays importable as the same class."""
+    core = importlib.import_module("core")
+    records = importlib.import_module("core.records")
+    harness = importlib.import_module("core.harness")
+    assert core.Conversation is core.ConversationRecord is records.ConversationRecord
+    assert core.Conversation is not harness.Conversation
