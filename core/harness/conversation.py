@@ -41,8 +41,7 @@ from core.harness.submission import (
 )
 from core.harness.watch import Watch
 from core.jsonvalue import JsonObject, JsonValue, check_text
-from core.records import Conversation as ConversationRecord
-from core.records import Entry, SubmissionStatus
+from core.records import ConversationRecord, Entry, SubmissionStatus
 from core.records import Submission as SubmissionRecord
 from core.session.documents import DocDefinition
 from core.session.transaction import Tx

@@ -79,8 +79,13 @@ from core.harness.watch import (
     task_node,
 )
 from core.jsonvalue import JsonObject, JsonValue
-from core.records import ROOT_CONVERSATION_ID, ConversationParent, DocumentRecord, Task
-from core.records import Conversation as ConversationRecord
+from core.records import (
+    ROOT_CONVERSATION_ID,
+    ConversationParent,
+    ConversationRecord,
+    DocumentRecord,
+    Task,
+)
 from core.records import Submission as SubmissionRecord
 from core.session.documents import DocDefinition
 from core.session.session import CommitEvent

@@ -35,7 +35,7 @@ from core.docops import diff
 from core.errors import SessionClosed, SessionPoisoned, StorageRejected
 from core.jsonvalue import JsonValue, json_copy
 from core.records import (
-    Conversation,
+    ConversationRecord,
     DocumentRecord,
     DocumentState,
     Entry,
@@ -102,7 +102,7 @@ class CommitEvent:
     """Everything one commit changed, delivered to listeners after storage success."""
 
     seq: int
-    conversations: list[Conversation] = field(default_factory=list)
+    conversations: list[ConversationRecord] = field(default_factory=list)
     entries: list[Entry] = field(default_factory=list)
     tasks: list[Task] = field(default_factory=list)
     submissions: list[Submission] = field(default_factory=list)
@@ -143,7 +143,7 @@ class Session:
         self._closed = False
         self._poison: BaseException | None = None
         self._listeners: list[Callable[[CommitEvent], None]] = []
-        self._conversations: dict[int, Conversation] = {}
+        self._conversations: dict[int, ConversationRecord] = {}
         self._docs: dict[int, _CachedDoc] = {}
         self._addresses: dict[DocAddress, int | None] = {}
         self._task_docs: dict[int, set[int]] = {}
@@ -358,7 +358,7 @@ class Session:
 
     # ------------------------------------------------------------------ committed reads
 
-    async def conversation(self, conversation_id: int) -> Conversation | None:
+    async def conversation(self, conversation_id: int) -> ConversationRecord | None:
         """A conversation record (cached: conversations never change)."""
         cached = self._conversations.get(conversation_id)
         if cached is not None:
@@ -369,7 +369,7 @@ class Session:
             self._cache_conversation(conv)
         return conv
 
-    def _cache_conversation(self, conv: Conversation) -> None:
+    def _cache_conversation(self, conv: ConversationRecord) -> None:
         self._conversations[conv.id] = conv
         if conv.owner is not None:
             self._owned_conversations.setdefault(conv.owner.task_id, set()).add(conv.id)
@@ -415,7 +415,7 @@ class Session:
         for conv_id in self._owned_conversations.get(task_id, ()):
             yield from self._rootless.get(conv_id, ())
 
-    def cached_conversation(self, conversation_id: int) -> Conversation | None:
+    def cached_conversation(self, conversation_id: int) -> ConversationRecord | None:
         return self._conversations.get(conversation_id)
 
     async def task(self, task_id: int) -> Task | None:

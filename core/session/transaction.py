@@ -33,9 +33,9 @@ from core.records import (
     Aborted,
     Completed,
     Completing,
-    Conversation,
     ConversationOwner,
     ConversationParent,
+    ConversationRecord,
     DocumentRecord,
     Entry,
     Failed,
@@ -73,7 +73,7 @@ class Tx:
         self._wrote = False
         self._now: int | None = None
         self.minted: set[int] = set()
-        self.conversations: dict[int, Conversation] = {}
+        self.conversations: dict[int, ConversationRecord] = {}
         self.entries: list[Entry] = []
         self.tasks: dict[int, Task] = {}
         self.submissions: dict[int, Submission] = {}
@@ -125,7 +125,7 @@ class Tx:
 
     # ------------------------------------------------------------------ table reads
 
-    async def conversation(self, conversation_id: int) -> Conversation | None:
+    async def conversation(self, conversation_id: int) -> ConversationRecord | None:
         self._read()
         return await self._session.conversation(conversation_id)
 
@@ -219,7 +219,7 @@ class Tx:
         *,
         parent: ConversationParent | None = None,
         owner_task_id: int | None = None,
-    ) -> Conversation:
+    ) -> ConversationRecord:
         """Create a conversation: a fork of ``parent`` and/or one owned by a live task."""
         self._live()
         owner: ConversationOwner | None = None
@@ -237,11 +237,11 @@ class Tx:
         if owner_task_id is not None:
             owning = self._live_owner(owner_task_id)
             owner = ConversationOwner(owning.conversation_id, owning.id)
-        conv = Conversation(await self.mint_id(), parent, owner)
+        conv = ConversationRecord(await self.mint_id(), parent, owner)
         self.put_conversation(conv)
         return conv
 
-    def put_conversation(self, conversation: Conversation) -> None:
+    def put_conversation(self, conversation: ConversationRecord) -> None:
         """Stage a conversation record (created once; conversations are immutable)."""
         self._write()
         self.conversations[conversation.id] = conversation
@@ -251,7 +251,7 @@ class Tx:
         if ROOT_CONVERSATION_ID not in self.conversations and not await self._conversation_exists(
             ROOT_CONVERSATION_ID
         ):
-            self.put_conversation(Conversation(ROOT_CONVERSATION_ID))
+            self.put_conversation(ConversationRecord(ROOT_CONVERSATION_ID))
 
     async def _conversation_exists(self, conversation_id: int) -> bool:
         if conversation_id in self.conversations:

@@ -18,7 +18,7 @@ from core.jsonvalue import JsonValue, dumps
 from core.records import (
     MAX_ID,
     ROOT_CONVERSATION_ID,
-    Conversation,
+    ConversationRecord,
     DocumentRecord,
     DocumentState,
     Entry,
@@ -90,7 +90,7 @@ class CommitPlan:
     seq: int
     next_id: int
     new_ids: dict[int, str] = field(default_factory=dict)
-    conversations: list[tuple[Conversation, str]] = field(default_factory=list)
+    conversations: list[tuple[ConversationRecord, str]] = field(default_factory=list)
     entries: list[tuple[Entry, str]] = field(default_factory=list)
     tasks: dict[int, tuple[Task, str]] = field(default_factory=dict)
     submissions: dict[int, tuple[Submission, str]] = field(default_factory=dict)
@@ -185,7 +185,7 @@ def plan_commit(writes: Sequence[Write], view: BatchView, seq: int, next_id: int
                     )
                 requests[key] = w.id
             plan.submissions[w.id] = (w, _encode(w.to_json(), f"submission {w.id}"))
-        elif isinstance(w, Conversation):
+        elif isinstance(w, ConversationRecord):
             own(w.id, "conversation", replaceable=False)
             plan.conversations.append((w, _encode(w.to_json(), f"conversation {w.id}")))
         elif isinstance(w, DocumentCreate):

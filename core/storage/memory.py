@@ -17,7 +17,7 @@ from core.errors import StorageClosed, StorageRejected
 from core.jsonvalue import JsonObject, loads
 from core.records import (
     MAX_ID,
-    Conversation,
+    ConversationRecord,
     DocumentRecord,
     DocumentScope,
     DocumentState,
@@ -147,11 +147,11 @@ class MemoryStorage:
 
     # ------------------------------------------------------------------ point reads
 
-    async def conversation(self, conversation_id: int) -> Conversation | None:
+    async def conversation(self, conversation_id: int) -> ConversationRecord | None:
         self._check()
         return self._conversation(conversation_id)
 
-    def _conversation(self, conversation_id: int) -> Conversation | None:
+    def _conversation(self, conversation_id: int) -> ConversationRecord | None:
         text = self.state.conversations.get(conversation_id)
         return conversation_from_json(loads(text)) if text is not None else None
 
@@ -232,7 +232,7 @@ class MemoryStorage:
         order: Order | None = None,
         limit: int = 100,
         cursor: Cursor | None = None,
-    ) -> Page[Conversation]:
+    ) -> Page[ConversationRecord]:
         self._check()
         filters: JsonObject = {
             "owner_conversation_id": owner_conversation_id,
@@ -247,7 +247,7 @@ class MemoryStorage:
                 owner_task_id is None or ot == owner_task_id
             )
 
-        def load(i: int) -> Conversation:
+        def load(i: int) -> ConversationRecord:
             return conversation_from_json(loads(self.state.conversations[i]))
 
         return _page(

@@ -38,7 +38,7 @@ from typing import Generic, Literal, Protocol, TypeAlias, TypeVar, runtime_check
 
 from core.jsonvalue import JsonObject, JsonValue
 from core.records import (
-    Conversation,
+    ConversationRecord,
     DocumentHistory,
     DocumentRecord,
     DocumentScope,
@@ -137,7 +137,7 @@ class DocumentRetire:
 
 
 Write: TypeAlias = (
-    Conversation
+    ConversationRecord
     | Entry
     | Task
     | Submission
@@ -178,7 +178,7 @@ class Storage(Protocol):
         """
         ...
 
-    async def conversation(self, conversation_id: int) -> Conversation | None:
+    async def conversation(self, conversation_id: int) -> ConversationRecord | None:
         """The committed conversation with this id, or ``None`` (also for ids of other
         record types)."""
         ...
@@ -248,7 +248,7 @@ class Storage(Protocol):
         order: Order | None = None,
         limit: int = 100,
         cursor: Cursor | None = None,
-    ) -> Page[Conversation]:
+    ) -> Page[ConversationRecord]:
         """Conversations, ascending by default; owner filters are conjunctive."""
         ...
 

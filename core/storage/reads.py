@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from core.docops import InvalidOp, apply_ops
 from core.errors import StorageCorrupt, StorageRejected, UnknownRecord
 from core.jsonvalue import JsonValue, loads
-from core.records import Conversation, DocumentRecord, DocumentState
+from core.records import ConversationRecord, DocumentRecord, DocumentState
 
 __all__ = ["StoredRevision", "fold_revisions", "fork_chain", "historical_read_allowed"]
 
 
 def fork_chain(
-    conversation_id: int, lookup: Callable[[int], Conversation | None]
+    conversation_id: int, lookup: Callable[[int], ConversationRecord | None]
 ) -> list[tuple[int, int | None]]:
     """``[(conversation id, highest visible entry id or None), ...]`` from the conversation
     up through its fork ancestors. Each ancestor is capped by the tightest fork point

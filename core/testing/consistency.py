@@ -35,7 +35,7 @@ from core.harness.docs import INBOX, LIVE
 from core.harness.messages import AssistantMessage, message_from_json
 from core.harness.runs import GENERATION, TOOL
 from core.jsonvalue import JsonValue
-from core.records import Conversation, Entry, Submission, Task, Waiting
+from core.records import ConversationRecord, Entry, Submission, Task, Waiting
 from core.session.session import CommitEvent, Session
 from core.storage.paging import scan_all
 from core.storage.port import Storage
@@ -58,7 +58,7 @@ _TABLES = {
 class StoredWorld:
     """Everything committed in one storage, read back through the port."""
 
-    conversations: dict[int, Conversation] = field(default_factory=dict)
+    conversations: dict[int, ConversationRecord] = field(default_factory=dict)
     entries: dict[int, Entry] = field(default_factory=dict)  # own entries only (no ancestry)
     tasks: dict[int, Task] = field(default_factory=dict)
     submissions: dict[int, Submission] = field(default_factory=dict)

@@ -19,9 +19,9 @@ from core.records import (
     MAX_ID,
     Completed,
     Completing,
-    Conversation,
     ConversationOwner,
     ConversationParent,
+    ConversationRecord,
     Entry,
     ErrorInfo,
     Failed,
@@ -120,7 +120,7 @@ def _doc(
 
 
 async def _root(storage: Storage) -> None:
-    await storage.commit([Conversation(1)])
+    await storage.commit([ConversationRecord(1)])
 
 
 def _roundtrip(cursor: JsonObject | None) -> JsonObject | None:
@@ -135,9 +135,11 @@ def _roundtrip(cursor: JsonObject | None) -> JsonObject | None:
 async def reserves_id_1_for_the_immutable_root_conversation(storage: Storage) -> None:
     assert await storage.mint_id() == 2
     assert await storage.conversation(1) is None
-    await storage.commit([Conversation(1)])
-    assert await storage.conversation(1) == Conversation(1)
-    await _rejects(storage.commit([Conversation(1)]), text="ID 1 already belongs to conversation")
+    await storage.commit([ConversationRecord(1)])
+    assert await storage.conversation(1) == ConversationRecord(1)
+    await _rejects(
+        storage.commit([ConversationRecord(1)]), text="ID 1 already belongs to conversation"
+    )
     await _rejects(storage.commit([_task(1)]), text="reserved for the root conversation")
     assert await storage.mint_id() == 3
 
@@ -149,7 +151,7 @@ async def commits_mixed_table_writes_atomically_and_rolls_all_of_them_back_on_fa
     await _root(storage)
     conv, e1, t, s, e2 = [await storage.mint_id() for _ in range(5)]
     seq = await storage.commit(
-        [Conversation(conv), _entry(e1, conv), _task(t, conv), _sub(s, conv, request_id="r")]
+        [ConversationRecord(conv), _entry(e1, conv), _task(t, conv), _sub(s, conv, request_id="r")]
     )
     entry = await storage.entry(e1)
     assert entry is not None and entry.commit_seq == seq
@@ -160,7 +162,7 @@ async def commits_mixed_table_writes_atomically_and_rolls_all_of_them_back_on_fa
                 replace(_task(t, conv), state=Running({"phase": "next"})),
                 _sub(s, conv, request_id="r", status="placed", entry=e1),
                 _entry(e2, conv),
-                Conversation(conv),
+                ConversationRecord(conv),
             ]
         ),
         text="already belongs to conversation",
@@ -269,11 +271,11 @@ async def scans_deep_fork_history_newest_first_through_every_ancestor_cap(
     # r1 and r2 are head markers; r3 shares their commit but lies after the fork point.
     await storage.commit([_entry(r1, head=r1), _entry(r2, head=r2), _entry(r3)])
     child = await storage.mint_id()
-    await storage.commit([Conversation(child, parent=ConversationParent(1, r2))])
+    await storage.commit([ConversationRecord(child, parent=ConversationParent(1, r2))])
     r4, c1, c2 = [await storage.mint_id() for _ in range(3)]
     await storage.commit([_entry(r4, head=r4), _entry(c1, child), _entry(c2, child, head=c2)])
     grand = await storage.mint_id()
-    await storage.commit([Conversation(grand, parent=ConversationParent(child, c1))])
+    await storage.commit([ConversationRecord(grand, parent=ConversationParent(child, c1))])
     g1 = await storage.mint_id()
     await storage.commit([_entry(g1, grand)])
 
@@ -321,7 +323,7 @@ async def scans_deep_fork_history_newest_first_through_every_ancestor_cap(
 async def paginates_conversations_by_opaque_cursor_in_ascending_id_order(storage: Storage) -> None:
     await _root(storage)
     a, b = await storage.mint_id(), await storage.mint_id()
-    await storage.commit([Conversation(a), Conversation(b)])
+    await storage.commit([ConversationRecord(a), ConversationRecord(b)])
     first = await storage.scan_conversations(limit=2)
     assert [c.id for c in first.items] == [1, a]
     assert first.next is not None
@@ -334,14 +336,14 @@ async def paginates_conversations_by_opaque_cursor_in_ascending_id_order(storage
 async def filters_and_pages_conversations_by_durable_owner_edges(storage: Storage) -> None:
     await _root(storage)
     other, t1, t2 = [await storage.mint_id() for _ in range(3)]
-    await storage.commit([Conversation(other), _task(t1), _task(t2, other)])
+    await storage.commit([ConversationRecord(other), _task(t1), _task(t2, other)])
     a, b, c, d = [await storage.mint_id() for _ in range(4)]
     await storage.commit(
         [
-            Conversation(a, owner=ConversationOwner(1, t1)),
-            Conversation(b, owner=ConversationOwner(1, t1)),
-            Conversation(c, owner=ConversationOwner(other, t2)),
-            Conversation(d, owner=ConversationOwner(1, t2)),
+            ConversationRecord(a, owner=ConversationOwner(1, t1)),
+            ConversationRecord(b, owner=ConversationOwner(1, t1)),
+            ConversationRecord(c, owner=ConversationOwner(other, t2)),
+            ConversationRecord(d, owner=ConversationOwner(1, t2)),
         ]
     )
 
@@ -361,7 +363,7 @@ async def filters_and_pages_conversations_by_durable_owner_edges(storage: Storag
     assert await all_pages(owner_conversation_id=1, owner_task_id=t2) == [d]
     assert await all_pages(owner_conversation_id=other, owner_task_id=t1) == []
     got = await storage.conversation(c)
-    assert got == Conversation(c, owner=ConversationOwner(other, t2))
+    assert got == ConversationRecord(c, owner=ConversationOwner(other, t2))
 
 
 # --------------------------------------------------------------------------- tasks
@@ -442,7 +444,7 @@ async def indexes_request_ids_per_conversation_and_replaces_complete_submission_
     other, s1, s2, s3 = [await storage.mint_id() for _ in range(4)]
     await storage.commit(
         [
-            Conversation(other),
+            ConversationRecord(other),
             _sub(s1, request_id="r1"),
             _sub(s2, other, request_id="r1"),
             _sub(s3, request_id="r2", status="placed", entry=other),
@@ -578,7 +580,7 @@ async def copies_stored_document_bases_independently_and_rejects_ambiguous_sourc
 ) -> None:
     await _root(storage)
     child, src, latest = [await storage.mint_id() for _ in range(3)]
-    await storage.commit([Conversation(child)])
+    await storage.commit([ConversationRecord(child)])
     s1 = await storage.commit(
         [
             _doc(src, value={"x": 1}),
@@ -823,7 +825,7 @@ async def rejects_every_operation_after_close(storage: Storage) -> None:
     await storage.close()  # idempotent
     calls: list[Callable[[], Awaitable[Any]]] = [
         storage.mint_id,
-        lambda: storage.commit([Conversation(5)]),
+        lambda: storage.commit([ConversationRecord(5)]),
         lambda: storage.conversation(1),
         lambda: storage.entry(2),
         lambda: storage.visible_entry(1, 2),
@@ -849,7 +851,7 @@ async def scans_tables_in_either_id_order_and_continues_a_cursor_in_its_order(
 ) -> None:
     await _root(storage)
     a, b = await storage.mint_id(), await storage.mint_id()
-    await storage.commit([Conversation(a), Conversation(b)])
+    await storage.commit([ConversationRecord(a), ConversationRecord(b)])
     e = [await storage.mint_id() for _ in range(3)]
     t = [await storage.mint_id() for _ in range(3)]
     s = [await storage.mint_id() for _ in range(3)]

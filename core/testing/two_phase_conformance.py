@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from core.errors import SessionPoisoned, StorageCorrupt, StorageRejected
 from core.faux.model import _yield
 from core.jsonvalue import JsonObject, dumps, loads
-from core.records import Conversation, Running
+from core.records import ConversationRecord, Running
 from core.session import Session, Tx
 from core.storage.port import DocumentChange, DocumentCopy, DocumentRetire, Storage, Write
 from core.storage.sqlite.write_set import CommitGate
@@ -125,13 +125,13 @@ async def write_sets_round_trip_through_json_and_rebuild_identical_reads(
 ) -> None:
     primary, gate = await _gated(open_storage)
     big = "x" * (600 * 1024)  # above the row chunk size: record parts travel too
-    seqs = [await primary.commit([Conversation(1)])]
+    seqs = [await primary.commit([ConversationRecord(1)])]
     ids = [await primary.mint_id() for _ in range(8)]
     conv, e1, e2, t, s, d, latest, copy = ids
     seqs.append(
         await primary.commit(
             [
-                Conversation(conv),
+                ConversationRecord(conv),
                 _entry(e1, conv, data={"blob": big}),
                 replace(_task(t, conv), input={"blob": big}),
                 _sub(s, 1, request_id="r"),
@@ -194,7 +194,7 @@ async def a_refusal_between_prepare_and_apply_leaves_nothing_written(
     open_storage: OpenStorage,
 ) -> None:
     storage, gate = await _gated(open_storage)
-    first = await storage.commit([Conversation(1)])
+    first = await storage.commit([ConversationRecord(1)])
     ids = [await storage.mint_id() for _ in range(4)]
     e, t, s, d = ids
     batch: list[Write] = [_entry(e), _task(t), _sub(s, request_id="r"), _doc(d, value=[1])]
@@ -230,7 +230,7 @@ async def an_uncertain_gate_failure_applies_nothing_and_poisons_the_session(
     open_storage: OpenStorage,
 ) -> None:
     storage, gate = await _gated(open_storage)
-    await storage.commit([Conversation(1)])
+    await storage.commit([ConversationRecord(1)])
     session = await Session.open(storage, VirtualClock())
     gate.fail = TimeoutError("the log did not answer")
     staged: list[int] = []
@@ -251,7 +251,7 @@ async def concurrent_commits_reach_the_gate_one_at_a_time_in_seq_order(
     open_storage: OpenStorage,
 ) -> None:
     storage, gate = await _gated(open_storage)
-    await storage.commit([Conversation(1)])
+    await storage.commit([ConversationRecord(1)])
     ids = [await storage.mint_id() for _ in range(6)]
     seqs = await asyncio.gather(*(storage.commit([_entry(i)]) for i in ids))
     assert sorted(seqs) == list(range(2, 8))

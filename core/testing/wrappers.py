@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from core.errors import StorageClosed, StorageError, StorageRejected
 from core.records import (
-    Conversation,
+    ConversationRecord,
     DocumentRecord,
     DocumentScope,
     DocumentState,
@@ -39,7 +39,7 @@ class DelegatingStorage:
     async def commit(self, writes: Sequence[Write]) -> int:
         return await self.inner.commit(writes)
 
-    async def conversation(self, conversation_id: int) -> Conversation | None:
+    async def conversation(self, conversation_id: int) -> ConversationRecord | None:
         return await self.inner.conversation(conversation_id)
 
     async def entry(self, entry_id: int) -> Entry | None:
@@ -77,7 +77,7 @@ class DelegatingStorage:
     ) -> DocumentRecord | None:
         return await self.inner.find_document(kind, scope, owner_id, key, at)
 
-    async def scan_conversations(self, **query: Any) -> Page[Conversation]:
+    async def scan_conversations(self, **query: Any) -> Page[ConversationRecord]:
         return await self.inner.scan_conversations(**query)
 
     async def scan_entries(self, conversation_id: int, **query: Any) -> Page[Entry]:

@@ -51,7 +51,7 @@ OVERSIZE: dict[str, int] = {
     "core.harness.generation": 949,
     "core.tasks.scheduler": 872,  # issue 17 item 2: decisions, invocations, loop
     "core.storage.sqlite.storage": 894,
-    "core.testing.storage_conformance": 882,
+    "core.testing.storage_conformance": 884,
     "core.env": 660,
 }
 """Modules over the limits today, with the line count they may not exceed (a ratchet:

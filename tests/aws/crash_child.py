@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from core.records import Conversation, Entry
+from core.records import ConversationRecord, Entry
 from core.testing.clock import VirtualClock
 from runtimes.aws import AwsResources, open_actor_replica
 from tests.aws.conftest import BUCKET, REGION, TABLE
@@ -61,7 +61,7 @@ async def main(endpoint: str, workdir: Path, point: str) -> None:
         workdir=workdir,
         lease_ms=LEASE_MS,
     )
-    await replica.storage.commit([Conversation(1)])
+    await replica.storage.commit([ConversationRecord(1)])
     for n in range(3):
         entry_id = await replica.storage.mint_id()
         if n == 2 and point == "after-durable":

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from core.errors import SessionPoisoned, StorageRejected
-from core.records import Conversation, Entry
+from core.records import ConversationRecord, Entry
 from core.session import Session, Tx
 from core.storage.sqlite import SqliteStorage
 from core.testing.clock import VirtualClock
@@ -49,7 +49,7 @@ async def test_cold_start_rebuilds_from_the_snapshot_plus_later_log_records(
 ) -> None:
     first = await open_replica(aws, container(tmp_path), snapshot_every=5)
     assert (first.origin, first.replayed) == ("rebuilt", 0)
-    await first.storage.commit([Conversation(1)])
+    await first.storage.commit([ConversationRecord(1)])
     await _entries(first.storage, 11)  # seqs 2..12; snapshots before commits 6 and 11
     expected = await _view(first.storage)
     assert first.gate.stats.snapshots == 2
@@ -72,7 +72,7 @@ async def test_a_warm_container_reuses_its_copy_and_a_stale_one_catches_up(
 ) -> None:
     mine, other = container(tmp_path), container(tmp_path)
     a = await open_replica(aws, mine)
-    await a.storage.commit([Conversation(1)])
+    await a.storage.commit([ConversationRecord(1)])
     await _entries(a.storage, 2)
     await a.close()
     again = await open_replica(aws, mine)
@@ -93,7 +93,7 @@ async def test_a_warm_container_reuses_its_copy_and_a_stale_one_catches_up(
 async def test_a_copy_older_than_the_snapshot_is_rebuilt(aws: AwsResources, tmp_path: Path) -> None:
     mine = container(tmp_path)
     a = await open_replica(aws, mine)
-    await a.storage.commit([Conversation(1)])
+    await a.storage.commit([ConversationRecord(1)])
     await a.close()
     b = await open_replica(aws, container(tmp_path), owner="owner-b", snapshot_every=2)
     await _entries(b.storage, 4)  # snapshot at 4: the log before it is gone
@@ -108,7 +108,7 @@ async def test_big_commits_are_split_into_parts_or_go_to_s3(
     aws: AwsResources, tmp_path: Path
 ) -> None:
     a = await open_replica(aws, container(tmp_path))
-    await a.storage.commit([Conversation(1)])
+    await a.storage.commit([ConversationRecord(1)])
     medium = _noise(3 * MAX_PART_BYTES)  # several parts, inside the transaction
     large = _noise(MAX_INLINE_PARTS * MAX_PART_BYTES * 3 // 2)  # above, even compressed
     await _entries(a.storage, 1, {"blob": medium})
@@ -132,7 +132,7 @@ async def test_big_commits_are_split_into_parts_or_go_to_s3(
 async def _paused_holder_is_fenced(aws: AwsResources, tmp_path: Path, big_first: bool) -> None:
     clock = VirtualClock()
     a = await open_replica(aws, container(tmp_path), clock=clock, lease_ms=MINUTE)
-    await a.storage.commit([Conversation(1)])
+    await a.storage.commit([ConversationRecord(1)])
     await _entries(a.storage, 2)
     session_a = await Session.open(a.storage, clock)
 
@@ -215,7 +215,7 @@ async def test_an_uncertain_commit_poisons_and_the_next_open_finds_what_landed(
     resources = AwsResources(flaky, aws.s3, aws.table, aws.bucket)
     workdir = container(tmp_path)
     a = await open_replica(resources, workdir)
-    await a.storage.commit([Conversation(1)])
+    await a.storage.commit([ConversationRecord(1)])
     session = await Session.open(a.storage, VirtualClock())
     flaky.lose_next = True
     staged: list[int] = []
@@ -256,7 +256,7 @@ async def test_a_transaction_cancelled_without_a_condition_failure_is_a_clean_re
     aws: AwsResources, tmp_path: Path
 ) -> None:
     a = await open_replica(aws, container(tmp_path))
-    await a.storage.commit([Conversation(1)])
+    await a.storage.commit([ConversationRecord(1)])
     a.gate.resources = AwsResources(_Throttled(aws.dynamodb), aws.s3, aws.table, aws.bucket)
     session = await Session.open(a.storage, VirtualClock())
 
@@ -277,7 +277,7 @@ async def test_commits_renew_the_lease_and_a_regrant_fences_the_older_session(
 ) -> None:
     clock = VirtualClock()
     a = await open_replica(aws, container(tmp_path), clock=clock, lease_ms=MINUTE)
-    await a.storage.commit([Conversation(1)])
+    await a.storage.commit([ConversationRecord(1)])
     for _ in range(3):  # 3 x 40 s > one lease, but every commit renewed it
         clock.advance(40_000)
         await _entries(a.storage, 1)

@@ -33,7 +33,7 @@ for _name, _value in {
 
 from moto import mock_aws  # noqa: E402
 
-from core.records import Conversation, Entry  # noqa: E402
+from core.records import ConversationRecord, Entry  # noqa: E402
 from core.testing.clock import VirtualClock  # noqa: E402
 from runtimes.aws import AwsResources, open_actor_replica  # noqa: E402
 from tests.aws.conftest import create_resources  # noqa: E402
@@ -71,7 +71,7 @@ async def per_commit(aws: AwsResources, tmp: Path, n: int) -> None:
     replica = await open_actor_replica(
         aws, "commits", owner="bench", now=VirtualClock().now, workdir=tmp
     )
-    await replica.storage.commit([Conversation(1)])
+    await replica.storage.commit([ConversationRecord(1)])
     s = replica.gate.stats
     before = s.transactions, s.log_items, s.log_bytes, s.write_units, s.s3_puts
     start = time.perf_counter()
@@ -95,7 +95,7 @@ async def cold_start(aws: AwsResources, tmp: Path, entries: int, log_records: in
     replica = await open_actor_replica(
         aws, "big", owner="bench", now=VirtualClock().now, workdir=build, snapshot_every=10**9
     )
-    await replica.storage.commit([Conversation(1)])
+    await replica.storage.commit([ConversationRecord(1)])
     in_snapshot = entries - log_records
     for start in range(0, in_snapshot, 100):
         ids = [await replica.storage.mint_id() for _ in range(min(100, in_snapshot - start))]

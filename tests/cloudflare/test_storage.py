@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import StorageClosed
-from core.records import Conversation, Entry, Pending, Task
+from core.records import ConversationRecord, Entry, Pending, Task
 from core.storage import Storage
 from core.storage.sqlite.database import SqlExecutor
 from core.testing.storage_conformance import StorageCase, storage_cases
@@ -150,7 +150,7 @@ async def test_records_past_the_row_limit_are_chunked_and_survive_eviction(
 ) -> None:
     storage = await open_durable_object_storage(home.open())
     big = "y" * (5 * 1024 * 1024)  # 2.5x the 2 MB row limit the stand-in enforces
-    await storage.commit([Conversation(1)])
+    await storage.commit([ConversationRecord(1)])
     e, t = await storage.mint_id(), await storage.mint_id()
     await storage.commit(
         [Entry(e, 1, "custom", data={"blob": big}), Task(t, 1, "k", 1, big, Pending({}))]

@@ -19,7 +19,7 @@ from core.errors import (
     UnknownRecord,
     UnknownTaskKind,
 )
-from core.records import Conversation, Running, Terminal
+from core.records import ConversationRecord, Running, Terminal
 from core.session import CommitEvent, Session, Tx, in_commit
 from core.storage import MemoryState, MemoryStorage
 from core.tasks import define_task
@@ -93,7 +93,7 @@ async def test_a_callback_that_raises_rolls_back_and_leaves_the_session_usable()
     assert storage.commits == 0
     assert await session.conversation(1) is None
     await session.commit(lambda tx: tx.ensure_root())
-    assert await session.conversation(1) == Conversation(1)
+    assert await session.conversation(1) == ConversationRecord(1)
 
 
 async def test_a_transaction_used_after_it_settled_raises() -> None:
@@ -157,7 +157,7 @@ async def test_a_task_conversation_and_kind_never_change_and_terminal_tasks_are_
 
     session, _ = await open_session()
 
-    async def other_conv(tx: Tx) -> Conversation:
+    async def other_conv(tx: Tx) -> ConversationRecord:
         return await tx.create_conversation()
 
     task = await session.commit(lambda tx: tx.create_task(NOOP))

@@ -19,7 +19,7 @@ from core.harness.compaction import COMPACTION
 from core.harness.reminders import REMINDER
 from core.harness.runs import GENERATION, TOOL
 from core.jsonvalue import JsonValue
-from core.records import Conversation, Entry, Submission, Task, Terminal, Waiting
+from core.records import ConversationRecord, Entry, Submission, Task, Terminal, Waiting
 from core.storage.port import Write
 
 __all__ = ["ALL_HOSTS", "POINTS", "CrashPoint", "point_named"]
@@ -86,7 +86,7 @@ def streamed(writes: Sequence[Write]) -> bool:
     """Partial model output committed to ``live`` while the request streams: a commit of
     documents only (no task, entry or submission written)."""
     return bool(writes) and not any(
-        isinstance(w, Task | Entry | Submission | Conversation) for w in writes
+        isinstance(w, Task | Entry | Submission | ConversationRecord) for w in writes
     )
 
 
@@ -164,11 +164,11 @@ def reminder_fired(writes: Sequence[Write]) -> bool:
 
 
 def owned_conversation(writes: Sequence[Write]) -> bool:
-    return any(isinstance(w, Conversation) and w.owner is not None for w in writes)
+    return any(isinstance(w, ConversationRecord) and w.owner is not None for w in writes)
 
 
 def forked(writes: Sequence[Write]) -> bool:
-    return any(isinstance(w, Conversation) and w.parent is not None for w in writes)
+    return any(isinstance(w, ConversationRecord) and w.parent is not None for w in writes)
 
 
 def abort_marked(writes: Sequence[Write]) -> bool:

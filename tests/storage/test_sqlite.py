@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import pytest
 
 from core.errors import StorageCorrupt
-from core.records import Conversation, Entry, Pending, Task
+from core.records import ConversationRecord, Entry, Pending, Task
 from core.storage import DocumentChange, DocumentCreate, DocumentRetire, SqliteStorage
 from core.storage.sqlite import schema
 from core.storage.sqlite.database import Row, SqlExecutor, SqlValue
@@ -92,7 +92,7 @@ async def test_records_seq_and_ids_persist_across_reopen_and_close_truncates_the
 ) -> None:
     path = tmp_path / "a.sqlite"
     storage = await open_sqlite_storage(path)
-    await storage.commit([Conversation(1)])
+    await storage.commit([ConversationRecord(1)])
     ids = [await storage.mint_id() for _ in range(3)]
     seq = await storage.commit([_task(ids[0])])
     await storage.close()
@@ -110,7 +110,7 @@ async def test_schema_versions_migrate_in_order_and_refuse_the_future(
 ) -> None:
     path = tmp_path / "m.sqlite"
     storage = await open_sqlite_storage(path)
-    await storage.commit([Conversation(1)])
+    await storage.commit([ConversationRecord(1)])
     await storage.close()
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT version FROM perdure_schema").fetchall() == [
@@ -123,7 +123,7 @@ async def test_schema_versions_migrate_in_order_and_refuse_the_future(
     monkeypatch.setattr(schema, "MIGRATIONS", extended)
     monkeypatch.setattr("core.storage.sqlite.storage.SCHEMA_VERSION", len(extended))
     storage = await open_sqlite_storage(path)
-    assert await storage.conversation(1) == Conversation(1)
+    assert await storage.conversation(1) == ConversationRecord(1)
     await storage.close()
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT version FROM perdure_schema").fetchall() == [(len(extended),)]
@@ -186,7 +186,7 @@ async def test_large_values_are_split_below_one_megabyte_per_row(tmp_path: Path)
     path = tmp_path / "big.sqlite"
     storage = await open_sqlite_storage(path)
     big = "x" * (3 * 1024 * 1024)
-    await storage.commit([Conversation(1)])
+    await storage.commit([ConversationRecord(1)])
     e, d, t = [await storage.mint_id() for _ in range(3)]
     await storage.commit(
         [
@@ -228,7 +228,7 @@ async def test_one_row_per_entry_and_per_revision_and_latest_documents_reclaim_o
 ) -> None:
     path = tmp_path / "rows.sqlite"
     storage = await open_sqlite_storage(path)
-    await storage.commit([Conversation(1)])
+    await storage.commit([ConversationRecord(1)])
     for _ in range(25):
         await storage.commit([Entry(await storage.mint_id(), 1, "custom", data={"n": 1})])
     latest = await storage.mint_id()
@@ -260,7 +260,7 @@ async def test_one_row_per_entry_and_per_revision_and_latest_documents_reclaim_o
 async def test_a_failure_inside_the_sql_transaction_leaves_nothing_behind(tmp_path: Path) -> None:
     path = tmp_path / "atomic.sqlite"
     storage = await open_sqlite_storage(path)
-    await storage.commit([Conversation(1)])
+    await storage.commit([ConversationRecord(1)])
     await storage.close()
     for fail_at in range(1, 6):
         recorder = Recorder(path)
@@ -309,7 +309,7 @@ async def test_a_replayed_write_set_reproduces_the_file_row_for_row(tmp_path: Pa
             log.append((seq, write_set))
 
     primary = await SqliteStorage.open(Sqlite3Database.open(tmp_path / "p.sqlite"), gate=Keep())
-    await primary.commit([Conversation(1)])
+    await primary.commit([ConversationRecord(1)])
     t = await primary.mint_id()
     await primary.commit([_task(t), Entry(await primary.mint_id(), 1, "custom")])
     await primary.commit([Task(t, 1, "other", 1, {"v": "x" * 600_000}, Pending({"phase": "q"}))])

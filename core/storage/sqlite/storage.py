@@ -28,7 +28,7 @@ from core.errors import StorageClosed, StorageCorrupt, StorageRejected
 from core.jsonvalue import JsonObject, JsonValue, dumps, loads
 from core.records import (
     MAX_ID,
-    Conversation,
+    ConversationRecord,
     DocumentHistory,
     DocumentRecord,
     DocumentScope,
@@ -207,7 +207,7 @@ class SqliteStorage:
 
     # ------------------------------------------------------------------ point reads
 
-    async def conversation(self, conversation_id: int) -> Conversation | None:
+    async def conversation(self, conversation_id: int) -> ConversationRecord | None:
         return await self._read(lambda ex: _conversation(ex, conversation_id))
 
     async def entry(self, entry_id: int) -> Entry | None:
@@ -318,7 +318,7 @@ class SqliteStorage:
         order: Order | None = None,
         limit: int = 100,
         cursor: Cursor | None = None,
-    ) -> Page[Conversation]:
+    ) -> Page[ConversationRecord]:
         filters: JsonObject = {
             "owner_conversation_id": owner_conversation_id,
             "owner_task_id": owner_task_id,
@@ -523,7 +523,7 @@ def _record(ex: SqlExecutor, table: str, row: Row) -> Any:
     return loads(row[1])
 
 
-def _conversation(ex: SqlExecutor, conversation_id: int) -> Conversation | None:
+def _conversation(ex: SqlExecutor, conversation_id: int) -> ConversationRecord | None:
     rows = ex.fetch("SELECT id, record, parts FROM conversations WHERE id = ?", (conversation_id,))
     return conversation_from_json(_record(ex, "conversations", rows[0])) if rows else None
 
