@@ -45,8 +45,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal, cast
 
+from core.harness.builtin_documents import LIVE
 from core.harness.context import ContextView, derive_context
-from core.harness.docs import LIVE
 from core.harness.events import note_event
 from core.harness.messages import (
     AssistantMessage,

@@ -14,9 +14,9 @@ from pydantic import ValidationError
 
 from core.clock import Clock
 from core.errors import ConversationBusy, InvalidInput, UnknownRecord
+from core.harness.builtin_documents import AGENT, INBOX, LIVE, USAGE
 from core.harness.compaction import start_compaction
 from core.harness.context import ContextView
-from core.harness.docs import AGENT, INBOX, LIVE, USAGE
 from core.harness.messages import Usage, UserMessage, message_to_json
 from core.harness.registry import ResolvedAgent
 from core.harness.reminders import RemindArgs, start_reminder

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
+from core.harness.builtin_documents import INBOX, LIVE
 from core.harness.compaction import (
     compaction_need,
     context_tokens,
@@ -49,7 +50,6 @@ from core.harness.compaction import (
     start_compaction,
 )
 from core.harness.context import ContextView
-from core.harness.docs import INBOX, LIVE
 from core.harness.events import note_event, note_retry
 from core.harness.live import Throttle
 from core.harness.messages import (

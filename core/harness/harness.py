@@ -35,6 +35,7 @@ from core.errors import (
     copy_error,
 )
 from core.harness.agents import agent_change
+from core.harness.builtin_documents import AGENT, BUILTIN_DOCUMENTS, USAGE
 from core.harness.compaction import (
     COMPACTION,
     compaction_task,
@@ -42,7 +43,6 @@ from core.harness.compaction import (
 )
 from core.harness.context import ActiveRange, ContextView
 from core.harness.conversation import Conversation, WhenBusy
-from core.harness.docs import AGENT, BUILTIN_DOCUMENTS, USAGE
 from core.harness.events import EVENTS, note_event, note_restart
 from core.harness.generation import generation_task, settle_generation
 from core.harness.messages import (

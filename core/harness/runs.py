@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, cast
 
-from core.harness.docs import INBOX, LIVE, USAGE
+from core.harness.builtin_documents import INBOX, LIVE, USAGE
 from core.harness.events import note_event
 from core.harness.messages import Usage, UserMessage, message_to_json
 from core.jsonvalue import JsonObject, JsonValue

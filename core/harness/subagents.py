@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, cast
 
 from pydantic import BaseModel, Field
 
-from core.harness.docs import AGENT
+from core.harness.builtin_documents import AGENT
 from core.harness.messages import TextBlock, message_from_json
 from core.harness.registry import Extension, ToolDefinition, define_extension, define_tool
 from core.harness.tools import ToolContext, ToolResult

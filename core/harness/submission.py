@@ -16,7 +16,7 @@ from typing import Literal, Protocol
 from pydantic import ValidationError
 
 from core.errors import InvalidInput, RequestIdConflict, UnknownRecord
-from core.harness.docs import INBOX, LIVE
+from core.harness.builtin_documents import INBOX, LIVE
 from core.harness.messages import (
     AssistantMessage,
     UserMessage,

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ValidationError
 
 from core.env import OP_ID_PATTERN, EnvUnavailable, ExecutionEnv, OpLost, OpRef
 from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
-from core.harness.docs import LIVE
+from core.harness.builtin_documents import LIVE
 from core.harness.events import note_event
 from core.harness.generation import merge_hand_over, plan_merged_hand_over, round_intent
 from core.harness.live import Throttle

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from core.harness.docs import INBOX, LIVE
+from core.harness.builtin_documents import INBOX, LIVE
 from core.harness.messages import AssistantMessage, message_from_json
 from core.harness.runs import GENERATION, TOOL
 from core.jsonvalue import JsonValue

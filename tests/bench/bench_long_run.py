@@ -41,8 +41,8 @@ from core.harness import (
     define_extension,
     define_tool,
 )
+from core.harness.builtin_documents import LIVE, USAGE
 from core.harness.compaction import COMPACTION, SUMMARY_PROMPT, estimate_tokens
-from core.harness.docs import LIVE, USAGE
 from core.harness.models import ModelInfo
 from core.harness.registry import ReplayPolicy
 from core.records import Completed

@@ -35,8 +35,8 @@ from core.harness import (
     Usage,
     UserMessage,
 )
+from core.harness.builtin_documents import INBOX
 from core.harness.compaction import SUMMARY_PROMPT, estimate_tokens
-from core.harness.docs import INBOX
 from core.harness.models import ModelInfo
 from core.harness.runs import queued_summary
 from runtimes.local.clock import SystemClock

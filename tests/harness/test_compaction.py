@@ -21,6 +21,7 @@ from core.harness import (
     Usage,
     UserMessage,
 )
+from core.harness.builtin_documents import INBOX
 from core.harness.compaction import (
     COMPACTION,
     SUMMARY_PROMPT,
@@ -31,7 +32,6 @@ from core.harness.compaction import (
     summary_text,
 )
 from core.harness.context import ContextView
-from core.harness.docs import INBOX
 from core.harness.models import ModelInfo
 from core.records import Completed, Entry
 from tests.core.support import until

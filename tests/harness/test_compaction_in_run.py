@@ -13,6 +13,7 @@ import pytest
 
 from core.faux import FauxState, FauxStep, faux_message, faux_tool_call
 from core.harness import CompactionSettings, HarnessSettings, ModelRequest, Usage, UserMessage
+from core.harness.builtin_documents import INBOX, LIVE, USAGE
 from core.harness.compaction import (
     SUMMARY_PROMPT,
     UPDATE_PROMPT,
@@ -20,7 +21,6 @@ from core.harness.compaction import (
     start_compaction,
     summary_text,
 )
-from core.harness.docs import INBOX, LIVE, USAGE
 from core.harness.runs import queued_summary
 from core.records import Completed
 from tests.bench.bench_long_run import long_run, report
