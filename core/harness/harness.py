@@ -68,6 +68,7 @@ from core.harness.submission import (
     Submission,
     write_draft,
 )
+from core.harness.task_graph import inspected_task_graph, live_task_graph
 from core.harness.tool_task import settle_tool, tool_task
 from core.harness.watch import (
     ConversationMount,
@@ -76,7 +77,6 @@ from core.harness.watch import (
     TaskGraphMount,
     Watch,
     document_name,
-    task_node,
 )
 from core.jsonvalue import JsonObject, JsonValue
 from core.records import (
@@ -587,8 +587,9 @@ class Harness:
         return (await self._mount(key, build)).watch()
 
     async def task_graph(self) -> JsonObject:
-        """Every live task with its state and owner edges, keyed by id."""
-        return {"tasks": {str(t.id): task_node(t) for t in self.session.tasks.values()}}
+        """Every live task with its state and owner edges, keyed by id (see
+        :mod:`core.harness.task_graph`)."""
+        return live_task_graph(self.session.tasks.values())
 
     async def watch_task_graph(self) -> Watch:
         key: tuple[object, ...] = ("graph",)
@@ -597,6 +598,12 @@ class Harness:
             return TaskGraphMount(await self.task_graph(), self._unmount(key))
 
         return (await self._mount(key, build)).watch()
+
+    async def inspected_task_graph(self) -> JsonObject:
+        """``{"scheduling", "tasks": [...]}``: every live task as the scheduler derives it
+        (state, live waits, blocked reason), tool tasks with their calls; what the task
+        inspector shows (see :func:`core.harness.task_graph.inspected_task_graph`)."""
+        return await inspected_task_graph(self)
 
     async def watch_document(
         self, definition: DocDefinition[Any], owner_id: int | None = None, key: str | None = None

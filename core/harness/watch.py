@@ -29,8 +29,9 @@ from typing import Literal, TypeAlias
 
 from core.clock import Clock
 from core.docops import apply_ops
+from core.harness.task_graph import task_node
 from core.jsonvalue import JsonObject, JsonValue, json_copy
-from core.records import Task, Terminal
+from core.records import Terminal
 from core.session.session import CommitEvent, DocumentEvent
 
 __all__ = [
@@ -42,7 +43,6 @@ __all__ = [
     "TaskGraphMount",
     "Watch",
     "document_name",
-    "task_node",
 ]
 
 MAX_PENDING_FRAMES = 100
@@ -286,7 +286,8 @@ def _reroot(op: JsonValue, base: list[JsonValue]) -> JsonValue:
 
 class TaskGraphMount(Mount):
     """Live tasks (and the conversations they run in) with states and owner edges:
-    ``{"tasks": {"<id>": node}}``. A task leaves the graph when it becomes terminal."""
+    ``{"tasks": {"<id>": node}}`` (nodes from :func:`~core.harness.task_graph.task_node`).
+    A task leaves the graph when it becomes terminal."""
 
     def on_commit(self, event: CommitEvent) -> None:
         ops: list[JsonValue] = []
@@ -302,32 +303,6 @@ class TaskGraphMount(Mount):
             if current.get(key) != node:
                 ops.append(["s", ["tasks", key], node])
         self.emit(event.seq, ops)
-
-
-def task_node(task: Task) -> JsonObject:
-    state = task.state
-    node: JsonObject = {
-        "id": task.id,
-        "kind": task.kind,
-        "status": task.status,
-        "conversation_id": task.conversation_id,
-        "owner": task.owner,
-        "background": task.background,
-        "abort_requested": task.abort_requested,
-    }
-    checkpoint = task.checkpoint
-    if checkpoint is not None:
-        node["phase"] = checkpoint.get("phase")
-    on = getattr(state, "on", None)
-    if on:
-        node["waiting_on"] = list(on)
-    until = getattr(state, "until", None)
-    if until is not None:
-        node["until"] = until
-    outcome = task.outcome
-    if outcome is not None:
-        node["outcome"] = outcome.kind
-    return node
 
 
 class DocumentMount(Mount):

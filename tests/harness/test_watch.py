@@ -147,6 +147,49 @@ async def test_the_task_graph_and_document_watches(tmp_path: Path) -> None:
     await h.close()
 
 
+async def test_the_inspected_task_graph_shares_the_record_fields_and_names_the_tool_call(
+    tmp_path: Path,
+) -> None:
+    """The inspector's graph (what ``GET .../tasks`` and ``perdure inspect`` show) and the
+    record graph come from one builder: the same record fields, plus the derived state
+    and a tool task's call."""
+    gate = asyncio.Event()
+    in_tool = asyncio.Event()
+
+    async def wait(args: Any, ctx: Any) -> str:
+        in_tool.set()
+        await gate.wait()
+        return "done"
+
+    call = faux_tool_call("wait", {"text": "graz"}, id="c")
+    rig = Rig(tmp_path, steps=[faux_message(call), faux_message("ok")])
+    rig.registry.install(extension("e", tool("wait", wait, replay="safe")))
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    assert await h.inspected_task_graph() == {"scheduling": "paused", "tasks": []}
+    sub = await root.submit("go")
+    await in_tool.wait()
+    inspected = await h.inspected_task_graph()
+    records = (await h.task_graph())["tasks"]
+    assert inspected["scheduling"] == "running"
+    nodes = {n["id"]: n for n in inspected["tasks"]}  # type: ignore[index,union-attr]
+    assert sorted(nodes) == sorted(int(k) for k in records)  # type: ignore[union-attr]
+    shared = ("kind", "status", "conversation_id", "owner", "background", "abort_requested")
+    for key, record_node in records.items():  # type: ignore[union-attr]
+        assert {k: nodes[int(key)][k] for k in shared} == {k: record_node[k] for k in shared}
+    tool_node = next(n for n in nodes.values() if n["kind"] == "perdure.tool")
+    assert tool_node["state"] == "running" and tool_node["tool"] == "wait"
+    assert tool_node["arguments"] == {"text": "graz"} and tool_node["replay"] == "safe"
+    generation = next(n for n in nodes.values() if n["kind"] == "perdure.generation")
+    assert generation["tool"] is None and generation["replay"] is None
+    assert generation["status"] == "waiting" and generation["started_at_iso"] is not None
+    gate.set()
+    await sub.wait()
+    await settle()
+    assert (await h.inspected_task_graph())["tasks"] == []
+    await h.close()
+
+
 async def test_a_busy_conversation_wakes_waiting_consumers_in_batches_losing_nothing(
     tmp_path: Path,
 ) -> None:
