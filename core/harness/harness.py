@@ -14,8 +14,9 @@ get them again with :meth:`Harness.conversation` and :meth:`Harness.submission`
 (the handle classes live in :mod:`~core.harness.conversation` and
 :mod:`~core.harness.submission`).
 
-Size: over 600 lines because the facade still holds lifecycle, waiters, forks and
-views together; forks and views are the next split (issue 17).
+Size: over 600 lines because the facade still holds lifecycle, waiters and views
+together; views are the next split (issue 17). Forks are made in
+:mod:`~core.harness.forks`, task graphs built in :mod:`~core.harness.task_graph`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from core.errors import (
     copy_error,
 )
 from core.harness.agents import agent_change
-from core.harness.builtin_documents import AGENT, BUILTIN_DOCUMENTS, USAGE
+from core.harness.builtin_documents import AGENT, USAGE
 from core.harness.compaction import (
     COMPACTION,
     compaction_task,
@@ -43,7 +44,8 @@ from core.harness.compaction import (
 )
 from core.harness.context import ActiveRange, ContextView
 from core.harness.conversation import Conversation, WhenBusy
-from core.harness.events import EVENTS, note_event, note_restart
+from core.harness.events import note_event, note_restart
+from core.harness.forks import document_definition, fork_conversation
 from core.harness.generation import generation_task, settle_generation
 from core.harness.messages import (
     Message,
@@ -81,9 +83,7 @@ from core.harness.watch import (
 from core.jsonvalue import JsonObject, JsonValue
 from core.records import (
     ROOT_CONVERSATION_ID,
-    ConversationParent,
     ConversationRecord,
-    DocumentRecord,
     Task,
 )
 from core.records import Submission as SubmissionRecord
@@ -91,7 +91,7 @@ from core.session.documents import DocDefinition
 from core.session.session import CommitEvent
 from core.session.transaction import Tx
 from core.storage.paging import scan_all
-from core.storage.port import Cursor, DocumentCopy, DocumentCreate, Page, Storage
+from core.storage.port import Cursor, Page, Storage
 from core.tasks.definition import TaskDefinition
 from core.tasks.scheduler import Inspection
 from core.telemetry import NO_TELEMETRY, Telemetry
@@ -477,9 +477,7 @@ class Harness:
 
     def document_definition(self, kind: str) -> DocDefinition[Any] | None:
         """A built-in document kind, or one an installed extension registered."""
-        if kind == EVENTS.kind:
-            return EVENTS
-        return BUILTIN_DOCUMENTS.get(kind) or self.registry.document(kind)
+        return document_definition(self.registry, kind)
 
     async def fork(
         self,
@@ -490,85 +488,14 @@ class Harness:
         agent: Mapping[str, Any] | None = None,
     ) -> Conversation:
         """A conversation that sees this one's history up to ``at_entry`` (not copied) and
-        gets its documents by their fork policy: ``as_of`` — the value when ``at_entry``
-        was committed; ``current`` — the value now; ``initial`` — nothing copied. Kinds
-        nobody registered are not copied. ``agent`` changes the child's agent."""
-        storage = self.session.storage
-        entry = await storage.visible_entry(conversation_id, at_entry)
-        if entry is None or entry.commit_seq is None:
-            raise UnknownRecord(
-                f"entry {at_entry} is not visible in conversation {conversation_id}"
-            )
-        change = dict(agent or {})
-        if change:
-            self.configured_agent({}, change)  # refuse a bad change before anything is written
-
-        async def create(tx: Tx) -> int:
-            child = await tx.create_conversation(
-                parent=ConversationParent(conversation_id, at_entry), owner_task_id=owner_task_id
-            )
-            picks: list[tuple[DocumentRecord, int | None]] = [
-                (rec, entry.commit_seq)
-                for rec in await self._documents(entry.conversation_id, entry.commit_seq)
-                if self._fork_policy(rec.kind) == "as_of"
-            ] + [
-                (rec, None)
-                for rec in await self._documents(conversation_id, None)
-                if self._fork_policy(rec.kind) == "current"
-            ]
-            agent_copied = False
-            for rec, at in picks:
-                new_id = await tx.mint_id()
-                if rec.kind == AGENT.kind and rec.key is None and change:
-                    state = await storage.document(rec.id, at)
-                    base = state.value if state is not None else {}
-                    tx.stage_document_write(
-                        DocumentCreate(
-                            new_id,
-                            rec.kind,
-                            "conversation",
-                            child.id,
-                            None,
-                            rec.history,
-                            state.version if state is not None else AGENT.version,
-                            self.configured_agent(base, change),
-                        )
-                    )
-                    agent_copied = True
-                else:
-                    tx.stage_document_write(
-                        DocumentCopy(
-                            new_id,
-                            rec.kind,
-                            "conversation",
-                            child.id,
-                            rec.key,
-                            rec.history,
-                            rec.id,
-                            at,
-                        )
-                    )
-            if change and not agent_copied:
-                doc = await tx.doc(AGENT, child.id)
-                doc.value = self.configured_agent({}, change)
-            return child.id
-
-        return Conversation(self, await self.session.commit(create))
-
-    def _fork_policy(self, kind: str) -> str:
-        definition = self.document_definition(kind)
-        return definition.fork if definition is not None else "initial"
-
-    async def _documents(self, conversation_id: int, at: int | None) -> list[DocumentRecord]:
-        storage = self.session.storage
-        return [
-            record
-            async for record in scan_all(
-                lambda cursor: storage.scan_documents(
-                    "conversation", owner_id=conversation_id, at=at, limit=500, cursor=cursor
-                )
-            )
-        ]
+        gets its documents by their fork policy; ``agent`` changes the child's agent (see
+        :func:`~core.harness.forks.fork_conversation`)."""
+        return Conversation(
+            self,
+            await fork_conversation(
+                self, conversation_id, at_entry, owner_task_id=owner_task_id, agent=agent
+            ),
+        )
 
     # ------------------------------------------------------------------ views and watches
 
