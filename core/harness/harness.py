@@ -14,15 +14,15 @@ get them again with :meth:`Harness.conversation` and :meth:`Harness.submission`
 (the handle classes live in :mod:`~core.harness.conversation` and
 :mod:`~core.harness.submission`).
 
-Size: over 600 lines because the facade still holds lifecycle, waiters and views
-together; views are the next split (issue 17). Forks are made in
-:mod:`~core.harness.forks`, task graphs built in :mod:`~core.harness.task_graph`.
+This module is the facade and the lifecycle (opening, closing, waiters, the commit
+listener); forks are made in :mod:`~core.harness.forks`, views and watches in
+:mod:`~core.harness.views`, task graphs in :mod:`~core.harness.task_graph`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from core.clock import Clock
@@ -37,30 +37,17 @@ from core.errors import (
 )
 from core.harness.agents import agent_change
 from core.harness.builtin_documents import AGENT, USAGE
-from core.harness.compaction import (
-    COMPACTION,
-    compaction_task,
-    settle_compaction,
-)
+from core.harness.compaction import COMPACTION, compaction_task, settle_compaction
 from core.harness.context import ActiveRange, ContextView
 from core.harness.conversation import Conversation, WhenBusy
 from core.harness.events import note_event, note_restart
 from core.harness.forks import document_definition, fork_conversation
 from core.harness.generation import generation_task, settle_generation
-from core.harness.messages import (
-    Message,
-    Usage,
-)
+from core.harness.messages import Message, Usage
 from core.harness.models import Models
 from core.harness.registry import Registry, ResolvedAgent
-from core.harness.reminders import (
-    REMINDER,
-    pending_timers,
-    reminder_task,
-)
-from core.harness.runs import (
-    withdraw_inputs,
-)
+from core.harness.reminders import REMINDER, pending_timers, reminder_task
+from core.harness.runs import withdraw_inputs
 from core.harness.services import HarnessServices
 from core.harness.settings import HarnessSettings
 from core.harness.submission import (
@@ -70,22 +57,12 @@ from core.harness.submission import (
     Submission,
     write_draft,
 )
-from core.harness.task_graph import inspected_task_graph, live_task_graph
+from core.harness.task_graph import inspected_task_graph
 from core.harness.tool_task import settle_tool, tool_task
-from core.harness.watch import (
-    ConversationMount,
-    DocumentMount,
-    Mount,
-    TaskGraphMount,
-    Watch,
-    document_name,
-)
+from core.harness.views import Views
+from core.harness.watch import Watch
 from core.jsonvalue import JsonObject, JsonValue
-from core.records import (
-    ROOT_CONVERSATION_ID,
-    ConversationRecord,
-    Task,
-)
+from core.records import ROOT_CONVERSATION_ID, ConversationRecord, Task
 from core.records import Submission as SubmissionRecord
 from core.session.documents import DocDefinition
 from core.session.session import CommitEvent
@@ -146,7 +123,8 @@ class Harness:
         self._ranges: dict[int, ActiveRange] = {}
         self._agents: dict[int, tuple[object, int | None, object, ResolvedAgent]] = {}
         self._submission_waiters: dict[int, list[asyncio.Future[SubmissionRecord]]] = {}
-        self._mounts: dict[tuple[object, ...], Mount] = {}
+        self._views = Views(self)
+        self._mounts = self._views.mounts  # the same dict (tests look at what is mounted)
         self._idle_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._unsubscribe = self.session.subscribe(self._on_commit)
         engine.scheduler.settle_hooks.append(self._on_settled)
@@ -220,9 +198,7 @@ class Harness:
     async def close(self) -> None:
         """Stop all work without writing outcomes and close the storage."""
         self._fail_waiters(SessionClosed("the harness is closed"))
-        for mount in list(self._mounts.values()):
-            mount.end_all("closed")
-        self._mounts.clear()
+        self._views.close()
         self._unsubscribe()
         await self.engine.close()
 
@@ -501,30 +477,19 @@ class Harness:
 
     async def view(self, conversation_id: int) -> JsonObject:
         """The committed view of a conversation: active entries and current documents."""
-        return await self._conversation_view(conversation_id)
+        return await self._views.view(conversation_id)
 
     async def watch(self, conversation_id: int) -> Watch:
         """The view, then one delta frame per commit (see :mod:`core.harness.watch`)."""
-
-        async def build() -> Mount:
-            value = await self._conversation_view(conversation_id)
-            return ConversationMount(conversation_id, value, self._unmount(key))
-
-        key: tuple[object, ...] = ("conversation", conversation_id)
-        return (await self._mount(key, build)).watch()
+        return await self._views.watch(conversation_id)
 
     async def task_graph(self) -> JsonObject:
         """Every live task with its state and owner edges, keyed by id (see
         :mod:`core.harness.task_graph`)."""
-        return live_task_graph(self.session.tasks.values())
+        return self._views.task_graph()
 
     async def watch_task_graph(self) -> Watch:
-        key: tuple[object, ...] = ("graph",)
-
-        async def build() -> Mount:
-            return TaskGraphMount(await self.task_graph(), self._unmount(key))
-
-        return (await self._mount(key, build)).watch()
+        return await self._views.watch_task_graph()
 
     async def inspected_task_graph(self) -> JsonObject:
         """``{"scheduling", "tasks": [...]}``: every live task as the scheduler derives it
@@ -536,64 +501,7 @@ class Harness:
         self, definition: DocDefinition[Any], owner_id: int | None = None, key: str | None = None
     ) -> Watch:
         """``{"value": ...}`` of one document, then its changes; ends ``retired`` with it."""
-        state = await self.session.current_document(definition, owner_id, key)
-        if state is None:
-            raise UnknownRecord(f"no current {definition.kind!r} document at that address")
-        doc_id = state.record.id
-        mount_key: tuple[object, ...] = ("document", doc_id)
-
-        async def build() -> Mount:
-            current = await self.session.storage.document(doc_id)
-            value = current.value if current is not None else None
-            return DocumentMount(doc_id, {"value": value}, self._unmount(mount_key))
-
-        return (await self._mount(mount_key, build)).watch()
-
-    async def _mount(self, key: tuple[object, ...], build: Callable[[], Awaitable[Mount]]) -> Mount:
-        existing = self._mounts.get(key)
-        if existing is not None:
-            return existing
-
-        async def attach(tx: Tx) -> Mount:
-            # Built on the mutation line, so no commit can land between the view and the
-            # mount that follows it.
-            found = self._mounts.get(key)
-            if found is None:
-                found = await build()
-                found.seq = self.session.last_seq  # built on the line: no commit since
-                found.pace_wakes(self.clock, self.settings.progress.watch_wake_ms)
-                self._mounts[key] = found
-            return found
-
-        return await self.session.commit(attach)
-
-    def _unmount(self, key: tuple[object, ...]) -> Callable[[Mount], None]:
-        def drop(mount: Mount) -> None:
-            if self._mounts.get(key) is mount:
-                del self._mounts[key]
-
-        return drop
-
-    async def _conversation_view(self, conversation_id: int) -> JsonObject:
-        conv = await self.session.conversation(conversation_id)
-        if conv is None:
-            raise UnknownRecord(f"Unknown conversation {conversation_id}")
-        ctx = await self.context(conversation_id)
-        storage = self.session.storage
-        docs: JsonObject = {}
-        async for record in scan_all(
-            lambda cursor: storage.scan_documents(
-                "conversation", owner_id=conversation_id, limit=500, cursor=cursor
-            )
-        ):
-            state = await storage.document(record.id)
-            if state is not None:
-                docs[document_name(record.kind, record.key)] = state.value
-        return {
-            "conversation": conv.to_json(),
-            "entries": [e.to_json() for e in ctx.entries],
-            "docs": docs,
-        }
+        return await self._views.watch_document(definition, owner_id, key)
 
     # ------------------------------------------------------------------ services for tasks
 
@@ -666,9 +574,7 @@ class Harness:
                 for fut in self._submission_waiters.pop(sub.id, []):
                     if not fut.done():
                         fut.set_result(sub)
-        for mount in list(self._mounts.values()):
-            mount.seq = event.seq
-            mount.on_commit(event)
+        self._views.on_commit(event)
         if event.tasks and self._idle_waiters:
             for conversation_id, idle in list(self._idle_waiters):
                 if not idle.done() and self.idle(conversation_id):
