@@ -1,6 +1,6 @@
 """Compaction jobs for the SIGKILL tests of ``test_compaction_kill.py``, one per process.
 
-``python -m tests.harness.compaction_job MODE PHASE DB``; every line printed is JSON.
+``python -m tests.recovery.compaction_job MODE PHASE DB``; every line printed is JSON.
 
 * ``queued``: one submission whose model makes tool rounds on a 4,000-token window. In
   phase ``first`` the first round starts a background compaction; the second request
@@ -41,7 +41,7 @@ from core.harness.models import ModelInfo
 from core.harness.runs import queued_summary
 from runtimes.local.clock import SystemClock
 from runtimes.local.sqlite import open_sqlite_storage
-from tests.harness.support import echo, entries, extension, kinds, tool
+from tests.core.harness.support import echo, entries, extension, kinds, tool
 
 SMALL = ModelInfo("faux/small", context_window=4000, max_tokens=1000)
 LIMIT = 3000  # window - reserve

@@ -1,6 +1,6 @@
 """A harness process whose ``bash`` tool runs on a real sandbox server.
 
-``python -m tests.harness.sandbox_job DB SANDBOX_URL TOKEN [OPTIONS_JSON]`` submits one job
+``python -m tests.recovery.sandbox_job DB SANDBOX_URL TOKEN [OPTIONS_JSON]`` submits one job
 (request id ``sandbox-job``) to a scripted model that runs ``COMMAND`` with ``bash`` and then
 answers; it prints, as JSON lines, what the model saw of the tool result and the final status.
 

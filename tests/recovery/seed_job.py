@@ -1,6 +1,6 @@
 """The job of the seed article's crash test, run as its own process.
 
-``python -m tests.harness.seed_job DB LOG`` opens the SQLite actor ``DB``, submits
+``python -m tests.recovery.seed_job DB LOG`` opens the SQLite actor ``DB``, submits
 "Find a train to Graz and book it" with request id ``job-42`` and waits for it. The
 scripted model calls ``search`` (replay safe) and ``book`` (unsafe) at once; each
 takes two seconds and appends ``<tool> start`` / ``<tool> end`` to ``LOG``, so the test

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _start(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-u", "-m", "tests.harness.compaction_job", *args],
+        [sys.executable, "-u", "-m", "tests.recovery.compaction_job", *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

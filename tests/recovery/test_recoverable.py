@@ -12,8 +12,8 @@ from pathlib import Path
 
 from core.faux import faux_message, faux_tool_call
 from core.tools import coding_tools
+from tests.core.harness.support import MODEL, Rig, entries
 from tests.core.support import until
-from tests.harness.support import MODEL, Rig, entries
 from tests.remote_env.support import asgi_env, running_app, settings
 
 COMMAND = "echo start >> log.txt; sleep 1; echo done >> log.txt; echo all good; exit 3"

@@ -26,7 +26,7 @@ WORKSPACE = "actor-sandbox"
 
 def _job(db: Path, url: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-u", "-m", "tests.harness.sandbox_job", str(db), url, token(WORKSPACE)],
+        [sys.executable, "-u", "-m", "tests.recovery.sandbox_job", str(db), url, token(WORKSPACE)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _start(db: Path, log: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-u", "-m", "tests.harness.seed_job", str(db), str(log)],
+        [sys.executable, "-u", "-m", "tests.recovery.seed_job", str(db), str(log)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

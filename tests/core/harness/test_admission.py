@@ -10,8 +10,8 @@ import pytest
 from core.errors import ConversationBusy, RequestIdConflict, UnknownRecord
 from core.faux import FauxState, faux_error, faux_message, faux_tool_call
 from core.harness import AssistantMessage, ModelRequest, ToolContext
+from tests.core.harness.support import MODEL, Args, Rig, entries, extension, kinds, tool
 from tests.core.support import settle, until
-from tests.harness.support import MODEL, Args, Rig, entries, extension, kinds, tool
 
 
 async def test_idle_input_is_placed_and_its_run_started_in_one_commit(tmp_path: Path) -> None:

@@ -34,8 +34,8 @@ from core.harness.context import ContextView
 from core.harness.docs import INBOX
 from core.harness.models import ModelInfo
 from core.records import Completed, Entry
+from tests.core.harness.support import Rig, entries, kinds
 from tests.core.support import until
-from tests.harness.support import Rig, entries, kinds
 
 SMALL = ModelInfo("faux/small", context_window=4000, max_tokens=1000)
 # Blocking above 3,000 tokens, background above 2,000; keep as little as one message.

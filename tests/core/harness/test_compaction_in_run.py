@@ -24,10 +24,17 @@ from core.harness.docs import INBOX, LIVE, USAGE
 from core.harness.runs import queued_summary
 from core.records import Completed
 from tests.bench.bench_long_run import long_run, report
+from tests.core.harness.support import Rig, echo, entries, extension, kinds, tool
+from tests.core.harness.test_compaction import (
+    MEDIUM,
+    SETTINGS,
+    SMALL,
+    Router,
+    compactions,
+    contents,
+)
+from tests.core.harness.test_watch import drain
 from tests.core.support import until
-from tests.harness.support import Rig, echo, entries, extension, kinds, tool
-from tests.harness.test_compaction import MEDIUM, SETTINGS, SMALL, Router, compactions, contents
-from tests.harness.test_watch import drain
 
 LIMIT = SMALL.context_window - SETTINGS.compaction.reserve_tokens
 

@@ -15,8 +15,8 @@ from core.jsonvalue import JsonObject
 from core.telemetry import SpanAttributes
 from core.times import iso_time
 from core.tools import coding_tools
+from tests.core.harness.support import MODEL, Args, Rig, extension, tool
 from tests.core.support import until
-from tests.harness.support import MODEL, Args, Rig, extension, tool
 from tests.remote_env.support import asgi_env, running_app, settings
 
 

@@ -12,7 +12,7 @@ from core.errors import DocumentError, UnknownRecord
 from core.faux import faux_message, faux_tool_call
 from core.harness import ToolContext, ToolResult, define_extension
 from core.session import Tx, define_doc
-from tests.harness.support import MODEL, Rig, entries, tool
+from tests.core.harness.support import MODEL, Rig, entries, tool
 
 PLAN = define_doc("app.plan", history="rewindable", fork="as_of", initial=lambda: {"steps": []})
 CART = define_doc("app.cart", fork="current", initial=lambda: {"items": []})

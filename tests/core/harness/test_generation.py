@@ -23,8 +23,8 @@ from core.harness import (
 from core.harness.models import ModelError
 from core.records import Waiting
 from core.session import CommitEvent
+from tests.core.harness.support import MODEL, Rig, entries, kinds
 from tests.core.support import settle, until
-from tests.harness.support import MODEL, Rig, entries, kinds
 
 
 async def generation(h: Any) -> Any:

@@ -1,7 +1,7 @@
 """Guard tests for the SPEC §3 invariants the agent harness owns: 4, 7, 8 and 9.
 
-(Invariant 7 is also exercised through a real sandbox in tests/harness/test_recoverable.py
-and through a real SIGKILL in tests/harness/test_seed_crash.py.)
+(Invariant 7 is also exercised through a real sandbox in tests/recovery/test_recoverable.py
+and through a real SIGKILL in tests/recovery/test_seed_crash.py.)
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from core.errors import RequestIdConflict
 from core.faux import FauxState, faux_error, faux_message, faux_tool_call
 from core.harness import AssistantMessage, ModelRequest, ToolContext
 from core.session import CommitEvent
+from tests.core.harness.support import MODEL, Args, Rig, extension, tool
 from tests.core.support import until
-from tests.harness.support import MODEL, Args, Rig, extension, tool
 
 
 async def test_invariant_04_the_intent_is_committed_before_the_tool_runs(tmp_path: Path) -> None:

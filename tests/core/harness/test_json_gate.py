@@ -13,7 +13,7 @@ from core.errors import InvalidJson
 from core.faux import faux_message, faux_tool_call
 from core.harness import Harness, Hooks, ToolCall, ToolContext
 from core.jsonvalue import dumps
-from tests.harness.support import MODEL, Rig, echo, entries, extension, tool
+from tests.core.harness.support import MODEL, Rig, echo, entries, extension, tool
 
 
 def nested(depth: int) -> Any:

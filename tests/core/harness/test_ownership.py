@@ -17,8 +17,8 @@ from core.records import Aborted, Terminal
 from core.session import Tx
 from core.tasks import TaskRuntime, define_task
 from core.testing.wrappers import CommitFault
+from tests.core.harness.support import MODEL, Args, Rig, entries, extension, tool
 from tests.core.support import settle, until
-from tests.harness.support import MODEL, Args, Rig, entries, extension, tool
 
 
 async def test_aborting_a_conversation_stops_foreground_work_withdraws_input_keeps_writes(

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from core.errors import RegistryError, UnknownTool
 from core.harness import Hooks, Registry, define_extension, define_tool, section
 from core.tasks import define_task
-from tests.harness.support import MODEL, Args, Rig, echo, tool
+from tests.core.harness.support import MODEL, Args, Rig, echo, tool
 
 
 async def _phase(task: object, rt: object) -> None:

@@ -13,8 +13,8 @@ from core.harness.reminders import REMINDER, reminders_extension
 from core.records import Aborted, Completed, Submission, Terminal
 from core.testing.wrappers import CommitFault
 from core.times import iso_time
+from tests.core.harness.support import MODEL, Rig, entries, kinds
 from tests.core.support import settle, until
-from tests.harness.support import MODEL, Rig, entries, kinds
 
 
 async def reminder_submissions(h: Any, conversation_id: int = 1) -> list[Submission]:

@@ -19,7 +19,7 @@ from core.faux import faux_message, faux_tool_call
 from core.harness import ToolContext
 from core.harness.registry import Hooks
 from core.session import CommitEvent
-from tests.harness.support import MODEL, Args, Rig, extension, tool
+from tests.core.harness.support import MODEL, Args, Rig, extension, tool
 
 
 async def _structural_commits_per_round(

@@ -13,8 +13,8 @@ from core.env import EnvUnavailable
 from core.faux import faux_message, faux_tool_call
 from core.harness import Block, HarnessSettings, Hooks, ToolCall, ToolContext, ToolResult
 from core.records import Aborted, Completed, Failed, Terminal
+from tests.core.harness.support import MODEL, Args, Rig, echo, entries, extension, tool
 from tests.core.support import until
-from tests.harness.support import MODEL, Args, Rig, echo, entries, extension, tool
 
 
 def _by_call(items: list[Any]) -> list[Any]:

@@ -14,8 +14,8 @@ from core.harness import HarnessSettings, ProgressSettings
 from core.harness.watch import MAX_PENDING_FRAMES
 from core.session import Tx, define_doc
 from runtimes.actor.clock import SystemClock
+from tests.core.harness.support import MODEL, Rig, echo, extension, tool
 from tests.core.support import settle
-from tests.harness.support import MODEL, Rig, echo, extension, tool
 
 
 async def drain(watch: Any) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from core.testing.storage_conformance import StorageCase, storage_cases
-from tests.storage.adapters import PROVIDERS
+from tests.core.storage.adapters import PROVIDERS
 
 CASES = storage_cases()
 

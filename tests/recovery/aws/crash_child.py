@@ -1,6 +1,6 @@
 """A Lambda-like holder that SIGKILLs itself at a chosen point of a commit.
 
-``python -m tests.aws.crash_child <endpoint> <workdir> <point>``, with ``point``:
+``python -m tests.recovery.aws.crash_child <endpoint> <workdir> <point>``, with ``point``:
 
 * ``after-durable`` — the third entry's DynamoDB transaction lands, then the process is
   killed before the local apply;

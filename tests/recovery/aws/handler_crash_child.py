@@ -2,7 +2,7 @@
 (:func:`runtimes.aws.handler.lambda_handler`, configured from the environment as a
 deployment is) on a moto server over HTTP, running the seed job's tools and model.
 
-``python -m tests.aws.handler_crash_child EVENT_JSON...`` invokes the handler with each
+``python -m tests.recovery.aws.handler_crash_child EVENT_JSON...`` invokes the handler with each
 event in turn (each its own request id, ``$CRASH_OWNER-<n>``) and prints every response
 as a JSON line ``{"response": ...}`` (the model prints ``{"model_saw": ...}`` lines).
 
@@ -28,7 +28,7 @@ from core.faux import FauxModel
 from runtimes.actor import ActorConfig
 from runtimes.aws.environment import settings_from_environment
 from runtimes.aws.handler import FunctionSettings, lambda_handler
-from tests.harness.seed_job import say, seed_travel
+from tests.recovery.seed_job import say, seed_travel
 
 
 class _KillAfterTransaction:

@@ -1,7 +1,7 @@
 """The seed crash job on the AWS host's storage: a Lambda-like process whose actor lives
 in DynamoDB and S3 (a moto server) with its working copy in its own /tmp.
 
-``python -m tests.aws.seed_job_aws ENDPOINT WORKDIR LOG OWNER LEASE_CLOCK_OFFSET_MS``:
+``python -m tests.recovery.aws.seed_job_aws ENDPOINT WORKDIR LOG OWNER LEASE_CLOCK_OFFSET_MS``:
 the lease clock runs ``LEASE_CLOCK_OFFSET_MS`` ahead of the system clock, so a second
 invocation can take over the lease a killed one still holds (as Lambda would, once the
 lease expired) without the test sleeping through the lease.
@@ -18,7 +18,7 @@ from core.storage import Storage
 from runtimes.aws import AwsResources, open_actor_replica
 from runtimes.local.clock import SystemClock
 from tests.aws.conftest import BUCKET, REGION, TABLE
-from tests.harness import seed_job
+from tests.recovery import seed_job
 
 LEASE_MS = 60_000
 

@@ -12,15 +12,15 @@ import pytest
 
 from core.testing.clock import VirtualClock
 from runtimes.aws import AwsResources
-from tests.aws import crash_child
 from tests.aws.support import container, head, open_replica
+from tests.recovery.aws import crash_child
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _run_child(endpoint: str, workdir: Path, point: str) -> list[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "tests.aws.crash_child", endpoint, str(workdir), point],
+        [sys.executable, "-m", "tests.recovery.aws.crash_child", endpoint, str(workdir), point],
         cwd=ROOT,
         capture_output=True,
         text=True,

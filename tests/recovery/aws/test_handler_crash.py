@@ -25,7 +25,7 @@ from tests.aws.aws_target import FUNCTION_ARN, GROUP, ROLE_ARN, create_alarms
 from tests.aws.conftest import BUCKET, TABLE
 from tests.aws.support import container, head
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "crash-token-0123456789abcdef"
 ACTOR = "seed"
 TASK = "Find a train to Graz and book it"
@@ -68,7 +68,7 @@ def _start(
         **os.environ,
         "PYTHONPATH": str(ROOT),
         "AWS_ENDPOINT_URL": moto_server,
-        "PERDURE_FUNCTION": "tests.aws.handler_crash_child:settings",
+        "PERDURE_FUNCTION": "tests.recovery.aws.handler_crash_child:settings",
         "PERDURE_TABLE": TABLE,
         "PERDURE_BUCKET": BUCKET,
         "PERDURE_API_TOKEN": TOKEN,
@@ -83,7 +83,7 @@ def _start(
     if kill_after is not None:
         env["CRASH_KILL_AFTER_TRANSACTION"] = str(kill_after)
     return subprocess.Popen(
-        [sys.executable, "-u", "-m", "tests.aws.handler_crash_child", *events],
+        [sys.executable, "-u", "-m", "tests.recovery.aws.handler_crash_child", *events],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

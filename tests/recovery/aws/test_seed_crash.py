@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from runtimes.aws import AwsResources
-from tests.aws import seed_job_aws
 from tests.aws.support import container, head
-from tests.harness.test_seed_crash import ROOT, check_seed_crash
+from tests.recovery.aws import seed_job_aws
+from tests.recovery.test_seed_crash import ROOT, check_seed_crash
 
 
 def test_the_seed_crash_scenario_passes_on_the_aws_storage(
@@ -24,7 +24,7 @@ def test_the_seed_crash_scenario_passes_on_the_aws_storage(
         offset = 0 if attempt == 1 else seed_job_aws.LEASE_MS + 1_000
         return subprocess.Popen(
             [
-                *(sys.executable, "-u", "-m", "tests.aws.seed_job_aws", moto_server),
+                *(sys.executable, "-u", "-m", "tests.recovery.aws.seed_job_aws", moto_server),
                 *(str(container(tmp_path)), str(log), f"invocation-{attempt}", str(offset)),
             ],
             cwd=ROOT,

@@ -1,9 +1,9 @@
 """The soak: SIGKILL and restart the local host process many times under steady load.
 
-``python -m tests.local.soak --cycles 200`` (the full run, well under 20 minutes here;
+``python -m tests.recovery.local.soak --cycles 200`` (the full run, well under 20 minutes here;
 ``.ci/run`` runs a shortened one). One host process (``tests.local.host_proc``, on a
 fixed loopback port and one data directory) is killed at a random moment of each cycle
-and started again at once; a second process (``tests.local.soak_load``) keeps inputs
+and started again at once; a second process (``tests.recovery.local.soak_load``) keeps inputs
 coming over HTTP the whole time, retrying with the same request id while the host is
 down. At the end the load stops, every accepted input is waited for, the host is stopped
 and every actor's SQLite is checked (``PRAGMA integrity_check`` and the consistency
@@ -118,7 +118,14 @@ def run_soak(
     host, _ = start_host_process(data, "--port", str(port), "--idle", "3600")
     load = subprocess.Popen(
         [
-            *(sys.executable, "-m", "tests.local.soak_load", url, str(log), str(stop_file)),
+            *(
+                sys.executable,
+                "-m",
+                "tests.recovery.local.soak_load",
+                url,
+                str(log),
+                str(stop_file),
+            ),
             *("--actors", str(actors), "--workers", str(workers)),
         ],
         cwd=ROOT,

@@ -1,5 +1,5 @@
 """The soak's steady load, as its own process on loopback:
-``python -m tests.local.soak_load URL OUT STOP --actors N --workers W``.
+``python -m tests.recovery.local.soak_load URL OUT STOP --actors N --workers W``.
 
 Each worker submits inputs to one actor, one at a time (alternately plain text and one
 tool round), each with a fresh request id, and long-polls it until it settles. A

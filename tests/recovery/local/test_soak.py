@@ -1,4 +1,4 @@
-"""A few cycles of the soak (``python -m tests.local.soak`` runs the real thing): the
+"""A few cycles of the soak (``python -m tests.recovery.local.soak`` runs the real thing): the
 host process SIGKILLed and restarted under load, nothing lost or duplicated."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.local.soak import run_soak
+from tests.recovery.local.soak import run_soak
 
 
 @pytest.mark.slow
