@@ -2,7 +2,7 @@
 
 Runner-independent on purpose (no pytest import): each case is a plain async function
 taking a freshly opened, empty storage and using plain ``assert``. A runner
-parametrizes :func:`storage_cases` over its adapters; see ``tests/storage`` for the
+parametrizes :func:`storage_cases` over its adapters; see ``tests/core/storage`` for the
 pytest bridge. Storages that commit in two phases also run
 :mod:`core.testing.two_phase_conformance`.
 """

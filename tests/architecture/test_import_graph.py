@@ -83,15 +83,50 @@ def _resolve(name: str, modules: dict[str, Path]) -> str | None:
     return None
 
 
-def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The package modules ``module`` imports, anywhere in its source."""
+ImportKind = str
+"""Where an import stands: ``"module"`` (runs on import), ``"deferred"`` (inside a
+function) or ``"type"`` (under ``if TYPE_CHECKING:``, never runs)."""
+
+_STRENGTH = {"type": 0, "deferred": 1, "module": 2}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_statements(tree: ast.AST) -> list[tuple[ast.Import | ast.ImportFrom, ImportKind]]:
+    """Every import statement of ``tree`` with where it stands (see :data:`ImportKind`)."""
+    found: list[tuple[ast.Import | ast.ImportFrom, ImportKind]] = []
+    # An explicit stack, not recursion: (node, the kind its imports get).
+    todo: list[tuple[ast.AST, ImportKind]] = [(tree, "module")]
+    while todo:
+        node, kind = todo.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append((node, kind))
+            continue
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            todo.extend((child, "type") for child in node.body)
+            todo.extend((child, kind) for child in node.orelse)
+            continue
+        inner = kind
+        if kind == "module" and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            inner = "deferred"
+        todo.extend((child, inner) for child in ast.iter_child_nodes(node))
+    return found
+
+
+def import_edges(module: str, path: Path, modules: dict[str, Path]) -> dict[str, ImportKind]:
+    """The package modules ``module`` imports, anywhere in its source, each with the
+    strongest place it is imported from (module level over deferred over TYPE_CHECKING)."""
     is_package = path.name == "__init__.py"
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    found: dict[str, ImportKind] = {}
+    for node, kind in _import_statements(ast.parse(path.read_text(), filename=str(path))):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
+        else:
             base = node.module or ""
             if node.level:
                 anchor = module.split(".")
@@ -103,9 +138,15 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
             targets = [f"{base}.{alias.name}" for alias in node.names] or [base]
         for target in targets:
             resolved = _resolve(target, modules)
-            if resolved is not None and resolved != module:
-                found.add(resolved)
+            known = resolved is not None and resolved != module
+            if known and _STRENGTH[kind] >= _STRENGTH[found.get(resolved, "type")]:
+                found[resolved] = kind
     return found
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package modules ``module`` imports, anywhere in its source."""
+    return set(import_edges(module, path, modules))
 
 
 def import_graph(root: Path, package: str) -> dict[str, set[str]]:

@@ -21,9 +21,9 @@ from core.jsonvalue import (
 )
 from core.session import Tx
 from core.storage import MemoryState
-from tests.core.test_documents import NOTES
-from tests.core.test_documents import open_session as open_doc_session
-from tests.core.test_session import NOOP, open_session
+from tests.core.session.test_documents import NOTES
+from tests.core.session.test_documents import open_session as open_doc_session
+from tests.core.session.test_session import NOOP, open_session
 
 
 def nested(depth: int, leaf: Any = 0) -> Any:

@@ -26,7 +26,7 @@ from core.testing.clock import VirtualClock
 from core.testing.consistency import SettlementLog, check_consistency
 from core.testing.wrappers import CommitFault, FaultyStorage
 from runtimes.local.sqlite import Sqlite3Database, open_sqlite_storage
-from tests.harness.support import MODEL, Args, extension, tool
+from tests.core.harness.support import MODEL, Args, extension, tool
 
 __all__ = ["MODEL", "World"]
 

@@ -43,7 +43,7 @@ from core.faux import faux_deferred, faux_error, faux_message
 from core.harness import HarnessSettings
 from core.harness.settings import CompactionSettings
 from core.testing.wrappers import CommitFault
-from tests.harness.support import echo, extension, tool
+from tests.core.harness.support import echo, extension, tool
 from tests.recovery.support import MODEL, World
 
 REQUEST_IDS = st.sampled_from([None, None, None, "r1", "r2", "r3"])

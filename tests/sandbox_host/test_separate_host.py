@@ -1,7 +1,7 @@
 """The actor and the sandbox on two network hosts, with faults injected between them.
 
 The sandbox server runs in a network namespace of its own (see :mod:`tests.sandbox_host.netns`);
-a real harness process (``tests.harness.sandbox_job``) on this host runs one ``bash`` call
+a real harness process (``tests.recovery.sandbox_job``) on this host runs one ``bash`` call
 on it: ``echo started >> trace.txt; sleep 3; echo line >> out.txt; echo output-text; exit 7``.
 ``trace.txt`` tells the test the command is running; ``out.txt`` counts its effect. While it
 runs, the link is cut, degraded or reset, the sandbox restarted, or the actor SIGKILLed.
@@ -43,7 +43,7 @@ def _job(db: Path, url: str, **options: Any) -> subprocess.Popen[str]:
             sys.executable,
             "-u",
             "-m",
-            "tests.harness.sandbox_job",
+            "tests.recovery.sandbox_job",
             str(db),
             url,
             token(WORKSPACE),

@@ -1,0 +1,249 @@
+"""Crashes through the Lambda handler: a container process running the real entry point
+on a moto server (``ThreadedMotoServer`` on 127.0.0.1) is SIGKILLed mid-tool, or right
+after a DynamoDB commit and before its local apply; a new container (a fresh ``/tmp``)
+rebuilds exactly the committed state and finishes the work — the seed scenario: search
+reruns (safe), book is reported interrupted (unsafe), ``job-42`` is deduped."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtimes.aws import AwsResources, open_actor_replica
+from runtimes.aws.lease import DEFAULT_LEASE_MS
+from runtimes.local.clock import SystemClock
+from tests.aws.aws_target import FUNCTION_ARN, GROUP, ROLE_ARN, create_alarms
+from tests.aws.conftest import BUCKET, TABLE
+from tests.aws.support import container, head
+
+ROOT = Path(__file__).resolve().parents[3]
+TOKEN = "crash-token-0123456789abcdef"
+ACTOR = "seed"
+TASK = "Find a train to Graz and book it"
+TAKEOVER_MS = DEFAULT_LEASE_MS + 1_000  # the second container comes after the lease ran out
+
+
+def _submit() -> str:
+    body = json.dumps({"type": "input", "content": TASK, "request_id": "job-42"})
+    return json.dumps(_url("POST", f"/v1/actors/{ACTOR}/submissions", body))
+
+
+def _get(path: str) -> str:
+    return json.dumps(_url("GET", f"/v1/actors/{ACTOR}{path}", ""))
+
+
+def _url(method: str, path: str, body: str) -> dict[str, Any]:
+    return {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"},
+        "requestContext": {"http": {"method": method, "path": path, "sourceIp": "127.0.0.1"}},
+        "body": body,
+        "isBase64Encoded": False,
+    }
+
+
+def _start(
+    moto_server: str,
+    workdir: Path,
+    log: Path,
+    events: list[str],
+    *,
+    owner: str,
+    offset_ms: int = 0,
+    kill_after: int | None = None,
+) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "AWS_ENDPOINT_URL": moto_server,
+        "PERDURE_FUNCTION": "tests.recovery.aws.handler_crash_child:settings",
+        "PERDURE_TABLE": TABLE,
+        "PERDURE_BUCKET": BUCKET,
+        "PERDURE_API_TOKEN": TOKEN,
+        "PERDURE_SCHEDULE_GROUP": GROUP,
+        "PERDURE_FUNCTION_ARN": FUNCTION_ARN,
+        "PERDURE_SCHEDULER_ROLE_ARN": ROLE_ARN,
+        "PERDURE_WORKDIR": str(workdir),
+        "CRASH_LOG": str(log),
+        "CRASH_OWNER": owner,
+        "CRASH_LEASE_OFFSET_MS": str(offset_ms),
+    }
+    if kill_after is not None:
+        env["CRASH_KILL_AFTER_TRANSACTION"] = str(kill_after)
+    return subprocess.Popen(
+        [sys.executable, "-u", "-m", "tests.recovery.aws.handler_crash_child", *events],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def _effects(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def _said(out: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def _body(response: dict[str, Any]) -> Any:
+    return json.loads(response["body"])
+
+
+async def _committed_state(aws: AwsResources, tmp: Path) -> tuple[int, list[Any], list[Any]]:
+    """What a fresh /tmp rebuilds from DynamoDB and S3 alone: its seq, the root's
+    entries and the job-42 submission (opened under a lease taken after the dead one's,
+    then released)."""
+    clock = SystemClock()
+    replica = await open_actor_replica(
+        aws, ACTOR, owner="inspector", now=lambda: clock.now() + TAKEOVER_MS, workdir=container(tmp)
+    )
+    try:
+        assert replica.origin == "rebuilt"
+        entries = (await replica.storage.scan_entries(1, order="asc")).items
+        job = await replica.storage.submission_by_request(1, "job-42")
+        return replica.storage.seq, [(e.id, e.kind) for e in entries], [job]
+    finally:
+        await replica.close()
+
+
+def _finish(moto_server: str, tmp: Path, log: Path) -> list[dict[str, Any]]:
+    """The next container: re-submits job-42 (the client's retry), then reads the view."""
+    second = _start(
+        moto_server,
+        container(tmp),
+        log,
+        [_submit(), _get("/conversations/1/view")],
+        owner="next",
+        offset_ms=TAKEOVER_MS,
+    )
+    out, err = second.communicate(timeout=90)
+    assert second.returncode == 0, err
+    return _said(out)
+
+
+def _assert_outcome(
+    said: list[dict[str, Any]], job_id: int, log: Path, effects: dict[str, int], *, book: str
+) -> None:
+    """The next container answered job-42 once; the model saw the search's result and
+    the booking ``interrupted`` or ``ok``; the tools ran as ``effects`` counts."""
+    submitted, viewed = [s["response"] for s in said if "response" in s]
+    assert submitted["statusCode"] == 202, submitted
+    assert _body(submitted)["id"] == job_id  # job-42 answered the original submission
+    (saw,) = [s["model_saw"] for s in said if "model_saw" in s]
+    by_tool = {r["tool"]: r for r in saw}
+    assert by_tool["search"] == {
+        "tool": "search",
+        "error": False,
+        "content": "Train IC 511 Vienna-Graz departs 10:02",
+    }
+    if book == "interrupted":
+        assert by_tool["book"]["error"]
+        assert "Tool book was interrupted and may have partially run" in by_tool["book"]["content"]
+    else:
+        assert by_tool["book"] == {
+            "tool": "book",
+            "error": False,
+            "content": "Booked a seat on IC 511",
+        }
+    view = _body(viewed)
+    users = [e for e in view["entries"] if e["kind"] == "user"]
+    assert len(users) == 1, users  # deduped: one input
+    assert view["entries"][-1]["kind"] == "assistant"
+    found = _effects(log)
+    assert {line: found.count(line) for line in effects} == effects, found
+
+
+@pytest.fixture
+def alarms_group(aws_http: AwsResources, moto_server: str) -> None:
+    create_alarms(SystemClock().now, moto_server)
+
+
+@pytest.mark.usefixtures("alarms_group")
+async def test_a_handler_killed_mid_tool_is_finished_by_the_next_container(
+    aws_http: AwsResources, moto_server: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "effects.log"
+    first = _start(moto_server, container(tmp_path), log, [_submit()], owner="doomed")
+    started = time.monotonic()
+    while not {"search start", "book start"} <= set(_effects(log)):
+        assert time.monotonic() - started < 30 and first.poll() is None, first.stderr
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.5)  # inside both tools (each takes 2 s)
+    first.send_signal(signal.SIGKILL)
+    assert first.wait(10) == -signal.SIGKILL
+    first.communicate()
+    assert sorted(_effects(log)) == ["book start", "search start"]
+    assert head(aws_http, ACTOR)["owner"] == "doomed-0"  # died holding the lease
+
+    seq, entries, [job] = await _committed_state(aws_http, tmp_path)
+    assert seq == int(head(aws_http, ACTOR)["seq"])
+    assert [kind for _, kind in entries] == ["user", "assistant"]  # the calls' intent
+    assert job is not None and job.status not in ("done", "unanswered")
+    seed = {"search start": 2, "search end": 1, "book start": 1, "book end": 0}
+    _assert_outcome(_finish(moto_server, tmp_path, log), job.id, log, seed, book="interrupted")
+
+
+# The handler's transactions of a job-42 invocation: 1 the root, 2 the admission, 3 the
+# model turn starting, 4 the assistant's tool calls (their intent), 5 the tools starting,
+# 6 search's result (book's follows).
+# Keyed by the scenario's DynamoDB transaction count: 1 admits job-42, 2 starts the
+# generation, 3 is the round (the answer with both calls, search's intent riding in it),
+# 4 is book's intent, 5 search's result. A change in how many commits a round takes moves
+# these numbers; the outcome checks below then fail, as they did when 4 and 6 went stale.
+KILL_POINTS = {
+    # The calls' intent is durable, not applied: the next container runs both once.
+    3: (
+        ["user", "assistant"],
+        {"search start": 1, "search end": 1, "book start": 1, "book end": 1},
+        "ok",
+    ),
+    # Search's result is durable, not applied: it is not rerun; book (which may have
+    # finished at the same moment, its result never committed) is reported interrupted,
+    # not run again.
+    5: (
+        ["user", "assistant", "tool_result"],
+        {"search start": 1, "search end": 1, "book start": 1},
+        "interrupted",
+    ),
+}
+
+
+@pytest.mark.parametrize("transaction", sorted(KILL_POINTS))
+@pytest.mark.usefixtures("alarms_group")
+async def test_a_handler_killed_between_commit_and_apply_is_rebuilt_exactly(
+    transaction: int, aws_http: AwsResources, moto_server: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "effects.log"
+    first = _start(
+        moto_server,
+        container(tmp_path),
+        log,
+        [_submit()],
+        owner="doomed",
+        kill_after=transaction,
+    )
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == -signal.SIGKILL, err
+    assert {"durable": transaction} in _said(out)
+    # The killed container's local copy never saw that commit; DynamoDB has it.
+    seq, entries, [job] = await _committed_state(aws_http, tmp_path)
+    assert seq == int(head(aws_http, ACTOR)["seq"])
+    kinds, effects, book = KILL_POINTS[transaction]
+    assert [kind for _, kind in entries] == kinds  # including the unapplied commit
+    assert job is not None and job.status not in ("done", "unanswered")
+    _assert_outcome(_finish(moto_server, tmp_path, log), job.id, log, effects, book=book)
