@@ -174,7 +174,7 @@ class AioSqliteDatabase:
     A transaction runs as *one* job on that thread (BEGIN, every statement, COMMIT),
     through aiosqlite's ``_execute``: its public API would cost one thread round-trip per
     statement, several times the cost of the SQL itself. The pinned aiosqlite range in
-    pyproject.toml and ``tests/storage/test_sqlite_facades.py`` guard that private call.
+    pyproject.toml and ``tests/core/storage/test_sqlite.py`` guard that private call.
     """
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
