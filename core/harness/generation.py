@@ -764,7 +764,9 @@ async def _hand_over(h: HarnessServices, tx: Tx, current: Task, plan: _Plan | st
         start = None
         if not moved and not isinstance(plan, str) and plan.compaction != "blocking":
             start = await _pin(h, tx, conv, plan, current.id, 1, overflowed=False)
-        successor = await tx.create_task(GENERATION, {}, conversation_id=conv, checkpoint=start)
+        successor = await tx.create_task(
+            GENERATION, {}, conversation_id=conv, checkpoint=start, continues=current
+        )
         run = _section(live, "run")
         run["generation"] = successor.id
         value = cast(JsonObject, live.value)

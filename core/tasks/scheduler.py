@@ -57,6 +57,7 @@ from core.tasks.definition import TaskDefinition
 from core.tasks.registry import TaskSource
 from core.tasks.runtime import TaskRuntime, _detached
 from core.tasks.signal import CancelSignal
+from core.telemetry import TRACE_MEMO
 
 __all__ = ["Inspection", "Scheduler", "SettleHook", "TaskView"]
 
@@ -450,7 +451,11 @@ class Scheduler:
                 }
                 if task.owner is not None:
                     attributes["perdure.task.owner"] = task.owner
-                span = self.session.telemetry.span(f"{task.kind} {phase}", attributes)
+                # The trace the task began in (kept with it, so also after a restart).
+                trace = task.memos.get(TRACE_MEMO)
+                span = self.session.telemetry.span(
+                    f"{task.kind} {phase}", attributes, trace if isinstance(trace, str) else None
+                )
                 with span:
                     await handler(task, inv.runtime)
             except asyncio.CancelledError as e:
@@ -635,10 +640,15 @@ class Scheduler:
             if fut in self._idle_waiters:
                 self._idle_waiters.remove(fut)
 
-    async def abort_task(self, task_id: int) -> Literal["marked", "terminal", "orphaned"]:
+    async def abort_task(
+        self, task_id: int, *, noted: Callable[[Tx, Task], Awaitable[None]] | None = None
+    ) -> Literal["marked", "terminal", "orphaned"]:
         """Mark a task for abort (durably) and join its run invocation.
 
-        A blocked task that nothing runs is settled ``orphaned`` at once.
+        A blocked task that nothing runs is settled ``orphaned`` at once. ``noted(tx,
+        task)`` runs in the mark's commit when this call is the one that marks the task
+        (not when it was marked already or has ended), so what it writes (an event for
+        people) lands with the mark or not at all.
         """
 
         async def mark(tx: Tx) -> Literal["marked", "terminal", "orphaned"]:
@@ -650,6 +660,8 @@ class Scheduler:
             if rec.abort_requested:
                 return "marked"
             marked = rec.evolve(abort_requested=True)
+            if noted is not None:
+                await noted(tx, rec)
             blocked = self._resolve(rec, run_migrations=False).blocked
             if (
                 blocked is not None
