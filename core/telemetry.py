@@ -10,11 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from core.jsonvalue import JsonObject
 
-__all__ = ["NO_TELEMETRY", "TRACE_MEMO", "NoTelemetry", "SpanAttributes", "Telemetry"]
+if TYPE_CHECKING:
+    from core.records import Task
+
+__all__ = [
+    "NO_TELEMETRY",
+    "TRACE_MEMO",
+    "NoTelemetry",
+    "SpanAttributes",
+    "Telemetry",
+    "phase_span",
+]
 
 SpanAttributes = Mapping[str, str | int | float | bool]
 
@@ -80,3 +90,18 @@ class NoTelemetry:
 
 
 NO_TELEMETRY: Telemetry = NoTelemetry()
+
+
+def phase_span(telemetry: Telemetry, task: Task, phase: str) -> AbstractContextManager[object]:
+    """The span of one phase of ``task``: named by its kind and phase, with its ids, in
+    the trace the task keeps (:data:`TRACE_MEMO`), so also after a restart."""
+    attributes: dict[str, str | int | float | bool] = {
+        "perdure.task.id": task.id,
+        "perdure.task.kind": task.kind,
+    }
+    if task.owner is not None:
+        attributes["perdure.task.owner"] = task.owner
+    trace = task.memos.get(TRACE_MEMO)
+    return telemetry.span(
+        f"{task.kind} {phase}", attributes, trace if isinstance(trace, str) else None
+    )

@@ -57,7 +57,7 @@ from core.tasks.definition import TaskDefinition
 from core.tasks.registry import TaskSource
 from core.tasks.runtime import TaskRuntime, _detached
 from core.tasks.signal import CancelSignal
-from core.telemetry import TRACE_MEMO
+from core.telemetry import phase_span
 
 __all__ = ["Inspection", "Scheduler", "SettleHook", "TaskView"]
 
@@ -445,18 +445,7 @@ class Scheduler:
                 if handler is None:
                     raise LookupError(f"task {task.kind} has no phase {phase!r}")
                 ensure_outside_commit(f"phase {phase} of task {task.id}")
-                attributes: dict[str, str | int | float | bool] = {
-                    "perdure.task.id": task.id,
-                    "perdure.task.kind": task.kind,
-                }
-                if task.owner is not None:
-                    attributes["perdure.task.owner"] = task.owner
-                # The trace the task began in (kept with it, so also after a restart).
-                trace = task.memos.get(TRACE_MEMO)
-                span = self.session.telemetry.span(
-                    f"{task.kind} {phase}", attributes, trace if isinstance(trace, str) else None
-                )
-                with span:
+                with phase_span(self.session.telemetry, task, phase):
                     await handler(task, inv.runtime)
             except asyncio.CancelledError as e:
                 current = asyncio.current_task()
@@ -645,10 +634,8 @@ class Scheduler:
     ) -> Literal["marked", "terminal", "orphaned"]:
         """Mark a task for abort (durably) and join its run invocation.
 
-        A blocked task that nothing runs is settled ``orphaned`` at once. ``noted(tx,
-        task)`` runs in the mark's commit when this call is the one that marks the task
-        (not when it was marked already or has ended), so what it writes (an event for
-        people) lands with the mark or not at all.
+        A blocked task that nothing runs is settled ``orphaned`` at once. ``noted(tx, task)``
+        writes in the mark's commit (an event for people), if this call marks the task.
         """
 
         async def mark(tx: Tx) -> Literal["marked", "terminal", "orphaned"]:
