@@ -17,8 +17,11 @@ run (a second Ctrl-C while aborting, or Ctrl-C when idle, exits); Ctrl-D or ``/q
 exits. The work itself lives on the server: leaving the chat never stops it, and a lost
 stream is reopened (the client re-reads the view and shows what it missed).
 
-Rendering is plain lines (rich styling, no full-screen UI): what you type is echoed by the
-terminal, so agent output and typing can interleave on screen while the agent streams.
+Rendering is lines (rich styling, no full-screen UI). On a terminal the input line stays
+at the bottom and the answer streams above it (:mod:`runtimes.cli.terminal`); a line sent
+while the agent works is shown as ``you (steer): ...`` where it was sent. Piped, or on a
+dumb terminal, output is plain lines (:class:`~runtimes.cli.screen.Screen`): no cursor
+movements, and what is typed is the terminal's own echo.
 """
 
 from __future__ import annotations

@@ -169,6 +169,28 @@ def test_typing_a_steer_while_the_answer_streams_keeps_them_on_separate_lines(
         assert {s["answer"]["entry"]["id"] for s in subs} == {entries[4]["id"]}
 
 
+def test_ctrl_c_on_the_input_line_aborts_the_streaming_run_then_leaves_when_idle(
+    host: str,
+) -> None:
+    term = Terminal(host, "erin")
+    try:
+        term.until(_has("your first message starts it"), "the new conversation")
+        term.type("long\r")
+        term.until(_has("word5 "), "the answer streaming")
+        term.child.send("\x03")  # raw mode: Ctrl-C is a key of the input line, not SIGINT
+        rows = term.until(_has("[run aborted (1 task)]"), "the abort")
+        assert "word399" not in "\n".join(rows)
+        # The cut answer ends with its mark (rows wrap at the width: joined first).
+        assert re.search(r"\w\s{1,2}\[aborted\]", "".join(rows))
+        term.until(lambda rows: rows[-1] == "you>", "the input line, idle")
+        term.child.send("\x03")  # idle: Ctrl-C leaves
+        term.child.expect(pexpect.EOF)
+        term.child.close()
+        assert term.child.exitstatus == 0
+    finally:
+        term.close()
+
+
 def test_piped_the_chat_writes_plain_lines_without_escape_codes(host: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "runtimes.cli.main", "chat", "dave", "--url", host],
