@@ -112,8 +112,12 @@ class Engine:
     async def wait_for_idle(self) -> None:
         await self.scheduler.wait_for_idle()
 
-    async def abort_task(self, task_id: int) -> Literal["marked", "terminal", "orphaned"]:
-        return await self.scheduler.abort_task(task_id)
+    async def abort_task(
+        self, task_id: int, *, noted: Callable[[Tx, Task], Awaitable[None]] | None = None
+    ) -> Literal["marked", "terminal", "orphaned"]:
+        """Mark ``task_id`` for abort; ``noted`` writes in the mark's commit (see
+        :meth:`Scheduler.abort_task`)."""
+        return await self.scheduler.abort_task(task_id, noted=noted)
 
     def resume(self) -> None:
         self.scheduler.resume()

@@ -27,8 +27,13 @@ The document value is ``{"next": n, "items": [event, ...]}``; each event is
 ``retry``            a retryable model error: ``attempt`` (the next one), ``delay_ms``,
                      ``until`` (epoch ms) and ``until_iso``, ``error``.
 ``compaction``       ``state``: ``started`` (``reason``), ``landed`` or ``stale``.
-``abort``            an abort marked ``tasks`` tasks (``background``: whether
-                     background work was included).
+``abort``            an abort took effect: ``scope`` says which path —
+                     ``conversation`` (the conversation's abort: ``tasks`` tasks marked,
+                     ``background``: whether background work was included),
+                     ``submission`` (``submission``: a queued one ``withdrawn`` before it
+                     started, or a placed one whose run's generation ``task`` was marked),
+                     ``task`` (one task aborted by id: ``task``, ``task_kind``, ``tool``)
+                     or ``timer`` (a pending reminder cancelled: ``task``).
 """
 
 from __future__ import annotations
@@ -43,7 +48,15 @@ from core.session.documents import DocDefinition, define_doc
 from core.session.transaction import Tx
 from core.times import iso_time
 
-__all__ = ["EVENTS", "KEEP", "note_event", "note_restart", "note_retry", "summarize_recovery"]
+__all__ = [
+    "EVENTS",
+    "KEEP",
+    "note_abort",
+    "note_event",
+    "note_restart",
+    "note_retry",
+    "summarize_recovery",
+]
 
 KEEP = 100
 
@@ -102,6 +115,16 @@ async def note_restart(tx: Tx, interrupted: list[Task]) -> None:
         by_conversation.setdefault(task.conversation_id, []).append(item)
     for conversation_id, tasks in by_conversation.items():
         await note_event(tx, conversation_id, "restart", tasks=tasks)
+
+
+async def note_abort(tx: Tx, task: Task, scope: str, **fields: JsonValue) -> None:
+    """``task`` is being marked for abort in ``tx`` by the ``scope`` path (``task``,
+    ``timer``, ``submission``): note it in the task's conversation, with its kind and,
+    for a tool call, the tool's name."""
+    detail: JsonObject = {"task": task.id, "task_kind": _kind_name(task.kind)}
+    if task.kind == "perdure.tool" and isinstance(task.input, dict):
+        detail["tool"] = await _tool_name(tx, task.input)
+    await note_event(tx, task.conversation_id, "abort", scope=scope, tasks=1, **detail, **fields)
 
 
 def _kind_name(kind: str) -> str:

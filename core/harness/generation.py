@@ -758,15 +758,15 @@ async def _hand_over(h: HarnessServices, tx: Tx, current: Task, plan: _Plan | st
     live = await tx.doc(LIVE, conv)
     if _is_current(live, current.id):
         await post_tools_boundary(tx, conv, h.settings)
-        # A summary placed here starts a new context range: the plan made against
-        # the old one is void, so the successor prepares against the new one.
+        # A summary placed here starts a new context range: the plan made is void.
         moved = any(e.head is not None for e in tx.entries if e.conversation_id == conv)
         start = None
         if not moved and not isinstance(plan, str) and plan.compaction != "blocking":
             start = await _pin(h, tx, conv, plan, current.id, 1, overflowed=False)
-        successor = await tx.create_task(GENERATION, {}, conversation_id=conv, checkpoint=start)
-        run = _section(live, "run")
-        run["generation"] = successor.id
+        successor = await tx.create_task(
+            GENERATION, {}, conversation_id=conv, checkpoint=start, continues=current
+        )
+        _section(live, "run")["generation"] = successor.id
         value = cast(JsonObject, live.value)
         value["generation"] = {"task": successor.id}
         value.pop("tools", None)

@@ -40,7 +40,7 @@ from core.harness.builtin_documents import AGENT, USAGE
 from core.harness.compaction import COMPACTION, compaction_task, settle_compaction
 from core.harness.context import ActiveRange, ContextView
 from core.harness.conversation import Conversation, WhenBusy
-from core.harness.events import note_event, note_restart
+from core.harness.events import note_abort, note_event, note_restart
 from core.harness.forks import document_definition, fork_conversation
 from core.harness.generation import generation_task, settle_generation
 from core.harness.messages import Message, Usage
@@ -311,8 +311,18 @@ class Harness:
     async def wait_for_idle(self) -> None:
         await self.engine.wait_for_idle()
 
-    async def abort_task(self, task_id: int) -> Literal["marked", "terminal", "orphaned"]:
-        return await self.engine.abort_task(task_id)
+    async def abort_task(
+        self, task_id: int, *, scope: str = "task", **fields: JsonValue
+    ) -> Literal["marked", "terminal", "orphaned"]:
+        """Mark ``task_id`` for abort and join its run. The mark's commit notes an
+        ``abort`` event (``scope``, ``fields``) in the task's conversation, so every path
+        that aborts work by task (this, a submission's abort, a timer's cancel) is told
+        like a conversation's abort."""
+
+        async def noted(tx: Tx, task: Task) -> None:
+            await note_abort(tx, task, scope, **fields)
+
+        return await self.engine.abort_task(task_id, noted=noted)
 
     async def cancel_reminder(self, task_id: int) -> Task:
         """Cancel a pending reminder: mark its task aborted and wait until it ended.
@@ -322,7 +332,7 @@ class Harness:
         pending = {t["task"]: t for t in self.timers()}
         if pending.get(task_id, {}).get("kind") != REMINDER:
             raise TaskNotFound(f"no pending reminder {task_id}")
-        await self.abort_task(task_id)
+        await self.abort_task(task_id, scope="timer")
         ended = await self.wait_for_task(task_id)
         if ended.outcome is not None and ended.outcome.kind == "completed":
             raise ReminderFired(f"reminder {task_id} fired before it was cancelled")
@@ -438,7 +448,12 @@ class Harness:
             await withdraw_inputs(tx, conversation_id)
             if marked:
                 await note_event(
-                    tx, conversation_id, "abort", tasks=len(marked), background=background
+                    tx,
+                    conversation_id,
+                    "abort",
+                    scope="conversation",
+                    tasks=len(marked),
+                    background=background,
                 )
             return [t.id for t in marked]
 

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from core.errors import InvalidInput, RequestIdConflict, UnknownRecord
 from core.harness.builtin_documents import INBOX, LIVE
+from core.harness.events import note_event
 from core.harness.messages import (
     AssistantMessage,
     UserMessage,
@@ -57,8 +58,11 @@ class SubmissionOwner(Protocol):
         the clock, the closing/poisoning error if it can no longer settle. Writes nothing."""
         ...
 
-    async def abort_task(self, task_id: int) -> Literal["marked", "terminal", "orphaned"]:
-        """Mark ``task_id`` (a run's generation) for abort, in its own commit."""
+    async def abort_task(
+        self, task_id: int, *, scope: str = "task", **fields: JsonValue
+    ) -> Literal["marked", "terminal", "orphaned"]:
+        """Mark ``task_id`` (a run's generation) for abort, in its own commit, which
+        notes an ``abort`` event with ``scope`` and ``fields``."""
         ...
 
 
@@ -153,11 +157,20 @@ class Submission:
                     created_at=record.created_at,
                 )
             )
+            await note_event(
+                tx,
+                record.conversation_id,
+                "abort",
+                scope="submission",
+                submission=self.id,
+                withdrawn=True,
+                tasks=0,
+            )
             return "aborted", None
 
         result, generation = await h.session.commit(withdraw)
         if generation is not None:
-            await h.abort_task(generation)
+            await h.abort_task(generation, scope="submission", submission=self.id)
         return result  # type: ignore[return-value]
 
 

@@ -54,6 +54,7 @@ from core.records import (
 )
 from core.session.documents import DocDefinition, DocHandle
 from core.storage.port import Cursor, DocumentCopy, DocumentCreate, Order, Page
+from core.telemetry import TRACE_MEMO
 
 if TYPE_CHECKING:
     from core.session.session import Session
@@ -319,6 +320,7 @@ class Tx:
         background: bool = False,
         checkpoint: JsonObject | None = None,
         until: int | None = None,
+        continues: Task | None = None,
     ) -> Task:
         """Create a task, ready to run (``waiting`` on nothing) at its initial checkpoint
         (or at ``checkpoint``, when the creator has already done the first phase's work);
@@ -326,7 +328,10 @@ class Tx:
 
         ``owner`` makes it a child of a live task (same conversation, never background);
         otherwise it is owned by its conversation (the root conversation by default,
-        created on demand).
+        created on demand). The task's spans belong to its owner's trace; ``continues``
+        names a task whose work this one carries on (a run's next round), so they
+        belong to that task's trace instead of beginning one (see
+        :meth:`core.telemetry.Telemetry.trace_for`).
         """
         self._live()
         defn = self._session.resolve_definition(definition)
@@ -335,8 +340,11 @@ class Tx:
         value = json_copy(input, f"input of {defn.name}")
         if until is not None and type(until) is not int:
             raise TaskStateError(f"{defn.name}: until must be epoch milliseconds (int)")
+        # The trace the task's spans belong to: its owner's, or the one it continues.
+        within = continues.memos.get(TRACE_MEMO) if continues is not None else None
         if owner is not None:
             parent = self._live_owner(owner)
+            within = parent.memos.get(TRACE_MEMO)
             if background:
                 raise TaskStateError("a child task cannot be background")
             if conversation_id is not None and conversation_id != parent.conversation_id:
@@ -349,8 +357,18 @@ class Tx:
         elif not await self._conversation_exists(conversation_id):
             raise UnknownRecord(f"Unknown conversation {conversation_id}")
         checkpoint = defn.checkpoint(defn.initial(value) if checkpoint is None else checkpoint)
+        task_id = await self.mint_id()
+        trace = self._session.telemetry.trace_for(
+            defn.name,
+            {
+                "perdure.task.id": task_id,
+                "perdure.task.kind": defn.name,
+                "perdure.conversation.id": conversation_id,
+            },
+            within if isinstance(within, str) else None,
+        )
         task = Task(
-            id=await self.mint_id(),
+            id=task_id,
             conversation_id=conversation_id,
             kind=defn.name,
             version=defn.version,
@@ -358,6 +376,7 @@ class Tx:
             state=Waiting(checkpoint, until=until),
             owner=owner,
             background=bool(background),
+            memos={TRACE_MEMO: trace} if trace is not None else {},
         )
         self._write()
         self.tasks[task.id] = task

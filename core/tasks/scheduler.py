@@ -57,6 +57,7 @@ from core.tasks.definition import TaskDefinition
 from core.tasks.registry import TaskSource
 from core.tasks.runtime import TaskRuntime, _detached
 from core.tasks.signal import CancelSignal
+from core.telemetry import phase_span
 
 __all__ = ["Inspection", "Scheduler", "SettleHook", "TaskView"]
 
@@ -444,14 +445,7 @@ class Scheduler:
                 if handler is None:
                     raise LookupError(f"task {task.kind} has no phase {phase!r}")
                 ensure_outside_commit(f"phase {phase} of task {task.id}")
-                attributes: dict[str, str | int | float | bool] = {
-                    "perdure.task.id": task.id,
-                    "perdure.task.kind": task.kind,
-                }
-                if task.owner is not None:
-                    attributes["perdure.task.owner"] = task.owner
-                span = self.session.telemetry.span(f"{task.kind} {phase}", attributes)
-                with span:
+                with phase_span(self.session.telemetry, task, phase):
                     await handler(task, inv.runtime)
             except asyncio.CancelledError as e:
                 current = asyncio.current_task()
@@ -635,10 +629,13 @@ class Scheduler:
             if fut in self._idle_waiters:
                 self._idle_waiters.remove(fut)
 
-    async def abort_task(self, task_id: int) -> Literal["marked", "terminal", "orphaned"]:
+    async def abort_task(
+        self, task_id: int, *, noted: Callable[[Tx, Task], Awaitable[None]] | None = None
+    ) -> Literal["marked", "terminal", "orphaned"]:
         """Mark a task for abort (durably) and join its run invocation.
 
-        A blocked task that nothing runs is settled ``orphaned`` at once.
+        A blocked task that nothing runs is settled ``orphaned`` at once. ``noted(tx, task)``
+        writes in the mark's commit (an event for people), if this call marks the task.
         """
 
         async def mark(tx: Tx) -> Literal["marked", "terminal", "orphaned"]:
@@ -650,6 +647,8 @@ class Scheduler:
             if rec.abort_requested:
                 return "marked"
             marked = rec.evolve(abort_requested=True)
+            if noted is not None:
+                await noted(tx, rec)
             blocked = self._resolve(rec, run_migrations=False).blocked
             if (
                 blocked is not None

@@ -17,18 +17,19 @@ run (a second Ctrl-C while aborting, or Ctrl-C when idle, exits); Ctrl-D or ``/q
 exits. The work itself lives on the server: leaving the chat never stops it, and a lost
 stream is reopened (the client re-reads the view and shows what it missed).
 
-Rendering is plain lines (rich styling, no full-screen UI): what you type is echoed by the
-terminal, so agent output and typing can interleave on screen while the agent streams.
+Rendering is lines (rich styling, no full-screen UI). On a terminal the input line stays
+at the bottom and the answer streams above it (:mod:`runtimes.cli.terminal`); a line sent
+while the agent works is shown as ``you (steer): ...`` where it was sent. Piped, or on a
+dumb terminal, output is plain lines (:class:`~runtimes.cli.screen.Screen`): no cursor
+movements, and what is typed is the terminal's own echo.
 """
 
 from __future__ import annotations
 
 import asyncio
-import codecs
 import json
 import os
 import signal
-import threading
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -37,13 +38,13 @@ from typing import Any, cast
 
 import httpx
 from rich.console import Console
-from rich.text import Text
 
 from core.docops import InvalidOp, apply_ops
 from core.harness.events import summarize_recovery
 from core.jsonvalue import JsonObject, JsonValue
 from core.times import iso_time
 from remote_env.client.sse import parse_sse
+from runtimes.cli.screen import Screen, interactive_terminal
 from runtimes.observe.logs import describe_event
 
 __all__ = ["ChatOptions", "Screen", "Transcript", "chat_main", "run_chat", "sse_events"]
@@ -52,7 +53,6 @@ _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 HISTORY = 10  # entries of the existing conversation shown when the chat starts
 RESULT_LINES = 3  # lines of a tool result shown
 ARGS_CHARS = 120  # characters of a tool call's arguments shown
-_YOU = "you> "
 _AGENT = "agent> "
 _HELP = (
     "Enter sends a line (while the agent works, it steers the run). Ctrl-C aborts the "
@@ -83,66 +83,6 @@ async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, Json
     comments (heartbeats) are skipped. The parsing is the sandbox client's (one parser)."""
     async for event in parse_sse(lines):
         yield event.event, json.loads(event.data)
-
-
-# --------------------------------------------------------------------------- screen
-
-
-class Screen:
-    """Plain lines on a rich console, remembering whether the cursor is mid-line."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.midline = False
-        self.writes = 0  # counts output, so a caller can tell whether something was shown
-        self.prompted = False  # the prompt is the last thing on screen
-        self._status = False  # a status line is on screen
-
-    def status(self, text: str | None) -> None:
-        """A transient status line (terminals only), rewritten in place and erased before
-        any other output; shown only at the start of an empty line."""
-        if not self.console.is_terminal or (text and (self.midline or self.prompted)):
-            return
-        if text is None:
-            self._erase()
-            return
-        self.console.file.write("\r\x1b[K" + text)
-        self.console.file.flush()
-        self._status = True
-
-    def _erase(self) -> None:
-        if self._status:
-            self.console.file.write("\r\x1b[K")
-            self._status = False
-
-    def write(self, text: str, style: str | None = None) -> None:
-        if text:
-            self._erase()
-            self.console.print(Text(text, style=style or ""), end="")
-            self.midline = not text.endswith("\n")
-            self.writes += 1
-            self.prompted = False
-
-    def typed(self) -> None:
-        """The user ended a line (the terminal echoed it and its Enter)."""
-        self._status = False  # the echoed line overwrote it
-        self.midline = self.prompted = False
-        self.writes += 1
-
-    def line(self, text: str = "", style: str | None = None) -> None:
-        self.end_line()
-        self.write(text + "\n", style)
-
-    def end_line(self) -> None:
-        if self.midline:
-            self.write("\n")
-
-    def prompt(self) -> None:
-        if self.prompted:
-            return
-        self.end_line()
-        self.write(_YOU, "bold cyan")
-        self.prompted = True
 
 
 # --------------------------------------------------------------------------- transcript
@@ -205,6 +145,9 @@ class _Events:
     seen: int = 0
     held: list[JsonObject] = field(default_factory=list)
     waiting_for: set[int] = field(default_factory=set)
+    # This chat asked for the conversation's abort: its own ``[run aborted (n tasks)]``
+    # line tells it, so the harness's event for it is not shown twice.
+    own_abort: bool = False
 
     def show(self, screen: Screen, doc: JsonObject, *, first: bool) -> None:
         items = [e for e in _list(doc.get("items")) if isinstance(e, dict)]
@@ -231,6 +174,8 @@ class _Events:
         elif kind in ("tool_recovery", "request_resent"):
             self.held.append(event)
             self.waiting_for.discard(cast(int, event.get("task")))
+        elif kind == "abort" and event.get("scope") == "conversation" and self.own_abort:
+            self.own_abort = False
         else:
             self.flush(screen)
             line = describe_event(event)
@@ -340,12 +285,15 @@ class Transcript:
         screen = self.screen
         task = entry.get("by_task_id")
         text = _text_of(message)
-        streamed = bool(self.stream.printed)
+        # Still on the answer's line: the stream was the last output, or writes it now.
+        writes = screen.writes
+        on_its_line = bool(self.stream.printed) and self.stream.mark == writes
         self._stream_to(task if isinstance(task, int) else None, text)
+        on_its_line = on_its_line or screen.writes != writes
         self.stream = _Stream()
         reason = message.get("stop_reason")
-        if not text and not streamed and reason in ("aborted", "error", "length"):
-            screen.end_line()
+        if not on_its_line and reason in ("aborted", "error", "length"):
+            screen.end_line()  # other output came in between (an event): label it again
             screen.write(_AGENT.rstrip(), "bold green")
         if reason == "aborted" and data_of(entry).get("interrupted") == "restart":
             screen.write(" [cut short by a restart: asking the model again]", "yellow")
@@ -369,14 +317,16 @@ class Transcript:
             if isinstance(value, int | float):
                 total = self.turn.get(key, 0)
                 self.turn[key] = (total if isinstance(total, int | float) else 0) + value
-        if _calls_of(message) or not self.turn or not ends:
+        if _calls_of(message) or not ends:
             return
         cost = self.turn.get("cost", 0)
         shown = f", ${cost:.4f}" if isinstance(cost, int | float) and cost else ""
-        self.screen.line(
-            f"  ({self.turn.get('input', 0)} in / {self.turn.get('output', 0)} out tokens{shown})",
-            "dim",
-        )
+        if any(self.turn.values()):  # a response aborted before its first token used none
+            self.screen.line(
+                f"  ({self.turn.get('input', 0)} in / {self.turn.get('output', 0)} out "
+                f"tokens{shown})",
+                "dim",
+            )
         self.turn = {}
 
     def _call(self, call_id: str, name: str, arguments: JsonValue) -> None:
@@ -636,7 +586,7 @@ class Chat:
                 self._leave()
                 return
             if self.interactive:
-                self.screen.typed()
+                self.screen.typed(line, steer=self.busy)
             else:  # nobody typed it: show it as if they had
                 self.screen.write(line + "\n")
             text = line.strip()
@@ -725,6 +675,7 @@ class Chat:
                 self.screen.line("(nothing to abort)", "dim")
                 self.screen.prompt()
             return
+        self.transcript.events.own_abort = True
         self.aborting = self.spawn(self._abort())
 
     async def _abort(self) -> None:
@@ -746,6 +697,7 @@ class Chat:
             self._aborted()
 
     def _aborted(self) -> None:
+        self.transcript.events.own_abort = False
         if self.aborted is not None:
             self.screen.line(self.aborted, "yellow")
             self.aborted = None
@@ -770,52 +722,32 @@ def _reason(error: Exception) -> str:
     return str(error) or type(error).__name__
 
 
-# --------------------------------------------------------------------------- terminal input
-
-
-def _read_lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]) -> None:
-    """In a daemon thread: lines of standard input into ``queue`` (``None`` at its end).
-
-    Reads the file descriptor directly, so an exit while it waits takes no Python lock.
-    """
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    pending = ""
-
-    def put(item: str | None) -> bool:
-        try:
-            loop.call_soon_threadsafe(queue.put_nowait, item)
-        except RuntimeError:  # the loop is closed: the chat is over
-            return False
-        return True
-
-    while True:
-        try:
-            chunk = os.read(0, 4096)
-        except OSError:
-            chunk = b""
-        if not chunk:
-            if pending and not put(pending):
-                return
-            put(None)
-            return
-        pending += decoder.decode(chunk)
-        *lines, pending = pending.split("\n")
-        for line in lines:
-            if not put(line.rstrip("\r")):
-                return
-
-
 async def run_chat(
     options: ChatOptions, *, install_signals: bool = True, transport: Any = None
 ) -> int:
-    """Chat until the user leaves; returns the exit code (0, or 1 after an error)."""
+    """Chat until the user leaves; returns the exit code (0, or 1 after an error).
+
+    On a terminal (both standard streams, ``TERM`` not ``dumb``) the input line is kept
+    apart from the streaming answer (:mod:`runtimes.cli.terminal`); otherwise — piped,
+    a dumb terminal, or ``options.console`` given — output is plain lines."""
+    if options.console is None and interactive_terminal():
+        from runtimes.cli.terminal import terminal_screen  # prompt_toolkit: terminals only
+
+        with terminal_screen() as screen:
+            return await _chat_on(screen, options, install_signals, transport)
     console = options.console or Console(highlight=False, soft_wrap=True, emoji=False)
-    screen = Screen(console)
+    return await _chat_on(Screen(console), options, install_signals, transport)
+
+
+async def _chat_on(
+    screen: Screen, options: ChatOptions, install_signals: bool, transport: Any
+) -> int:
     headers = {"authorization": f"Bearer {options.token}"}
     async with httpx.AsyncClient(
         base_url=options.url.rstrip("/"), headers=headers, timeout=30.0, transport=transport
     ) as http:
         chat = Chat(options, http, screen)
+        screen.working = lambda: chat.busy
         screen.line(
             f"perdure chat: actor {options.actor}, conversation {options.conversation_id} "
             f"at {options.url}. {_HELP}",
@@ -823,12 +755,13 @@ async def run_chat(
         )
         loop = asyncio.get_running_loop()
         lines: asyncio.Queue[str | None] = asyncio.Queue()
-        reader = threading.Thread(target=_read_lines, args=(loop, lines), daemon=True)
-        reader.start()
         if install_signals:
             loop.add_signal_handler(signal.SIGINT, chat.interrupt)
         jobs = [chat.spawn(chat.watch()), chat.spawn(chat.inputs(lines))]
-        if console.is_terminal:
+        reading = screen.read_input(loop, lines, chat.interrupt)
+        if reading is not None:
+            jobs.append(reading)
+        if screen.console.is_terminal:
             jobs.append(chat.spawn(chat.ticker()))
         try:
             code = await chat.finished

@@ -91,5 +91,21 @@ def describe_event(event: JsonObject) -> str:
         reason = f" ({event.get('reason')})" if event.get("reason") else ""
         return f"compaction {state}{reason} (task {event.get('task')})"
     if kind == "abort":
-        return f"aborted {event.get('tasks')} task(s)"
+        return _describe_abort(event)
     return str(kind)
+
+
+def _describe_abort(event: JsonObject) -> str:
+    """An ``abort`` event by its path (``scope``): what was aborted, in a phrase."""
+    scope, task = event.get("scope"), event.get("task")
+    what = event.get("tool") or event.get("task_kind") or "task"
+    if scope == "timer":
+        return f"reminder {task} cancelled"
+    if scope == "submission" and event.get("withdrawn"):
+        return f"submission {event.get('submission')} withdrawn before it started"
+    if scope == "submission":
+        return f"submission {event.get('submission')} aborted: its run ({what} task {task})"
+    if scope == "task":
+        return f"{what} task {task} aborted"
+    background = ", background work too" if event.get("background") else ""
+    return f"conversation aborted: {event.get('tasks')} task(s){background}"

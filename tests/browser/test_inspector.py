@@ -133,6 +133,10 @@ def test_a_live_run_streams_into_the_transcript_with_usage(
         expect(page.locator("#notice")).to_contain_text('abort: {"aborted":1}', timeout=15_000)
         expect(page.locator("#transcript li[data-kind='assistant'] .badge")).to_have_text("aborted")
         expect(page.locator("#events [data-event='aborted']")).to_be_visible()
+        # The harness's abort event, by its path.
+        expect(page.locator("#events [data-event='abort']")).to_contain_text(
+            "conversation aborted: 1 task(s) marked"
+        )
         expect(partial).to_have_count(0)
         page.click("#compact")
         expect(page.locator("#notice")).to_contain_text('compact: {"task":')
@@ -249,6 +253,10 @@ def test_a_reminder_is_shown_pending_then_fires_and_one_is_cancelled(
         later.locator("button.cancel-timer").click()
         expect(later).to_have_count(0, timeout=10_000)
         expect(page.locator("#notice")).to_contain_text("cancel timer")
+        # The cancel is an abort event in the history, naming the reminder's task.
+        expect(page.locator("#events [data-event='abort']")).to_contain_text(
+            re.compile(r"reminder \d+ cancelled")
+        )
         shot(page, "reminder-cancelled")
     finally:
         dev.stop()

@@ -5,6 +5,8 @@ characters a second) and acts on the newest user message:
 
 * ``plan ...`` — says ``Checking the gate first.`` and calls ``wait_gate`` (a tool that
   finishes once the file ``--gate`` exists), then answers ``The plan is ready.``;
+* ``trip ...`` — streams a longer first line (``TRIP``, about 4 s: time to type a steer
+  while it streams), calls ``wait_gate``, then answers ``The trip is planned.``;
 * ``also ...`` (a steer, placed after that tool round) — answers ``steered: <text>``;
 * ``long`` — a long answer (``word0 word1 ... word399``, about 25 s);
 * anything else — ``echo: <text>``.
@@ -35,6 +37,7 @@ from runtimes.local.server import bind, make_server
 from tests.local.support import TOKEN, file_exists, host_config
 
 LONG = " ".join(f"word{i}" for i in range(400))
+TRIP = "Looking at trains to Graz: " + " ".join(f"train{i}" for i in range(60)) + "."
 
 
 def chat_model() -> FauxModel:
@@ -51,6 +54,11 @@ def chat_model() -> FauxModel:
                 call = faux_tool_call("wait_gate", {"why": "the plan"}, id="call_gate")
                 return faux_message("Checking the gate first.", call)
             return faux_message("The plan is ready.")
+        if text.startswith("trip"):
+            if rounds == 0:
+                call = faux_tool_call("wait_gate", {"why": "the trip"}, id="call_trip")
+                return faux_message(TRIP, call)
+            return faux_message("The trip is planned.")
         if text.startswith("also"):
             return faux_message(f"steered: {text}")
         if text == "long":

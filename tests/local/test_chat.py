@@ -304,3 +304,32 @@ async def test_the_status_line_shows_waiting_a_running_tool_and_a_retry_countdow
     screen.status("⠋ running bash 3 s")
     screen.write("  ↳ done\n")  # other output erases the status line first
     assert out.getvalue() == "\r\x1b[K⠋ running bash 3 s\r\x1b[K  ↳ done\n"
+
+
+def test_the_transcript_shows_every_abort_path_and_labels_an_answer_cut_after_one() -> None:
+    out = io.StringIO()
+    screen = Screen(Console(file=out, width=200, color_system=None, soft_wrap=True))
+    t = Transcript(screen, own={10})
+    asked = _user(1, "go on", 10)
+    view = _view([asked], _partial(5, "Going"))
+    t.show(view)
+    # Another client aborted the run's generation by its submission: the event comes in
+    # the abort's commit, before the cut answer's entry.
+    cut = {"n": 1, "kind": "abort", "scope": "submission", "submission": 10, "task": 5}
+    cut["task_kind"] = "generation"
+    view["docs"]["events"] = {"items": [cut]}
+    t.show(view)
+    view = _view([asked, _assistant(2, 5, "Going", stop="aborted")])
+    view["docs"]["events"] = {"items": [cut]}
+    t.show(view)
+    timer = {"n": 2, "kind": "abort", "scope": "timer", "task": 8, "task_kind": "reminder"}
+    own = {"n": 3, "kind": "abort", "scope": "conversation", "tasks": 1, "background": False}
+    view["docs"]["events"] = {"items": [cut, timer, own]}
+    t.events.own_abort = True  # this chat asked for that one: its own line tells it
+    t.show(view)
+    assert out.getvalue().splitlines() == [
+        "agent> Going",
+        "[submission 10 aborted: its run (generation task 5)]",
+        "agent> [aborted]",
+        "[reminder 8 cancelled]",
+    ]

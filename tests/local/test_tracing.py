@@ -17,19 +17,20 @@ import uvicorn
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, Tracer
 
 from core.faux import FAUX_MODEL, FauxModel, faux_message, faux_tool_call
-from core.harness import Harness, Registry
+from core.harness import Harness, Registry, ToolContext
 from core.storage import MemoryStorage
 from core.tools import coding_tools
 from remote_env.client import RemoteEnv
 from remote_env.server import create_app
 from runtimes.local.clock import SystemClock
 from runtimes.local.server import bind
-from runtimes.observe import HostTelemetry, ObservedModels, configure_logging
+from runtimes.observe import HostTelemetry, ObservedModels, configure_logging, describe_event
 from runtimes.observe.logs import LOGGER
 from tests.core.support import until
+from tests.harness.support import MODEL, Args, Rig, extension, tool
 from tests.remote_env.support import FAST_RETRY, settings, token
 
 
@@ -122,3 +123,140 @@ async def test_a_tool_round_is_one_trace_across_the_sandbox_hop(
     assert all(line["model"] == FAUX_MODEL.id and "latency_ms" in line for line in model_lines)
     (tool_line,) = [line for line in lines if line["kind"] == "tool"]
     assert tool_line["tool"] == "write" and tool_line["ok"] is True
+
+
+def _exporting() -> tuple[InMemorySpanExporter, Tracer]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter, provider.get_tracer("test")
+
+
+async def test_a_run_recovered_after_a_crash_stays_one_trace(tmp_path: Path) -> None:
+    """The run's trace context is kept with its tasks in the SQLite file: after a crash
+    and a reopen of that file (a new telemetry, as in a new process), the recovered tool
+    call and the next round are spans of the trace the run began in, not a new one."""
+    exporter, tracer = _exporting()
+    gate = asyncio.Event()
+    runs: list[str] = []
+
+    async def search(args: Args, ctx: ToolContext) -> str:
+        runs.append(args.text)
+        await gate.wait()
+        return f"found {args.text}"
+
+    rig = Rig(
+        tmp_path,
+        "sqlite",
+        steps=[
+            faux_message(faux_tool_call("search", {"text": "trains"}, id="c1")),
+            faux_message("the 9:00 train"),
+        ],
+    )
+    rig.registry.install(extension("travel", tool("search", search, replay="safe")))
+    rig.telemetry = HostTelemetry("actor-r", tracer)
+    h = await rig.open()
+    sub = await (await h.root(agent={"model": MODEL, "tools": ["search"]})).submit("find")
+    await until(lambda: bool(runs))
+    await rig.crash(h)
+    before = list(exporter.get_finished_spans())
+    (root,) = [s for s in before if s.parent is None]
+    assert root.name == "perdure.generation"
+    request = _one(before, "perdure.generation request")
+
+    exporter.clear()
+    gate.set()
+    rig.telemetry = HostTelemetry("actor-r", tracer)  # the restarted process's
+    h = await rig.open()
+    record = await (await h.submission(sub.id)).wait()  # type: ignore[union-attr]
+    assert record.status == "done" and runs == ["trains", "trains"]  # safe: it reran
+    await h.close()
+
+    after = list(exporter.get_finished_spans())
+    names = {s.name for s in after}
+    assert {"perdure.tool execute", "tool search", "perdure.generation request"} <= names
+    # One trace across the restart: no span after it begins a trace of its own ...
+    assert {s.context.trace_id for s in after} == {root.context.trace_id}
+    assert all(s.parent is not None for s in after)
+    # ... the rerun tool call is still the child of the round that called it, and the
+    # next round continues the run (a child of the tool call that handed over to it).
+    phase = _one(after, "perdure.tool execute")
+    assert _parent_of(phase) == request.context.span_id
+    assert _parent_of(_one(after, "tool search")) == phase.context.span_id
+    next_round = _one(after, "perdure.generation request")
+    assert _parent_of(next_round) == phase.context.span_id
+
+
+async def test_tasks_kept_without_a_trace_context_still_run_traced_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """Backward compatible: a task written with no trace context (tracing was off, or by
+    a version that kept none) is recovered under tracing; its spans begin a new trace."""
+    exporter, tracer = _exporting()
+    gate = asyncio.Event()
+
+    async def search(args: Args, ctx: ToolContext) -> str:
+        await gate.wait()
+        return "found"
+
+    rig = Rig(
+        tmp_path,
+        "sqlite",
+        steps=[faux_message(faux_tool_call("search", {}, id="c1")), faux_message("done")],
+    )
+    rig.registry.install(extension("travel", tool("search", search, replay="safe")))
+    h = await rig.open()  # NO_TELEMETRY: nothing kept
+    sub = await (await h.root(agent={"model": MODEL, "tools": ["search"]})).submit("find")
+    await until(lambda: any(t.kind == "perdure.tool" for t in h.session.tasks.values()))
+    assert all(not t.memos for t in h.session.tasks.values())
+    await rig.crash(h)
+
+    gate.set()
+    rig.telemetry = HostTelemetry("actor-r", tracer)
+    h = await rig.open()
+    assert (await (await h.submission(sub.id)).wait()).status == "done"  # type: ignore[union-attr]
+    await h.close()
+    spans = list(exporter.get_finished_spans())
+    assert _one(spans, "tool search").parent is not None
+    assert _one(spans, "perdure.tool execute").parent is None  # a trace of its own
+
+
+async def test_each_abort_path_is_a_log_line_saying_what_was_aborted(tmp_path: Path) -> None:
+    logs = io.StringIO()
+    configure_logging("json", logs)
+    rig = Rig(tmp_path)
+    rig.telemetry = HostTelemetry("actor-a")
+    try:
+        h = await rig.open()
+        root = await h.root(agent={"model": MODEL})
+        reminder = (await root.remind("stretch", after=60)).task
+        await h.cancel_reminder(reminder)
+        await h.close()
+    finally:
+        logging.getLogger(LOGGER).handlers.clear()
+    (line,) = [json.loads(x) for x in logs.getvalue().splitlines() if '"abort"' in x]
+    assert line["message"] == f"actor-a/1: reminder {reminder} cancelled"
+    assert (line["scope"], line["task"], line["task_kind"]) == ("timer", reminder, "reminder")
+    # The other paths, as the same sentence the chat and the log show.
+    said = [
+        describe_event({"kind": "abort", "scope": "conversation", "tasks": 2, "background": True}),
+        describe_event(
+            {"kind": "abort", "scope": "submission", "submission": 7, "withdrawn": True}
+        ),
+        describe_event(
+            {
+                "kind": "abort",
+                "scope": "submission",
+                "submission": 7,
+                "task": 9,
+                "task_kind": "generation",
+            }
+        ),
+        describe_event({"kind": "abort", "scope": "task", "task": 12, "tool": "bash"}),
+    ]
+    assert said == [
+        "conversation aborted: 2 task(s), background work too",
+        "submission 7 withdrawn before it started",
+        "submission 7 aborted: its run (generation task 9)",
+        "bash task 12 aborted",
+    ]

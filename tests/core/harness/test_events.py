@@ -28,9 +28,14 @@ class Recorder:
         self.events: list[tuple[int, JsonObject]] = []
         self.spans: list[str] = []
 
-    def span(self, name: str, attributes: SpanAttributes) -> AbstractContextManager[object]:
+    def span(
+        self, name: str, attributes: SpanAttributes, parent: str | None = None
+    ) -> AbstractContextManager[object]:
         self.spans.append(name)
         return nullcontext()
+
+    def trace_for(self, name: str, attributes: SpanAttributes, within: str | None) -> str | None:
+        return None
 
     def event(self, conversation_id: int, event: JsonObject) -> None:
         self.events.append((conversation_id, event))
@@ -167,4 +172,78 @@ async def test_retries_compactions_and_aborts_are_events(tmp_path: Path) -> None
     marked = await root.abort()
     last = events_of(await h.view(1))[-1]
     assert last["kind"] == "abort" and last["tasks"] == marked > 0
+    assert last["scope"] == "conversation" and last["background"] is False
+    await h.close()
+
+
+def aborts(view: JsonObject) -> list[JsonObject]:
+    return [e for e in events_of(view) if e["kind"] == "abort"]
+
+
+async def test_every_abort_path_is_an_event_in_the_commit_that_marks(tmp_path: Path) -> None:
+    """A submission's abort (placed: its run; queued: withdrawn), a task aborted by id and
+    a reminder cancelled are told like a conversation's abort: an ``abort`` event with the
+    path (``scope``) in the view, and to the telemetry port once committed. Marking what is
+    already marked or ended tells nothing more."""
+    rig = Rig(tmp_path, "sqlite")
+    recorder = Recorder(rig)
+    rig.telemetry = recorder
+    blocked = asyncio.Event()
+
+    async def wait(args: Args, ctx: ToolContext) -> str:
+        blocked.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    rig.registry.install(extension("waiting", tool("wait", wait)))
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL, "tools": ["wait"]})
+
+    # A placed submission: its abort marks the run's generation.
+    rig.faux.respond(faux_message(faux_tool_call("wait", {}, id="w1")))
+    placed = await root.submit("wait forever")
+    await blocked.wait()
+    queued = await root.submit("after that")  # follow_up: queued behind the run
+    assert (await queued.status()).status == "queued"
+    assert await queued.abort() == "aborted"
+    (withdrawn,) = aborts(await h.view(1))
+    assert withdrawn["scope"] == "submission" and withdrawn["withdrawn"] is True
+    assert withdrawn["submission"] == queued.id and withdrawn["tasks"] == 0
+    live = (await h.view(1))["docs"]["live"]  # type: ignore[index]
+    generation = live["run"]["generation"]  # type: ignore[index,call-overload]
+    assert await placed.abort() == "aborted"
+    assert (await placed.wait()).reason == "aborted"
+    run = aborts(await h.view(1))[-1]
+    assert run["scope"] == "submission" and run["submission"] == placed.id
+    assert run["task"] == generation and run["task_kind"] == "generation"
+
+    # One task by id: a tool call, named by its tool.
+    blocked.clear()
+    rig.faux.respond(faux_message(faux_tool_call("wait", {}, id="w2")), faux_message("ok"))
+    await root.submit("wait again")
+    await blocked.wait()
+    (tool_task,) = [t for t in h.session.tasks.values() if t.kind == "perdure.tool"]
+    assert await h.abort_task(tool_task.id) == "marked"
+    by_id = aborts(await h.view(1))[-1]
+    assert (by_id["scope"], by_id["task"], by_id["tool"]) == ("task", tool_task.id, "wait")
+    assert by_id["task_kind"] == "tool"
+    await root.wait_for_idle()
+    count = len(aborts(await h.view(1)))
+    assert await h.abort_task(tool_task.id) == "terminal"  # ended: nothing more to tell
+    assert len(aborts(await h.view(1))) == count
+
+    # A reminder cancelled.
+    reminder = (await root.remind("never", after=60)).task
+    await h.cancel_reminder(reminder)
+    timer = aborts(await h.view(1))[-1]
+    assert (timer["scope"], timer["task"], timer["task_kind"]) == ("timer", reminder, "reminder")
+    await h.close()
+
+    # Durable: a reopened harness (a client attaching after a restart) sees them all, and
+    # the telemetry heard each once, after its commit.
+    h = await rig.open()
+    stored = aborts(await h.view(1))
+    assert [e["scope"] for e in stored] == ["submission", "submission", "task", "timer"]
+    told = [e for _, e in recorder.events if e["kind"] == "abort"]
+    assert [e["n"] for e in told] == [e["n"] for e in stored]
     await h.close()

@@ -145,8 +145,25 @@ function describe(item) {
     case "compaction":
       return `${rest.state}${rest.reason ? ` (${rest.reason})` : ""}`;
     case "abort":
-      return `${rest.tasks} task(s) marked${rest.background ? ", background too" : ""}`;
+      return describeAbort(rest);
     default:
       return JSON.stringify(rest);
+  }
+}
+
+// An abort event by its path (scope): what was aborted.
+function describeAbort(rest) {
+  const what = rest.tool || rest.task_kind || "task";
+  switch (rest.scope) {
+    case "timer":
+      return `reminder ${rest.task} cancelled`;
+    case "submission":
+      return rest.withdrawn
+        ? `submission ${rest.submission} withdrawn before it started`
+        : `submission ${rest.submission} aborted: its run (${what} task ${rest.task})`;
+    case "task":
+      return `${what} task ${rest.task} aborted`;
+    default:
+      return `conversation aborted: ${rest.tasks} task(s) marked${rest.background ? ", background too" : ""}`;
   }
 }
