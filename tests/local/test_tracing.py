@@ -29,8 +29,8 @@ from runtimes.local.clock import SystemClock
 from runtimes.local.server import bind
 from runtimes.observe import HostTelemetry, ObservedModels, configure_logging, describe_event
 from runtimes.observe.logs import LOGGER
+from tests.core.harness.support import MODEL, Args, Rig, extension, tool
 from tests.core.support import until
-from tests.harness.support import MODEL, Args, Rig, extension, tool
 from tests.remote_env.support import FAST_RETRY, settings, token
 
 
