@@ -447,14 +447,8 @@ class Harness:
                 await tx.put_task(t.evolve(abort_requested=True))
             await withdraw_inputs(tx, conversation_id)
             if marked:
-                await note_event(
-                    tx,
-                    conversation_id,
-                    "abort",
-                    scope="conversation",
-                    tasks=len(marked),
-                    background=background,
-                )
+                fields: JsonObject = {"scope": "conversation", "tasks": len(marked)}
+                await note_event(tx, conversation_id, "abort", **fields, background=background)
             return [t.id for t in marked]
 
         marked = await self.session.commit(mark)
