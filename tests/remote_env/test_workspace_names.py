@@ -19,17 +19,17 @@ REFUSED = ["", "x" * 65, ".hidden", "a/b", "a.b", "a b", "é", "a\n", "..", "a:b
 
 
 @pytest.mark.parametrize("actor", ADMITTED)
-def test_an_admitted_actor_id_is_a_workspace_on_a_real_sandbox(
-    tmp_path: Path, actor: str
-) -> None:
+def test_an_admitted_actor_id_is_a_workspace_on_a_real_sandbox(tmp_path: Path, actor: str) -> None:
     assert check_actor_id(actor) == actor
     assert verify_token(SECRET, mint_token(SECRET, actor, 60)).workspace == actor
 
     async def main() -> str:
-        async with running_app(settings(tmp_path / "root")) as app:
-            async with asgi_env(app, actor) as env:
-                await env.write("note.txt", "hello\n", OpRef(id="t:1"))
-                return (await env.read("note.txt")).text
+        async with (
+            running_app(settings(tmp_path / "root")) as app,
+            asgi_env(app, actor) as env,
+        ):
+            await env.write("note.txt", "hello\n", OpRef(id="t:1"))
+            return (await env.read("note.txt")).text
 
     assert run(main()) == "hello"
     assert (tmp_path / "root" / actor / "note.txt").read_text() == "hello\n"
