@@ -263,6 +263,63 @@ def pyodide_cold_starts(
     return runs, failures
 
 
+def import_profile(scratch: Path, wheels: Path, top: int = 25) -> None:
+    """One cold start under ``-X importtime``: where the import + open path's import time
+    goes, per module (self time: the module's own body, compiling it included) and per
+    top-level package. The timer's own overhead inflates every figure."""
+    import re
+    from collections import Counter
+
+    shutil.copy(scratch / "long-actor.sqlite", scratch / "profile-long.sqlite")
+    options = {
+        "python_args": ["-X", "importtime"],
+        "long_actor": str(scratch / "profile-long.sqlite"),
+        "first_request_actor": str(scratch / "profile-long.sqlite"),
+        "second_request_actor": str(scratch / "profile-long.sqlite"),
+        "new_actor": str(scratch / "profile-new.sqlite"),
+        "scratch": str(scratch),
+    }
+    proc = subprocess.run(
+        [
+            "node",
+            str(HERE / "runner.mjs"),
+            str(ROOT),
+            str(wheels),
+            "tests.pyodide.inside.cold_start",
+            json.dumps(options),
+        ],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+    )
+    rows: list[tuple[int, str]] = []
+    started = False
+    for line in proc.stderr.splitlines():
+        match = re.match(r"import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)", line)
+        if match is None:
+            continue
+        if not started:  # the benchmark module itself; what it imports comes after
+            started = match[2] == "tests.pyodide.inside.compile_meter"
+            continue
+        rows.append((int(match[1]), match[2]))
+        if match[2] == "runtimes.cloudflare.worker":
+            break
+    total = sum(us for us, _ in rows)
+    print(
+        f"\n=== -X importtime, import core + SDK + runtime: {len(rows)} modules,"
+        f" {total / 1000:.0f} ms ==="
+    )
+    for us, name in sorted(rows, reverse=True)[:top]:
+        print(f"  {us / 1000:7.1f} ms  {name}")
+    packages: Counter[str] = Counter()
+    for us, name in rows:
+        packages[name.split(".")[0]] += us
+    print(
+        "by top-level package:",
+        ", ".join(f"{p} {us / 1000:.0f}" for p, us in packages.most_common(12)),
+    )
+
+
 # Generous on purpose: the 1 s target is reported (met / not met), not enforced, because
 # a loaded CI machine measures 2-3x its idle time. This bound (best sample) only catches
 # a gross regression; the deterministic check that the HTTP app and httpx stay off the
@@ -423,6 +480,9 @@ def main() -> int:
     parser.add_argument("--entries", type=int, default=10_000)
     parser.add_argument("--no-pytest", action="store_true")
     parser.add_argument("--cold-starts", type=int, default=3, help="cold start samples")
+    parser.add_argument(
+        "--importtime", action="store_true", help="also profile one cold start's imports"
+    )
     args = parser.parse_args()
     install_node_packages()
     wheels = HERE / "wheels"
@@ -484,6 +544,8 @@ def main() -> int:
             print(f"\nFAILED {name}\n{trace}")
         if cold_failures or not runs or not report_cold_start(cpython, runs):
             failed = True
+        if args.importtime:
+            import_profile(scratch, wheels)
         if not args.no_pytest:
             _log("Pyodide: pytest on tests/cloudflare")
             pytest_dir = scratch / "pytest"
