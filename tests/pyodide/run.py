@@ -12,10 +12,9 @@
 4. starts, on CPython, two real servers on 127.0.0.1 — the models tests' scripted
    OpenAI-compatible server and a ``remote_env`` sandbox server (a subprocess) — and
    runs ``tests/pyodide/inside/suite.py`` in Pyodide (its own event loop, as in
-   workerd): the cold start (core, the Workers SDK, FastAPI, the actor API, the Durable
-   Object host and its adapters imported, then a harness opened on the 10,000-entry
-   actor); the storage conformance kit over the facade over the JS stand-in through
-   the real Workers SDK, plain and evicted after every commit; the SQL limits; the seed
+   workerd): a harness opened on the 10,000-entry actor; the storage conformance kit
+   over the facade over the JS stand-in through the real Workers SDK, plain and
+   evicted after every commit; the SQL limits; the seed
    crash scenario across an eviction, directly and through HTTP on the real
    ``PerdureActor`` via the SDK's ASGI bridge; the kit's submit → tools → answer over
    the bridge; a reminder that fires after an eviction; the hibernatable watch, and
@@ -23,9 +22,20 @@
    the model adapter and the sandbox client over ``fetch`` to those servers; the
    actor configured from the Worker's vars and secrets alone (model and sandbox, tokens
    minted from the secret); a harness smoke with reopen; ms per tool round;
-   then, in a Pyodide process of its own, the memory of one busy Durable Object;
-5. runs pytest inside Pyodide on ``tests/cloudflare`` (its normal summary line);
-6. prints the timings and ratios, and exits non-zero if anything failed.
+   then, in a Pyodide process of its own, the memory of one busy Durable Object (every
+   import the deployed entry makes, then tool rounds on the 10,000-entry actor);
+5. the cold start benchmark: ``--cold-starts N`` (default 3) fresh Pyodide processes
+   each running ``tests/pyodide/inside/cold_start.py`` — import core, the Workers SDK
+   and the runtime (``runtimes.cloudflare.worker``), open a harness on the 10,000-entry
+   actor (the target: <= 1 s, Pyodide's load excluded), then, reported apart, the
+   first HTTP request (the app imported and built) and the default adapters; each
+   step with its compile time; CPython's fresh-process figures in the same run.
+   Fails if the import + open path imports FastAPI or httpx, or if the best sample
+   exceeds ``IMPORT_OPEN_FAIL_MS`` (3x the target: the target itself is reported, met
+   or not, since a loaded machine measures 2-5x its idle time); ``--importtime`` adds
+   one cold start's per-module import times;
+6. runs pytest inside Pyodide on ``tests/cloudflare`` (its normal summary line);
+7. prints the timings and ratios, and exits non-zero if anything failed.
 
 Nothing is fetched at run time beyond what npm and pip fetch in steps 1 and 2.
 ``--rounds N`` sets the benchmark's tool rounds; ``--entries N`` the long actor's size.
