@@ -31,7 +31,7 @@
    first HTTP request (the app imported and built) and the default adapters; each
    step with its compile time; CPython's fresh-process figures in the same run.
    Fails if the import + open path imports FastAPI or httpx, or if the best sample
-   exceeds ``IMPORT_OPEN_FAIL_MS`` (3x the target: the target itself is reported, met
+   exceeds ``IMPORT_OPEN_FAIL_MS`` (5x the target: the target itself is reported, met
    or not, since a loaded machine measures 2-5x its idle time); ``--importtime`` adds
    one cold start's per-module import times;
 6. runs pytest inside Pyodide on ``tests/cloudflare`` (its normal summary line);
@@ -331,11 +331,12 @@ def import_profile(scratch: Path, wheels: Path, top: int = 25) -> None:
 
 
 # Generous on purpose: the 1 s target is reported (met / not met), not enforced, because
-# a loaded CI machine measures 2-3x its idle time. This bound (best sample) only catches
-# a gross regression; the deterministic check that the HTTP app and httpx stay off the
-# import + open path (cold_start.py) catches the likely one.
+# a loaded machine measures 2-5x its idle time (2 cores at load 10: 4-5 s a sample).
+# This bound (best sample) only catches a gross regression; the deterministic check that
+# the HTTP app and httpx stay off the import + open path (cold_start.py) catches the
+# likely one.
 IMPORT_OPEN_TARGET_MS = 1000.0
-IMPORT_OPEN_FAIL_MS = 3000.0
+IMPORT_OPEN_FAIL_MS = 5000.0
 _STEPS = (
     ("import_core", "import core (core.harness)"),
     ("import_workers_sdk", "import the Workers SDK (workers)"),
