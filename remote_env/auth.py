@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from remote_env.workspace_names import is_workspace_name
+
 __all__ = [
     "MIN_SECRET_BYTES",
     "TOKEN_PREFIX",
@@ -38,7 +40,6 @@ __all__ = [
 TOKEN_PREFIX = "pdt1"
 MIN_SECRET_BYTES = 16
 _MAX_TOKEN_LENGTH = 4096
-_WORKSPACE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
 class InvalidToken(Exception):
@@ -93,7 +94,7 @@ def mint_token(secret: bytes, workspace: str, ttl: float, *, now: float | None =
         ValueError: a short secret, an invalid workspace name or a non-positive ``ttl``.
     """
     _check_secret(secret)
-    if not _WORKSPACE_RE.fullmatch(workspace):
+    if not is_workspace_name(workspace):
         raise ValueError(f"invalid workspace name {workspace!r}")
     if not ttl > 0:
         raise ValueError("ttl must be positive")
@@ -140,7 +141,7 @@ def verify_token(secret: bytes, token: str, *, now: float | None = None) -> Toke
     )
     if (
         not isinstance(workspace, str)
-        or not _WORKSPACE_RE.fullmatch(workspace)
+        or not is_workspace_name(workspace)
         or type(issued) is not int
         or type(expires) is not int
         or not isinstance(token_id, str)

@@ -39,6 +39,7 @@ from pydantic import (
 )
 
 from core.jsonvalue import json_copy
+from remote_env.workspace_names import WORKSPACE_REGEX
 
 __all__ = [
     "MUTATING_KINDS",
@@ -87,8 +88,6 @@ __all__ = [
 
 PROTOCOL_VERSION: Final = 1
 OP_ID_REGEX: Final = r"^[A-Za-z0-9._:-]{1,255}$"
-#: Workspace (actor) names; a leading alphanumeric keeps names like ``.state`` free.
-WORKSPACE_REGEX: Final = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 
 OpKind = Literal["read", "write", "edit", "ls", "find", "grep", "bash"]
 MUTATING_KINDS: Final[frozenset[str]] = frozenset({"write", "edit", "bash"})

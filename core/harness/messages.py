@@ -41,7 +41,10 @@ StopReason: TypeAlias = Literal["stop", "tool_use", "length", "error", "aborted"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: each model's validator and serializer are built on first use, not at
+    # import. A cold isolate (an alarm with nothing due, a read request) may never need
+    # them; Pyodide pays ~0.1 s building them all at import otherwise.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class TextBlock(_Model):
@@ -127,7 +130,7 @@ Message: TypeAlias = Annotated[
     UserMessage | SystemMessage | AssistantMessage | ToolResultMessage,
     Field(discriminator="role"),
 ]
-_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message, config=ConfigDict(defer_build=True))
 
 
 def message_to_json(message: Message) -> JsonObject:

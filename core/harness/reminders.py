@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.errors import InvalidInput
 from core.harness.registry import Extension, define_extension, define_tool
@@ -50,6 +50,9 @@ MAX_DELAY_S = 366 * 24 * 3600
 
 class RemindArgs(BaseModel):
     """Exactly one of ``at`` (epoch milliseconds) and ``after`` (seconds from now)."""
+
+    # Built when the tool's schema or a call first needs it, not at import (cold start).
+    model_config = ConfigDict(defer_build=True)
 
     message: str = Field(
         min_length=1,

@@ -5,18 +5,15 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from remote_env.protocol import WORKSPACE_REGEX
 from remote_env.server.errors import Rejected
 from remote_env.server.paths import Confinement, openat2_available
 from remote_env.server.settings import ServerSettings
+from remote_env.workspace_names import is_workspace_name
 
 __all__ = ["Workspaces"]
-
-_WORKSPACE_RE = re.compile(WORKSPACE_REGEX)
 
 
 class Workspaces:
@@ -46,7 +43,7 @@ class Workspaces:
 
     def path_of(self, workspace: str) -> str:
         """Absolute path of a workspace directory."""
-        if not _WORKSPACE_RE.fullmatch(workspace):
+        if not is_workspace_name(workspace):
             raise Rejected(400, "invalid", f"invalid workspace name {workspace!r}")
         return os.path.join(self.root, workspace)
 

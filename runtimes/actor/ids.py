@@ -1,17 +1,16 @@
 """Actor ids: the conversation-tree id (also the stem of a local actor's files, a Durable
-Object's name, a lease key)."""
+Object's name, a lease key, and the name of the actor's workspace on the sandbox)."""
 
 from __future__ import annotations
 
-import re
-
+from remote_env.workspace_names import WORKSPACE_REGEX, is_workspace_name
 from runtimes.actor.errors import InvalidActorId
 
 __all__ = ["ACTOR_ID_PATTERN", "check_actor_id", "is_actor_id"]
 
-ACTOR_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
-# fullmatch, not match: "$" would accept a trailing newline.
-_ACTOR_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# One rule, the sandbox's workspace names: every host gates actor ids with it, so an
+# actor a host admits always gets its workspace (never a refusal mid-tool).
+ACTOR_ID_PATTERN = WORKSPACE_REGEX
 
 
 def check_actor_id(actor: object) -> str:
@@ -20,11 +19,11 @@ def check_actor_id(actor: object) -> str:
     The alphabet has no ``.`` or ``/``, so an id is always a plain file name inside the
     data directory: no traversal, no hidden files.
     """
-    if not isinstance(actor, str) or _ACTOR_ID.fullmatch(actor) is None:
+    if not isinstance(actor, str) or not is_workspace_name(actor):
         raise InvalidActorId(f"actor ids match {ACTOR_ID_PATTERN}, got {actor!r}")
     return actor
 
 
 def is_actor_id(value: object) -> bool:
     """Whether ``value`` is a valid actor id (a listing skips files named otherwise)."""
-    return isinstance(value, str) and _ACTOR_ID.fullmatch(value) is not None
+    return is_workspace_name(value)

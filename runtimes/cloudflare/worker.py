@@ -19,6 +19,12 @@ minted from the sandbox secret), unless the entry module gives it with
 :func:`configure`. A misconfigured deployment is refused at the front door with
 ``500 misconfigured`` naming the missing variables, before any Durable Object is
 addressed.
+
+Nothing here imports FastAPI or the actor API app at module level: an isolate imports
+core, the Workers SDK and this runtime, opens its actor, and builds the HTTP app on its
+first HTTP request (``fetch``); the alarm path never needs it. A deployment still gets
+every import for free: the entry module imports the app eagerly, into the deploy-time
+memory snapshot (``infra/cloudflare/src/entry.py``).
 """
 
 from __future__ import annotations
@@ -32,7 +38,6 @@ from workers import DurableObject, Response, WorkerEntrypoint  # type: ignore[im
 
 from core.errors import UnknownRecord
 from runtimes.actor import ActorConfig, UnknownActor
-from runtimes.actor.api import ApiConfig, create_app
 from runtimes.actor.clock import SystemClock
 from runtimes.cloudflare.actor import DurableActor
 from runtimes.cloudflare.alarm import AlarmReport
@@ -189,27 +194,40 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
             self.ctx.storage, config, clock=SystemClock(), alarm_report=_report
         )
         self.hub = WatchHub(self.host, self.ctx)
+        self._started = False
         self._app: Any = None
 
-    async def _serve(self) -> Any:
-        if self._app is None:
+    async def _start(self) -> None:
+        if not self._started:
             # Started once per isolate, with every other event held until it is done;
             # never closed here: an eviction just drops the isolate (closing writes
             # nothing a crash would not leave either).
             await self.ctx.blockConcurrencyWhile(self.host.start)
+            self._started = True
+
+    async def _serve(self) -> Any:
+        await self._start()
+        if self._app is None:
+            # The HTTP app (FastAPI, the actor API's routes and schemas) is imported on
+            # the first HTTP request, not with this module: an isolate woken by an alarm
+            # or a hibernated socket's message never builds it (module docstring).
+            from runtimes.actor.api import ApiConfig, create_app
+
             api = ApiConfig(self.settings.api_token, max_body_bytes=self.settings.max_body_bytes)
             self._app = without_lifespan(create_app(self.host, api))
         return self._app
 
     async def fetch(self, request: Any) -> Any:
-        from workers import asgi
-
-        app = await self._serve()
-        self.hub.revive()  # a wake after hibernation: watches get the current view
         js_request = _js(request)
         upgrade = str(js_request.headers.get("upgrade") or "").lower()
         if upgrade == "websocket":
+            await self._start()
+            self.hub.revive()  # a wake after hibernation: watches get the current view
             return await self._watch(js_request)
+        from workers import asgi
+
+        app = await self._serve()
+        self.hub.revive()
         return await asgi.fetch(app, request, self.env)
 
     async def _watch(self, js_request: Any) -> Any:
@@ -234,11 +252,11 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
         return JsResponse.new(None, status=101, webSocket=client)
 
     async def webSocketMessage(self, ws: Any, message: Any) -> None:
-        await self._serve()
+        await self._start()
         await self.hub.message(ws, message)
 
     async def webSocketClose(self, ws: Any, code: int, reason: str, was_clean: bool) -> None:
-        await self._serve()
+        await self._start()
         await self.hub.closed(ws, int(code), str(reason))
 
     async def alarm(self, alarm_info: Any = None) -> None:

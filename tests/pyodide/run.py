@@ -12,10 +12,9 @@
 4. starts, on CPython, two real servers on 127.0.0.1 — the models tests' scripted
    OpenAI-compatible server and a ``remote_env`` sandbox server (a subprocess) — and
    runs ``tests/pyodide/inside/suite.py`` in Pyodide (its own event loop, as in
-   workerd): the cold start (core, the Workers SDK, FastAPI, the actor API, the Durable
-   Object host and its adapters imported, then a harness opened on the 10,000-entry
-   actor); the storage conformance kit over the facade over the JS stand-in through
-   the real Workers SDK, plain and evicted after every commit; the SQL limits; the seed
+   workerd): a harness opened on the 10,000-entry actor; the storage conformance kit
+   over the facade over the JS stand-in through the real Workers SDK, plain and
+   evicted after every commit; the SQL limits; the seed
    crash scenario across an eviction, directly and through HTTP on the real
    ``PerdureActor`` via the SDK's ASGI bridge; the kit's submit → tools → answer over
    the bridge; a reminder that fires after an eviction; the hibernatable watch, and
@@ -23,9 +22,20 @@
    the model adapter and the sandbox client over ``fetch`` to those servers; the
    actor configured from the Worker's vars and secrets alone (model and sandbox, tokens
    minted from the secret); a harness smoke with reopen; ms per tool round;
-   then, in a Pyodide process of its own, the memory of one busy Durable Object;
-5. runs pytest inside Pyodide on ``tests/cloudflare`` (its normal summary line);
-6. prints the timings and ratios, and exits non-zero if anything failed.
+   then, in a Pyodide process of its own, the memory of one busy Durable Object (every
+   import the deployed entry makes, then tool rounds on the 10,000-entry actor);
+5. the cold start benchmark: ``--cold-starts N`` (default 3) fresh Pyodide processes
+   each running ``tests/pyodide/inside/cold_start.py`` — import core, the Workers SDK
+   and the runtime (``runtimes.cloudflare.worker``), open a harness on the 10,000-entry
+   actor (the target: <= 1 s, Pyodide's load excluded), then, reported apart, the
+   first HTTP request (the app imported and built) and the default adapters; each
+   step with its compile time; CPython's fresh-process figures in the same run.
+   Fails if the import + open path imports FastAPI or httpx, or if the best sample
+   exceeds ``IMPORT_OPEN_FAIL_MS`` (5x the target: the target itself is reported, met
+   or not, since a loaded machine measures 2-5x its idle time); ``--importtime`` adds
+   one cold start's per-module import times;
+6. runs pytest inside Pyodide on ``tests/cloudflare`` (its normal summary line);
+7. prints the timings and ratios, and exits non-zero if anything failed.
 
 Nothing is fetched at run time beyond what npm and pip fetch in steps 1 and 2.
 ``--rounds N`` sets the benchmark's tool rounds; ``--entries N`` the long actor's size.
@@ -146,7 +156,10 @@ async def cpython_side(scratch: Path, entries: int, rounds: int) -> dict[str, An
     built = time.perf_counter() - t
     for copy in ("long-actor-cpython.sqlite", "long-actor-pyodide.sqlite"):
         shutil.copy(actor, scratch / copy)  # closed cleanly: the WAL is checkpointed
-    cold = cpython_cold_start(scratch / "long-actor-cpython.sqlite")
+    cold = min(  # best of three fresh processes, like the Pyodide samples' best
+        (cpython_cold_start(scratch / "long-actor-cpython.sqlite") for _ in range(3)),
+        key=lambda r: r["import_ms"] + r["open_harness_ms"],
+    )
     # Best of three: the machine is shared, the minimum is the least disturbed run.
     local = min(
         [
@@ -169,15 +182,26 @@ async def cpython_side(scratch: Path, entries: int, rounds: int) -> dict[str, An
 
 _COLD_START = """
 import asyncio, importlib, json, sys, time
+from tests.pyodide.inside import compile_meter
+compile_meter.install()
 started = time.perf_counter()
 import core.harness
-from runtimes.local.sqlite import open_sqlite_storage
-from tests.pyodide.inside import workload
-for module in workload.DEPLOYED_MODULES:  # the same runtime Pyodide imports
+core_imported = time.perf_counter()
+from tests.pyodide.inside.workload import RUNTIME_MODULES
+for module in RUNTIME_MODULES:  # the runtime Pyodide imports, but for the Workers SDK
     importlib.import_module(module)
 imported = time.perf_counter()
+compiled = compile_meter.seconds()
+from runtimes.local.sqlite import open_sqlite_storage
+from tests.pyodide.inside import workload
 result = asyncio.run(workload.cold_open(lambda: open_sqlite_storage(sys.argv[1])))
+t = time.perf_counter()
+for module in workload.APP_MODULES:
+    importlib.import_module(module)
+result["import_app_ms"] = (time.perf_counter() - t) * 1000
+result["import_core_ms"] = (core_imported - started) * 1000
 result["import_ms"] = (imported - started) * 1000
+result["compile_ms"] = compiled * 1000
 print(json.dumps(result))
 """
 
@@ -214,18 +238,185 @@ def run_in_pyodide(
     return proc.wait(), result
 
 
+def pyodide_cold_starts(
+    samples: int, scratch: Path, entries: int, wheels: Path
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """``samples`` runs of ``tests/pyodide/inside/cold_start.py``, each in a fresh Pyodide
+    process on fresh copies of the long actor; the samples and any failures."""
+    runs: list[dict[str, Any]] = []
+    failures: dict[str, str] = {}
+    for i in range(samples):
+        copies = {}
+        for key in ("long_actor", "first_request_actor", "second_request_actor"):
+            copies[key] = str(scratch / f"cold-{i}-{key}.sqlite")
+            shutil.copy(scratch / "long-actor.sqlite", copies[key])
+        code, result = run_in_pyodide(
+            "tests.pyodide.inside.cold_start",
+            {
+                **copies,
+                "new_actor": str(scratch / f"cold-{i}-new.sqlite"),
+                "scratch": str(scratch),
+                "entries": entries,
+            },
+            wheels,
+        )
+        if code != 0 or not result.get("ok"):
+            failures[f"cold_start_sample_{i}"] = f"exit {code}: {result}"
+            continue
+        if result["open_path_imports"] or result["runtime_modules_not_imported"]:
+            failures[f"cold_start_sample_{i}"] = (
+                f"import + open imported {result['open_path_imports']} (the HTTP app and"
+                f" httpx belong to the first request); workload.RUNTIME_MODULES lists"
+                f" modules the runtime does not import: {result['runtime_modules_not_imported']}"
+            )
+        runs.append(result)
+    return runs, failures
+
+
+def import_profile(scratch: Path, wheels: Path, top: int = 25) -> None:
+    """One cold start under ``-X importtime``: where the import + open path's import time
+    goes, per module (self time: the module's own body, compiling it included) and per
+    top-level package. The timer's own overhead inflates every figure."""
+    import re
+    from collections import Counter
+
+    shutil.copy(scratch / "long-actor.sqlite", scratch / "profile-long.sqlite")
+    options = {
+        "python_args": ["-X", "importtime"],
+        "long_actor": str(scratch / "profile-long.sqlite"),
+        "first_request_actor": str(scratch / "profile-long.sqlite"),
+        "second_request_actor": str(scratch / "profile-long.sqlite"),
+        "new_actor": str(scratch / "profile-new.sqlite"),
+        "scratch": str(scratch),
+    }
+    proc = subprocess.run(
+        [
+            "node",
+            str(HERE / "runner.mjs"),
+            str(ROOT),
+            str(wheels),
+            "tests.pyodide.inside.cold_start",
+            json.dumps(options),
+        ],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+    )
+    rows: list[tuple[int, str]] = []
+    started = False
+    for line in proc.stderr.splitlines():
+        match = re.match(r"import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)", line)
+        if match is None:
+            continue
+        if not started:  # the benchmark module itself; what it imports comes after
+            started = match[2] == "tests.pyodide.inside.compile_meter"
+            continue
+        rows.append((int(match[1]), match[2]))
+        if match[2] == "runtimes.cloudflare.worker":
+            break
+    total = sum(us for us, _ in rows)
+    print(
+        f"\n=== -X importtime, import core + SDK + runtime: {len(rows)} modules,"
+        f" {total / 1000:.0f} ms ==="
+    )
+    for us, name in sorted(rows, reverse=True)[:top]:
+        print(f"  {us / 1000:7.1f} ms  {name}")
+    packages: Counter[str] = Counter()
+    for us, name in rows:
+        packages[name.split(".")[0]] += us
+    print(
+        "by top-level package:",
+        ", ".join(f"{p} {us / 1000:.0f}" for p, us in packages.most_common(12)),
+    )
+
+
+# Generous on purpose: the 1 s target is reported (met / not met), not enforced, because
+# a loaded machine measures 2-5x its idle time (2 cores at load 10: 4-5 s a sample).
+# This bound (best sample) only catches a gross regression; the deterministic check that
+# the HTTP app and httpx stay off the import + open path (cold_start.py) catches the
+# likely one.
+IMPORT_OPEN_TARGET_MS = 1000.0
+IMPORT_OPEN_FAIL_MS = 5000.0
+_STEPS = (
+    ("import_core", "import core (core.harness)"),
+    ("import_workers_sdk", "import the Workers SDK (workers)"),
+    ("import_runtime", "import the runtime (runtimes.cloudflare.worker and its host)"),
+    ("open_harness", "open a harness on the long actor"),
+)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def report_cold_start(cpython: dict[str, Any], runs: list[dict[str, Any]]) -> bool:
+    """Print the cold start; False if it breaks the generous bound."""
+    base = cpython["cold_start_10k"]
+    n = len(runs)
+    print(f"\n=== cold start: {n} fresh Pyodide processes (min / median; compiling in [ ]) ===")
+    print("Each sample starts with nothing of perdure imported; Pyodide's load and the wheels'")
+    print("install come before and are excluded. No snapshot: every module is compiled from")
+    print("source (in a deployment, the deploy-time memory snapshot holds the entry's imports).")
+    totals = [sum(r["ms"][k] for k, _ in _STEPS) for r in runs]
+    compiles = [sum(r["compile_ms"].get(k, 0.0) for k, _ in _STEPS) for r in runs]
+    for key, label in _STEPS:
+        ms = [r["ms"][key] for r in runs]
+        comp = [r["compile_ms"].get(key, 0.0) for r in runs]
+        print(f"  {label:<64} {min(ms):7.0f} / {_median(ms):6.0f} ms  [{_median(comp):4.0f}]")
+    best = min(totals)
+    met = "met" if best <= IMPORT_OPEN_TARGET_MS else "NOT met"
+    cpython_total = base["import_ms"] + base["open_harness_ms"]
+    print(
+        f"  import + open ({runs[0]['entries']} entries): {best:.0f} / {_median(totals):.0f} ms"
+        f"  [compiling {_median(compiles):.0f}]  target <= {IMPORT_OPEN_TARGET_MS:.0f} ms: {met}"
+    )
+    print(
+        f"  CPython, same imports but the SDK, fresh process (cached .pyc): "
+        f"{cpython_total:.0f} ms (core {base['import_core_ms']:.0f}, runtime"
+        f" {base['import_ms'] - base['import_core_ms']:.0f}, open {base['open_harness_ms']:.1f};"
+        f" compiling {base['compile_ms']:.0f})  ratio {best / cpython_total:.1f}x"
+    )
+    print("Where the rest went (not in import + open):")
+    first = [r["ms"]["first_request"] for r in runs]
+    adapters = [r["ms"]["import_default_adapters"] for r in runs]
+    print(
+        f"  first HTTP request (a new PerdureActor on another copy: open in"
+        f" blockConcurrencyWhile, import FastAPI + the actor API, build the app, POST"
+        f" /submissions -> 202): {min(first):.0f} / {_median(first):.0f} ms"
+        f"  [{_median([r['compile_ms']['first_request'] for r in runs]):.0f}]"
+    )
+    for key, label in (
+        ("first_request_parts", "first request"),
+        ("second_request_parts", "the same on a third copy, the app already imported"),
+        ("new_actor_request_parts", "the same on a new, empty actor"),
+    ):
+        parts = {p: _median([r[key][p] for r in runs]) for p in ("open", "app", "request")}
+        print(
+            f"    {label}: open {parts['open']:.0f}, import + build the app {parts['app']:.0f},"
+            f" serve POST /submissions {parts['request']:.0f} ms (medians)"
+        )
+    print(f"    CPython imports the same app in {base['import_app_ms']:.0f} ms")
+    with_first = [t + f for t, f in zip(totals, first, strict=True)]
+    print(f"  import + open + first request: {min(with_first):.0f} / {_median(with_first):.0f} ms")
+    print(
+        f"  the default configuration's adapters (model over httpx, sandbox client, coding"
+        f" tools; imported on the first event of an object configured from its vars):"
+        f" {min(adapters):.0f} / {_median(adapters):.0f} ms"
+        f"  [{_median([r['compile_ms']['import_default_adapters'] for r in runs]):.0f}]"
+    )
+    if best > IMPORT_OPEN_FAIL_MS:
+        print(f"cold start FAILED: best import + open {best:.0f} ms > {IMPORT_OPEN_FAIL_MS:.0f}")
+        return False
+    return True
+
+
 def report(cpython: dict[str, Any], inside: dict[str, Any]) -> None:
     t = inside["timings"]
     checks = inside["checks"]
     print("\n=== Pyodide 314.0.7 under Node: timings ===")
     print(f"load Pyodide:                 {t['pyodide_load_ms']:8.0f} ms")
     print(f"install wheels:               {t['wheels_install_ms']:8.0f} ms")
-    print(f"import core + storage, alarm: {t['import_core_and_runtime_ms']:8.0f} ms")
-    print(f"import the Workers SDK:       {t['import_workers_sdk_ms']:8.0f} ms")
-    print(
-        f"import fastapi, the actor API, the Durable Object host and adapters:"
-        f" {t['import_app_and_adapters_ms']:.0f} ms"
-    )
     print(
         f"(CPython built the {cpython['long_actor_entries']}-entry actor in"
         f" {cpython['long_actor_build_s']:.1f} s)"
@@ -233,23 +424,6 @@ def report(cpython: dict[str, Any], inside: dict[str, Any]) -> None:
     smoke = checks.get("harness_smoke_and_reopen", {})
     if smoke:
         print(f"open a harness (new actor):   {smoke['fresh_open_harness_ms']:8.1f} ms")
-    cold, base = checks.get("cold_start_10k"), cpython["cold_start_10k"]
-    if cold:
-        print(
-            f"open a harness ({cold['entries']} entries): {cold['open_harness_ms']:8.1f} ms"
-            f"   CPython, first open in a fresh process: {base['open_harness_ms']:.1f} ms"
-            f"  (ratio {cold['open_harness_ms'] / base['open_harness_ms']:.1f}x)"
-        )
-        total = (
-            t["import_core_and_runtime_ms"]
-            + t["import_workers_sdk_ms"]
-            + t["import_app_and_adapters_ms"]
-            + cold["open_harness_ms"]
-        )
-        print(
-            f"import + open, excluding Pyodide's load: {total:.0f} ms (target <= 1000);"
-            f" CPython in a fresh process: {base['import_ms'] + base['open_harness_ms']:.0f} ms"
-        )
     rounds, local = checks.get("tool_rounds"), cpython["tool_rounds"]
     if rounds:
         ratio = rounds["ms_per_round"] / local["ms_per_round"]
@@ -316,6 +490,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--entries", type=int, default=10_000)
     parser.add_argument("--no-pytest", action="store_true")
+    parser.add_argument("--cold-starts", type=int, default=3, help="cold start samples")
+    parser.add_argument(
+        "--importtime", action="store_true", help="also profile one cold start's imports"
+    )
     args = parser.parse_args()
     install_node_packages()
     wheels = HERE / "wheels"
@@ -371,6 +549,14 @@ def main() -> int:
             print(f"Pyodide suite FAILED (exit {code})")
         else:
             report(cpython, inside)
+        _log(f"Pyodide: {args.cold_starts} cold starts, each in a fresh process")
+        runs, cold_failures = pyodide_cold_starts(args.cold_starts, scratch, args.entries, wheels)
+        for name, trace in cold_failures.items():
+            print(f"\nFAILED {name}\n{trace}")
+        if cold_failures or not runs or not report_cold_start(cpython, runs):
+            failed = True
+        if args.importtime:
+            import_profile(scratch, wheels)
         if not args.no_pytest:
             _log("Pyodide: pytest on tests/cloudflare")
             pytest_dir = scratch / "pytest"

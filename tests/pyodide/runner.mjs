@@ -8,6 +8,8 @@
 // workerd); its result is printed as one JSON line prefixed with "RESULT ". A module
 // with `def main_sync(options) -> dict` is run synchronously instead (pytest inside
 // Pyodide drives its own loop). No network is used: everything comes from disk.
+// `python_args` in the options are Python's command-line arguments (run.py's
+// --importtime passes ["-X", "importtime"]).
 
 import { readdirSync } from "node:fs";
 import path from "node:path";
@@ -24,7 +26,7 @@ function heapMB(py) {
 }
 
 let t = performance.now();
-const pyodide = await loadPyodide();
+const pyodide = await loadPyodide({ args: options.python_args || [] });
 // Raw writes, so pytest's progress dots stay on one line.
 pyodide.setStdout({ write: (buf) => (process.stdout.write(buf), buf.length) });
 pyodide.setStderr({ write: (buf) => (process.stderr.write(buf), buf.length) });

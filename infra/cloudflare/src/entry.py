@@ -4,8 +4,9 @@ The classes wrangler binds are the runtime's own; what every actor is opened wit
 from the Worker's vars and secrets (``runtimes/cloudflare/settings.py``). A deployment
 with its own tools calls ``configure(ActorConfig(...))`` here instead.
 
-The adapters the default configuration builds on an object's first event are imported
-here, at the top level, on purpose: Cloudflare documents that a Python Worker's
+The actor API app (FastAPI; the runtime itself imports it only on an object's first
+HTTP request) and the adapters the default configuration builds on an object's first
+event are imported here, at the top level, on purpose: Cloudflare documents that a Python Worker's
 top-level imports run at deploy time and are kept in a memory snapshot that cold starts
 restore, so what is imported here is not paid again by each new isolate (not
 verifiable on the build machine; see ``infra/cloudflare/README.md``).
@@ -13,6 +14,7 @@ verifiable on the build machine; see ``infra/cloudflare/README.md``).
 
 import core.tools  # noqa: F401
 import remote_env.client  # noqa: F401
+import runtimes.actor.api
 import runtimes.actor.sandbox
 import runtimes.cloudflare.fetch_transport
 import runtimes.models.openai_http  # noqa: F401

@@ -16,7 +16,7 @@ from workers import DurableObject  # type: ignore[import-not-found]
 from core.storage.sqlite import SqliteStorage
 from runtimes.cloudflare.storage import open_durable_object_storage
 
-__all__ = ["Home"]
+__all__ = ["Home", "js_request"]
 
 
 class _Probe(DurableObject):  # type: ignore[misc]
@@ -38,3 +38,16 @@ class Home:
         """The harness storage in a fresh isolate (evicting the previous one);
         ``native=False`` keeps every call on the SDK's wrapper."""
         return await open_durable_object_storage(self.state().storage, native=native)
+
+
+def js_request(method: str, path: str, headers: dict[str, str], body: str | None = None) -> Any:
+    """A JS ``Request`` for ``path`` on the Worker's origin, as workerd hands one over."""
+    from js import Object, Request  # type: ignore[import-not-found]
+    from pyodide.ffi import to_js  # type: ignore[import-not-found]
+
+    init: dict[str, Any] = {"method": method, "headers": headers}
+    if body is not None:
+        init["body"] = body
+    return Request.new(
+        f"https://perdure.example{path}", to_js(init, dict_converter=Object.fromEntries)
+    )

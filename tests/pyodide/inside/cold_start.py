@@ -1,0 +1,172 @@
+"""The cold start benchmark inside real Pyodide: one fresh process, one sample.
+
+``tests/pyodide/run.py`` runs this module in a Pyodide process of its own, several
+times. Nothing of perdure is imported before ``main`` starts the clock; then, in order:
+
+1. **import core** (``core.harness``);
+2. **import the Workers SDK** (``workers``; the entry classes subclass its types);
+3. **import the runtime**: ``runtimes.cloudflare.worker`` (the front door and the
+   Durable Object class) and what it imports (``workload.RUNTIME_MODULES``: the actor
+   host, the alarm, the storage facade, the watch hub, the settings);
+4. **open a harness on the 10,000-entry actor** (``workload.cold_open``: the facade over
+   ``ctx.storage`` through the real SDK, ``Harness.open``, the root conversation,
+   ``resume()``, idle).
+
+1-4 are the benchmark's "import + open" (the target: <= 1 s, Pyodide's own load and the
+wheels' install excluded). Then, reported apart so the cost that moved is visible:
+
+5. **the first HTTP request** of a new ``PerdureActor`` on another copy of the actor: the
+   host opens it inside ``blockConcurrencyWhile``, the object imports FastAPI and the
+   actor API and builds the app, and ``POST /submissions`` is served through the SDK's
+   ASGI bridge (202); then the same on a third copy, the app already imported, and on
+   a new, empty actor;
+6. **the default configuration's adapters** (``workload.ADAPTER_MODULES``: the model
+   over httpx, the sandbox client, the coding tools), which an object opened from the
+   Worker's vars and secrets imports on its first event.
+
+Every step also reports the part of it spent compiling sources to bytecode
+(:mod:`compile_meter`), and which of ``workload.NOT_ON_THE_OPEN_PATH`` steps 1-4
+imported: run.py fails on any (a module that pulls the HTTP app or httpx back onto the
+open path), deterministically, unlike a timing.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from tests.pyodide.inside import compile_meter
+
+__all__ = ["main"]
+
+TOKEN = "pyodide-cold-start-token-0123456789"
+
+
+class _Steps:
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = {}
+        self.compile_ms: dict[str, float] = {}
+        self._at = time.perf_counter()
+        self._compiled = compile_meter.seconds()
+
+    def mark(self, name: str) -> None:
+        """Record the step ``name`` as everything since the last mark (or restart)."""
+        now, compiled = time.perf_counter(), compile_meter.seconds()
+        self.ms[name] = (now - self._at) * 1000
+        self.compile_ms[name] = (compiled - self._compiled) * 1000
+        self.restart()
+
+    def restart(self) -> None:
+        """Start the next step here (what ran since the last mark is not a step)."""
+        self._at, self._compiled = time.perf_counter(), compile_meter.seconds()
+
+
+async def main(options: Any) -> dict[str, Any]:
+    opts: dict[str, Any] = options.to_py() if hasattr(options, "to_py") else dict(options)
+    compile_meter.install()
+    steps = _Steps()
+    import core.harness  # noqa: F401
+
+    steps.mark("import_core")
+    import workers  # type: ignore[import-not-found]  # noqa: F401
+
+    steps.mark("import_workers_sdk")
+    import runtimes.cloudflare.worker  # noqa: F401
+
+    steps.mark("import_runtime")
+    # Test scaffolding, untimed: the JS stand-in's home and the workloads.
+    from tests.pyodide.inside.durable import Home, js_request
+    from tests.pyodide.inside.workload import (
+        ADAPTER_MODULES,
+        NOT_ON_THE_OPEN_PATH,
+        RUNTIME_MODULES,
+        cold_open,
+    )
+
+    steps.restart()
+    opened = await cold_open(Home(opts["long_actor"]).storage)
+    assert opened["entries"] >= int(opts.get("entries", 10_000)), opened
+    steps.mark("open_harness")  # the compile part; the time is cold_open's own:
+    steps.ms["open_harness"] = opened["open_harness_ms"]  # its count of entries is not
+    # Checked by run.py (a failure there), reported here so a timing still comes back.
+    leaked = [m for m in NOT_ON_THE_OPEN_PATH if m in sys.modules]
+    unused = [m for m in RUNTIME_MODULES if m not in sys.modules]
+
+    # The requests are timed from the object's construction to the 202 (imports and
+    # compiling included); the model turn they start is awaited afterwards, untimed.
+    steps.restart()
+    first = await _first_request(opts["first_request_actor"], Home, js_request)
+    steps.mark("first_request")
+    steps.ms["first_request"] = sum(first.values())
+    again = await _first_request(opts["second_request_actor"], Home, js_request)
+    fresh = await _first_request(opts["new_actor"], Home, js_request)
+    steps.ms["request_on_a_new_object"] = sum(again.values())
+    import importlib
+
+    steps.restart()
+    for module in ADAPTER_MODULES:
+        importlib.import_module(module)
+    steps.mark("import_default_adapters")
+    return {
+        "ok": True,
+        "ms": steps.ms,
+        "compile_ms": steps.compile_ms,
+        "entries": opened["entries"],
+        "first_request_parts": first,
+        "second_request_parts": again,
+        "new_actor_request_parts": fresh,
+        "open_path_imports": leaked,
+        "runtime_modules_not_imported": unused,
+    }
+
+
+async def _first_request(path: str, home_class: Any, js_request: Any) -> dict[str, float]:
+    """A new ``PerdureActor`` on the actor at ``path``, its first request ``POST
+    /submissions``; the answer is checked after the timing (through the same app)."""
+    import json
+
+    from js import Object  # type: ignore[import-not-found]
+    from pyodide.ffi import to_js  # type: ignore[import-not-found]
+
+    from core.faux import FauxModel, faux_message
+    from runtimes.actor import ActorConfig
+    from runtimes.cloudflare import names, worker
+    from tests.pyodide.inside.workload import MODEL, noop_extension
+
+    worker.configure(
+        ActorConfig(
+            models=FauxModel(fallback=lambda request, state: faux_message("first answer")),
+            extensions=[noop_extension()],
+            default_agent={"model": MODEL},
+        )
+    )
+    env = to_js({names.API_TOKEN_SECRET: TOKEN}, dict_converter=Object.fromEntries)
+    home = home_class(path, "long")
+    headers = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
+    body = json.dumps({"type": "input", "content": "hello"})
+    request = js_request("POST", "/v1/actors/long/submissions", headers, body)
+    start = time.perf_counter()
+    obj = worker.PerdureActor(home.js.open(), env)
+    await obj._start()  # what fetch does first, timed apart: the open
+    opened = time.perf_counter()
+    await obj._serve()  # then the app: imported (the first time) and built
+    built = time.perf_counter()
+    response = await obj.fetch(request)
+    accepted = json.loads(await response.text())
+    done = time.perf_counter()
+    parts = {
+        "open": (opened - start) * 1000,
+        "app": (built - opened) * 1000,
+        "request": (done - built) * 1000,
+    }
+    assert int(response.status) == 202, (response.status, accepted)
+    settled = None
+    for _ in range(200):
+        get = js_request("GET", f"/v1/actors/long/submissions/{accepted['id']}?wait=1", headers)
+        settled = json.loads(await (await obj.fetch(get)).text())
+        if settled["status"] == "done":
+            break
+    assert settled is not None and settled["answer"]["text"] == "first answer", settled
+    await obj.host.close()
+    return parts
