@@ -58,8 +58,8 @@ class Engine:
             if report is not None:
                 session.report = report
             session.telemetry = telemetry
-            session.definitions = tasks.task
             scheduler = Scheduler(session, tasks, clock, report=report)
+            session.task_layer = scheduler  # creates tasks and joins every commit
             if on_reconcile is not None:
                 scheduler.reconcile_hooks.append(on_reconcile)
             try:

