@@ -35,7 +35,6 @@ MAX_LINES = 800
 REASON_LINES = 600
 OVERSIZE: dict[str, int] = {
     "core.harness.generation": 949,
-    "core.tasks.scheduler": 888,  # issue 17 item 2: split next (decisions, invocations, loop)
     "core.storage.sqlite.storage": 894,
     "core.testing.storage_conformance": 882,
     "core.env": 660,
