@@ -146,7 +146,6 @@ class Harness:
         self._idle_waiters: WaiterRegistry[int, None] = self.session.waiters()
         """Callers waiting for a conversation to be idle, by conversation id."""
         self._unsubscribe = self.session.subscribe(self._on_commit)
-        engine.scheduler.settle_hooks.append(self._on_settled)
         engine.scheduler.harness = self
 
     # ------------------------------------------------------------------ lifecycle
@@ -176,6 +175,12 @@ class Harness:
             assert bound is not None, "a built-in task ran before the harness was built"
             return bound
 
+        async def on_settled(tx: Tx, task: Task) -> None:
+            # The open-time reconciliation (inside Engine.open) may finalize held
+            # outcomes before the harness exists; those commits go without it.
+            if bound is not None:
+                await bound._on_settled(tx, task)
+
         builtins = {
             t.name: t
             for t in (
@@ -192,6 +197,7 @@ class Harness:
             report=report,
             telemetry=telemetry,
             on_reconcile=note_restart,
+            on_settled=on_settled,
         )
         harness = cls(
             engine,

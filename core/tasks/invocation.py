@@ -268,7 +268,7 @@ class Invocations:
 
     async def _abort_by_default(self, task_id: int, tx: Tx) -> None:
         """No abort handler: the scheduler writes ``aborted`` itself, through its
-        ``settle``, so the settle hooks run as for any outcome it writes (the harness
+        ``settle``, so ``on_settled`` runs as for any outcome it writes (the harness
         clears what the task noted, such as a compaction's note in ``live``)."""
         now = self.driver.session.tasks.get(task_id)
         if now is None or isinstance(now.state, Completing) or self.driver.closing:

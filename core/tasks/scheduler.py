@@ -51,11 +51,15 @@ from core.tasks.invocation import Driver, Invocation, Invocations
 from core.tasks.ownership import has_owned_live_work, owners, settle_state
 from core.tasks.registry import TaskSource
 
-__all__ = ["Inspection", "Scheduler", "SettleHook", "TaskView"]
+__all__ = ["Inspection", "ReconcileHook", "Scheduler", "SettleHook", "TaskView"]
 
 SettleHook = Callable[[Tx, Task], Awaitable[None]]
 """Called in the commit where the *scheduler* settles a task (fault, orphan, default
 abort, completing → terminal), with the record as staged."""
+
+ReconcileHook = Callable[[Tx, list[Task]], Awaitable[None]]
+"""Called inside the open-time reconciliation commit, before its writes (it may read
+tables), with the tasks a crash left ``running``."""
 
 
 class Scheduler:
@@ -69,15 +73,19 @@ class Scheduler:
         clock: Clock,
         *,
         report: Callable[[BaseException], None] | None = None,
+        on_settled: SettleHook | None = None,
+        on_reconcile: ReconcileHook | None = None,
     ) -> None:
         self.session = session
         self.source = source
         self.clock = clock
         self.report = report or session.report
-        self.settle_hooks: list[SettleHook] = []
-        self.reconcile_hooks: list[Callable[[Tx, list[Task]], Awaitable[None]]] = []
-        """Run inside the open-time reconciliation commit with the tasks a crash left
-        ``running`` (the harness notes what it is about to recover)."""
+        self.on_settled = on_settled
+        """What the layer above does in the commit where the scheduler settles a task
+        (the harness answers what the task left open)."""
+        self.on_reconcile = on_reconcile
+        """What the layer above does at open-time reconciliation (the harness notes what
+        it is about to recover)."""
         self.harness: object = None
         """What task code reaches through ``TaskRuntime.harness`` (the harness sets itself)."""
         self.closing = False
@@ -108,8 +116,8 @@ class Scheduler:
 
         async def reconcile(tx: Tx) -> None:
             interrupted = [t for t in self.session.tasks.values() if isinstance(t.state, Running)]
-            for hook in self.reconcile_hooks:  # before the writes: a hook may read tables
-                await hook(tx, interrupted)
+            if self.on_reconcile is not None:  # before the writes: it may read tables
+                await self.on_reconcile(tx, interrupted)
             for task in interrupted:
                 assert isinstance(task.state, Running)
                 await tx.put_task(task.evolve(state=Pending(task.state.checkpoint)))
@@ -324,13 +332,12 @@ class Scheduler:
 
     async def settle(self, tx: Tx, task: Task, outcome: Outcome) -> None:
         """Write a scheduler outcome: ``completing`` if owned work is live, else terminal;
-        the settle hooks run in the commit that makes it terminal."""
+        ``on_settled`` runs in the commit that makes it terminal."""
         state = settle_state(self.session, tx, task, outcome)
         ended = tx.now() if isinstance(state, Terminal) else task.ended_at
         staged = await tx.put_task(task.evolve(state=state, ended_at=ended))
-        if isinstance(state, Terminal):
-            for hook in self.settle_hooks:
-                await hook(tx, staged)
+        if isinstance(state, Terminal) and self.on_settled is not None:
+            await self.on_settled(tx, staged)
 
     # ------------------------------------------------------------------ commits in
 
