@@ -11,7 +11,7 @@ Rules checked:
 
 * no import cycle within ``core.harness`` and none passing through it;
 * the cycles that remain elsewhere in ``core`` are exactly those listed in
-  :data:`KNOWN_CYCLES` (issue 17, item 2: session <-> tasks), printed when the test
+  :data:`KNOWN_CYCLES` (none since issue 17, item 2 broke session <-> tasks), printed when the test
   runs; a new cycle fails, and so does a listed one that is gone (remove it from the list);
 * module size: none over 800 lines, none over 600 without a reason in its docstring
   (``Size:``), except the modules in :data:`OVERSIZE`, which may not grow.
