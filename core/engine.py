@@ -26,7 +26,7 @@ from core.session.transaction import Tx
 from core.storage.port import Storage
 from core.tasks.definition import TaskDefinition
 from core.tasks.registry import TaskSource
-from core.tasks.scheduler import Inspection, Scheduler
+from core.tasks.scheduler import Inspection, ReconcileHook, Scheduler, SettleHook
 from core.telemetry import NO_TELEMETRY, Telemetry
 
 __all__ = ["Engine"]
@@ -48,20 +48,27 @@ class Engine:
         clock: Clock,
         report: Callable[[BaseException], None] | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
-        on_reconcile: Callable[[Tx, list[Task]], Awaitable[None]] | None = None,
+        on_reconcile: ReconcileHook | None = None,
+        on_settled: SettleHook | None = None,
     ) -> Engine:
         """Open the kernel on ``storage``. On failure the storage is closed and the
         original error re-raised. ``on_reconcile(tx, tasks)`` runs inside the open-time
-        reconciliation commit with the tasks a crash left running."""
+        reconciliation commit with the tasks a crash left running; ``on_settled(tx,
+        task)`` in every commit where the scheduler settles a task itself."""
         try:
             session = await Session.open(storage, clock)
             if report is not None:
                 session.report = report
             session.telemetry = telemetry
-            session.definitions = tasks.task
-            scheduler = Scheduler(session, tasks, clock, report=report)
-            if on_reconcile is not None:
-                scheduler.reconcile_hooks.append(on_reconcile)
+            scheduler = Scheduler(
+                session,
+                tasks,
+                clock,
+                report=report,
+                on_settled=on_settled,
+                on_reconcile=on_reconcile,
+            )
+            session.task_layer = scheduler  # creates tasks and joins every commit
             try:
                 await scheduler.open()
             except BaseException:

@@ -21,7 +21,6 @@ listener); forks are made in :mod:`~core.harness.forks`, views and watches in
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -33,7 +32,6 @@ from core.errors import (
     SessionClosed,
     TaskNotFound,
     UnknownRecord,
-    copy_error,
 )
 from core.harness.agents import agent_change
 from core.harness.builtin_documents import AGENT, USAGE
@@ -67,9 +65,11 @@ from core.records import Submission as SubmissionRecord
 from core.session.documents import DocDefinition
 from core.session.session import CommitEvent
 from core.session.transaction import Tx
+from core.session.waiters import WaiterRegistry
 from core.storage.paging import scan_all
 from core.storage.port import Cursor, Page, Storage
 from core.tasks.definition import TaskDefinition
+from core.tasks.ownership import owner_of, owners
 from core.tasks.scheduler import Inspection
 from core.telemetry import NO_TELEMETRY, Telemetry
 
@@ -122,13 +122,13 @@ class Harness:
         self.settings = settings
         self._ranges: dict[int, ActiveRange] = {}
         self._agents: dict[int, tuple[object, int | None, object, ResolvedAgent]] = {}
-        self._submission_waiters: dict[int, list[asyncio.Future[SubmissionRecord]]] = {}
+        self._submission_waiters: WaiterRegistry[int, SubmissionRecord] = self.session.waiters()
+        """Callers waiting for a submission to settle, by submission id."""
         self._views = Views(self)
         self._mounts = self._views.mounts  # the same dict (tests look at what is mounted)
-        self._idle_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._idle_waiters: WaiterRegistry[int, None] = self.session.waiters()
+        """Callers waiting for a conversation to be idle, by conversation id."""
         self._unsubscribe = self.session.subscribe(self._on_commit)
-        engine.scheduler.settle_hooks.append(self._on_settled)
-        self.session.poison_listeners.append(self._fail_waiters)
         engine.scheduler.harness = self
 
     # ------------------------------------------------------------------ lifecycle
@@ -158,6 +158,12 @@ class Harness:
             assert bound is not None, "a built-in task ran before the harness was built"
             return bound
 
+        async def on_settled(tx: Tx, task: Task) -> None:
+            # The open-time reconciliation (inside Engine.open) may finalize held
+            # outcomes before the harness exists; those commits go without it.
+            if bound is not None:
+                await bound._on_settled(tx, task)
+
         builtins = {
             t.name: t
             for t in (
@@ -174,6 +180,7 @@ class Harness:
             report=report,
             telemetry=telemetry,
             on_reconcile=note_restart,
+            on_settled=on_settled,
         )
         harness = cls(
             engine,
@@ -203,17 +210,11 @@ class Harness:
         await self.engine.close()
 
     def _fail_waiters(self, error: BaseException) -> None:
-        """Closed or poisoned: no submission settles and no conversation idles in this
-        session any more, so waiting callers are told instead of hanging."""
-        for waiters in self._submission_waiters.values():
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_exception(copy_error(error))
-        self._submission_waiters.clear()
-        for _, idle in self._idle_waiters:
-            if not idle.done():
-                idle.set_exception(copy_error(error))
-        self._idle_waiters.clear()
+        """Closed (the session fails them if it is poisoned): no submission settles and
+        no conversation idles in this session any more, so waiting callers are told
+        instead of hanging."""
+        self._submission_waiters.fail_all(error)
+        self._idle_waiters.fail_all(error)
 
     # ------------------------------------------------------------------ conversations
 
@@ -282,26 +283,14 @@ class Harness:
         if record.status in ("done", "unanswered"):
             return record
         self.session.check_open()  # poisoned or closed: it would never settle here
-        fut: asyncio.Future[SubmissionRecord] = asyncio.get_running_loop().create_future()
-        self._submission_waiters.setdefault(submission_id, []).append(fut)
         self.resume()
-        timer = None
-        if timeout is not None:
-            deadline = self.clock.now() + int(timeout * 1000)
-
-            def expire() -> None:
-                if not fut.done():
-                    fut.set_exception(TimeoutError("the submission is not settled yet"))
-
-            timer = self.clock.call_at(deadline, expire)
-        try:
-            return await fut
-        finally:
-            if timer is not None:
-                timer.cancel()
-            waiters = self._submission_waiters.get(submission_id, [])
-            if fut in waiters:
-                waiters.remove(fut)
+        deadline = None if timeout is None else self.clock.now() + int(timeout * 1000)
+        return await self._submission_waiters.wait(
+            submission_id,
+            clock=self.clock,
+            deadline=deadline,
+            expired="the submission is not settled yet",
+        )
 
     # ------------------------------------------------------------------ tasks and state
 
@@ -398,7 +387,7 @@ class Harness:
         while node is not None:
             if node.conversation_id == conversation_id:
                 return True
-            node = self.session.owner_of(node)
+            node = owner_of(self.session, node)
             if node is not None and node.background:
                 return False
         return False
@@ -412,14 +401,8 @@ class Harness:
         if self.idle(conversation_id):
             return
         self.session.check_open()  # poisoned or closed: it would never become idle here
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._idle_waiters.append((conversation_id, fut))
         self.resume()
-        try:
-            await fut
-        finally:
-            if (conversation_id, fut) in self._idle_waiters:
-                self._idle_waiters.remove((conversation_id, fut))
+        await self._idle_waiters.wait(conversation_id)
 
     async def abort_conversation(self, conversation_id: int, *, background: bool = False) -> int:
         """Abort the conversation's foreground work (all of it with ``background``) in one
@@ -441,7 +424,7 @@ class Harness:
                 t
                 for t in live
                 if not t.abort_requested
-                and (t.id in roots or any(o.id in roots for o in self.session.owners(t)))
+                and (t.id in roots or any(o.id in roots for o in owners(self.session, t)))
             ]
             for t in marked:
                 await tx.put_task(t.evolve(abort_requested=True))
@@ -580,14 +563,12 @@ class Harness:
                 active.add(entry)
         for sub in event.submissions:
             if sub.status in ("done", "unanswered"):
-                for fut in self._submission_waiters.pop(sub.id, []):
-                    if not fut.done():
-                        fut.set_result(sub)
+                self._submission_waiters.settle(sub.id, sub)
         self._views.on_commit(event)
         if event.tasks and self._idle_waiters:
-            for conversation_id, idle in list(self._idle_waiters):
-                if not idle.done() and self.idle(conversation_id):
-                    idle.set_result(None)
+            for conversation_id in self._idle_waiters.waited():
+                if self.idle(conversation_id):
+                    self._idle_waiters.settle(conversation_id, None)
 
     async def _on_settled(self, tx: Tx, task: Task) -> None:
         """The scheduler settled a task itself (fault, orphan, default abort)."""

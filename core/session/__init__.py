@@ -1,4 +1,5 @@
-"""The session kernel: one mutation line, transactions, documents, commit listeners."""
+"""The session kernel: one mutation line, transactions, documents, commit listeners,
+waiter registries, and the port the task layer plugs into (``TaskLayer``)."""
 
 from core.session.documents import DocDefinition, DocHandle, ForkPolicy, define_doc
 from core.session.session import (
@@ -8,7 +9,8 @@ from core.session.session import (
     ensure_outside_commit,
     in_commit,
 )
-from core.session.transaction import Tx
+from core.session.transaction import TaskLayer, Tx
+from core.session.waiters import WaiterRegistry
 
 __all__ = [
     "CommitEvent",
@@ -17,7 +19,9 @@ __all__ = [
     "DocumentEvent",
     "ForkPolicy",
     "Session",
+    "TaskLayer",
     "Tx",
+    "WaiterRegistry",
     "define_doc",
     "ensure_outside_commit",
     "in_commit",

@@ -16,9 +16,11 @@ Once ``fn`` has returned, the storage commit is shielded from the caller's
 cancellation: it lands (or fails) and is adopted regardless, and the line is released
 only then.
 
-Size: over 600 lines because the live-task indexes (by owner, by owning conversation,
-by awaited task) are kept in step by the same adoption code that updates ``tasks``;
-they move out with the task queries when session and tasks are separated (issue 17).
+The session keeps records; tasks are the task layer's (``core.tasks``): it creates
+them and joins commits through the one :class:`~core.session.transaction.TaskLayer`
+attached as :attr:`Session.task_layer`, and derives ownership from the record indexes
+kept here (:meth:`Session.owned_by`, :meth:`Session.rootless_owned_by`,
+:meth:`Session.waiting_on`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from core.clock import Clock
 from core.docops import diff
@@ -46,7 +48,8 @@ from core.records import (
     Waiting,
 )
 from core.session.documents import DocDefinition, DocHandle
-from core.session.transaction import Tx
+from core.session.transaction import TaskLayer, Tx
+from core.session.waiters import WaiterRegistry
 from core.storage.paging import scan_all
 from core.storage.port import (
     DocumentChange,
@@ -57,9 +60,6 @@ from core.storage.port import (
     Write,
 )
 from core.telemetry import NO_TELEMETRY, Telemetry
-
-if TYPE_CHECKING:
-    from core.tasks.definition import TaskDefinition
 
 __all__ = ["CommitEvent", "DocumentEvent", "Session", "ensure_outside_commit", "in_commit"]
 
@@ -126,18 +126,16 @@ class Session:
         self.tasks: dict[int, Task] = {}
         """Every live (non-terminal) task record, as committed."""
         self.last_seq: int | None = None
-        self.definitions: Callable[[str], TaskDefinition | None] | None = None
-        """Resolves task kinds for ``Tx.create_task``; set by the engine."""
+        self.task_layer: TaskLayer | None = None
+        """Creates tasks for ``Tx.create_task`` and joins every commit that stages task
+        writes (the scheduler reserves what the commit made runnable, in that commit);
+        attached once by the engine (a bare ``core.tasks.TaskFactory`` in kernel tests)."""
         self.report: Callable[[BaseException], None] = _report
-        self.before_commit: list[Callable[[Tx], Awaitable[None]]] = []
-        """Run on the line after a commit callback that staged task writes, before the
-        batch is prepared; the scheduler uses it to reserve tasks the commit made runnable
-        in that same commit."""
-        self.poison_listeners: list[Callable[[BaseException], None]] = []
         self.telemetry: Telemetry = NO_TELEMETRY
         """The host's logs and traces (see :mod:`core.telemetry`); set by the harness."""
-        """Called once, synchronously, when an uncertain storage failure poisons the
-        session: whoever holds waiters fails them, since nothing will ever settle them."""
+        self._registries: list[WaiterRegistry[Any, Any]] = []
+        """Every registry :meth:`waiters` handed out: failed at once, synchronously, when an
+        uncertain storage failure poisons the session, since nothing will settle them."""
         self._line = asyncio.Lock()
         self._sealed = False
         self._closed = False
@@ -198,6 +196,12 @@ class Session:
         """Admit no further commits (commits already on the line still land)."""
         self._sealed = True
 
+    def waiters(self) -> WaiterRegistry[Any, Any]:
+        """A new registry of waiting callers, failed by this session if it is poisoned."""
+        registry: WaiterRegistry[Any, Any] = WaiterRegistry()
+        self._registries.append(registry)
+        return registry
+
     def subscribe(self, listener: Callable[[CommitEvent], None]) -> Callable[[], None]:
         """Call ``listener`` after every successful commit, on the line. Returns an unsubscriber."""
         self._listeners.append(listener)
@@ -232,9 +236,8 @@ class Session:
                 result = fn(tx)
                 if inspect.isawaitable(result):
                     result = await result
-                if tx.tasks:
-                    for hook in self.before_commit:
-                        await hook(tx)
+                if tx.tasks and self.task_layer is not None:
+                    await self.task_layer.before_prepare(tx)
                 batch = await self._prepare(tx) if not tx.empty else None
             finally:
                 _IN_COMMIT.reset(marker)
@@ -263,11 +266,8 @@ class Session:
                     f"storage commit failed with an uncertain outcome: {e!r}"
                 )
                 poisoned.__cause__ = e
-                for listener in list(self.poison_listeners):
-                    try:
-                        listener(poisoned)
-                    except Exception as error:  # the failure is reported either way
-                        self.report(error)
+                for registry in self._registries:
+                    registry.fail_all(poisoned)
                 raise poisoned from e
             self._adopt(seq, tx, events, retire_tasks)
             for callback in tx.after_commit:
@@ -408,10 +408,8 @@ class Session:
         """Ids of the live waiting tasks whose ``Waiting.on`` names ``task_id`` (shared)."""
         return self._waiters.get(task_id, _NONE)
 
-    def _children(self, task_id: int) -> Iterable[int]:
-        """Ids of committed live tasks whose direct owner (see :meth:`owner_of`) is
-        ``task_id``: by ``owner`` field, or owner-less in a conversation it owns."""
-        yield from self._by_owner.get(task_id, ())
+    def rootless_owned_by(self, task_id: int) -> Iterable[int]:
+        """Ids of the live owner-less tasks in the cached conversations ``task_id`` owns."""
         for conv_id in self._owned_conversations.get(task_id, ()):
             yield from self._rootless.get(conv_id, ())
 
@@ -504,66 +502,6 @@ class Session:
                         state.record, state.version, state.value, state.deltas_since_base
                     )
         return found
-
-    # ------------------------------------------------------------------ ownership
-
-    def resolve_definition(self, definition: TaskDefinition | str) -> TaskDefinition | None:
-        if not isinstance(definition, str):
-            return definition
-        return self.definitions(definition) if self.definitions is not None else None
-
-    def owner_of(self, task: Task, staged: dict[int, Task] | None = None) -> Task | None:
-        """The live task directly above ``task`` in the ownership tree, if any."""
-        if task.owner is not None:
-            parent_id: int | None = task.owner
-        else:
-            conv = self._conversations.get(task.conversation_id)
-            parent_id = conv.owner.task_id if conv is not None and conv.owner is not None else None
-        if parent_id is None:
-            return None
-        parent = (staged or {}).get(parent_id) or self.tasks.get(parent_id)
-        return None if parent is None or isinstance(parent.state, Terminal) else parent
-
-    def owners(self, task: Task, staged: dict[int, Task] | None = None) -> Iterable[Task]:
-        """The live owners of a non-background task, nearest first, up to and including
-        the first background one (a background task is a boundary)."""
-        if task.background:
-            return
-        parent = self.owner_of(task, staged)
-        while parent is not None:
-            yield parent
-            if parent.background:
-                return
-            parent = self.owner_of(parent, staged)
-
-    def owned_live_work(self, task_id: int, staged: dict[int, Task] | None = None) -> bool:
-        """Whether any live ordinary (non-background) work sits below ``task_id``.
-
-        Work below a task passes through a live ordinary direct child (a background
-        task is a boundary: :meth:`owners` stops there), so direct children suffice."""
-        staged = staged or {}
-        me = staged.get(task_id) or self.tasks.get(task_id)
-        if me is None or isinstance(me.state, Terminal):
-            return False
-        for child_id in self._children(task_id):
-            child = staged.get(child_id) or self.tasks[child_id]
-            if (
-                child_id != task_id
-                and not child.background
-                and not isinstance(child.state, Terminal)
-            ):
-                return True
-        for child in staged.values():
-            if (
-                child.id != task_id
-                and child.id not in self.tasks
-                and not child.background
-                and not isinstance(child.state, Terminal)
-                and (parent := self.owner_of(child, staged)) is not None
-                and parent.id == task_id
-            ):
-                return True
-        return False
 
     # ------------------------------------------------------------------ close
 

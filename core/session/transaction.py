@@ -7,17 +7,22 @@ The rules a transaction enforces, so every commit is well-formed before storage 
   commit never mixes a decision with state it has already changed. Documents stay
   readable and writable throughout.
 * every value is plain JSON (:class:`~core.errors.InvalidJson` before anything is staged);
-* ownership rules: new owned work needs a live owner that is neither completing,
-  terminal nor abort-marked; a child task lives in its owner's conversation and is never
-  background; a task's conversation and kind never change; terminal tasks never change.
+* record rules: new owned work needs a live owner that is neither completing, terminal
+  nor abort-marked (:meth:`Tx.live_owner`); a task's conversation, kind, owner and
+  background flag never change; terminal tasks never change.
+
+Which tasks may be created (definitions, child rules) is the task layer's decision
+(``core.tasks.creation``), reached through :class:`TaskLayer`; so are ownership
+queries (``core.tasks.ownership``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
+from core.clock import Clock
 from core.errors import (
     DocumentError,
     ReadAfterWrite,
@@ -37,6 +42,7 @@ from core.records import (
     ConversationParent,
     ConversationRecord,
     DocumentRecord,
+    DocumentState,
     Entry,
     Failed,
     Faulted,
@@ -53,22 +59,83 @@ from core.records import (
     Waiting,
 )
 from core.session.documents import DocDefinition, DocHandle
-from core.storage.port import Cursor, DocumentCopy, DocumentCreate, Order, Page
-from core.telemetry import TRACE_MEMO
+from core.storage.port import Cursor, DocumentCopy, DocumentCreate, Order, Page, Storage
+from core.telemetry import Telemetry
 
-if TYPE_CHECKING:
-    from core.session.session import Session
-    from core.tasks.definition import TaskDefinition
-
-__all__ = ["Tx"]
+__all__ = ["TaskLayer", "Tx", "TxSession"]
 
 DocAddress = tuple[str, str, int | None, str | None]
+
+
+class TaskLayer(Protocol):
+    """The task layer's part in a session's commits.
+
+    ``core.tasks`` implements it (the scheduler; a bare ``TaskFactory`` when nothing
+    schedules) and the engine attaches it as ``Session.task_layer``. It is named here
+    because the session layer may not import the task layer above it.
+    """
+
+    async def create_task(
+        self,
+        tx: Tx,
+        definition: Any,
+        input: JsonValue,
+        *,
+        conversation_id: int | None,
+        owner: int | None,
+        background: bool,
+        checkpoint: JsonObject | None,
+        until: int | None,
+        continues: Task | None,
+    ) -> Task:
+        """Stage a new task in ``tx`` and return its record (see :meth:`Tx.create_task`).
+
+        ``definition`` is a task definition or a registered kind name. Raises
+        ``UnknownTaskKind``, ``TaskStateError``, ``UnknownRecord`` or ``InvalidJson``
+        with nothing staged for the task.
+        """
+        ...
+
+    async def before_prepare(self, tx: Tx) -> None:
+        """Join a commit: called on the line once the commit callback has returned, only
+        if it staged task writes, before the batch goes to storage. May stage more task
+        writes and ``tx.after_commit`` callbacks; raising fails the commit, nothing written."""
+        ...
+
+
+class TxSession(Protocol):
+    """What a transaction reads of its session: committed state, storage and clock."""
+
+    @property
+    def storage(self) -> Storage: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def telemetry(self) -> Telemetry: ...
+
+    @property
+    def tasks(self) -> dict[int, Task]:
+        """Every live task record, as committed (shared: do not mutate)."""
+        ...
+
+    @property
+    def task_layer(self) -> TaskLayer | None: ...
+
+    async def conversation(self, conversation_id: int) -> ConversationRecord | None: ...
+
+    async def task(self, task_id: int) -> Task | None: ...
+
+    async def current_document(
+        self, definition: DocDefinition[Any], owner_id: int | None, key: str | None
+    ) -> DocumentState | None: ...
 
 
 class Tx:
     """A transaction on the session's mutation line. Valid only inside its callback."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: TxSession) -> None:
         self._session = session
         self._settled = False
         self._wrote = False
@@ -86,7 +153,7 @@ class Tx:
     # ------------------------------------------------------------------ state
 
     @property
-    def session(self) -> Session:
+    def session(self) -> TxSession:
         return self._session
 
     def now(self) -> int:
@@ -225,7 +292,7 @@ class Tx:
         self._live()
         owner: ConversationOwner | None = None
         if parent is not None:
-            if await self._conversation_exists(parent.conversation_id) is False:
+            if await self.conversation_exists(parent.conversation_id) is False:
                 raise UnknownRecord(f"Unknown conversation {parent.conversation_id}")
             visible = await self._session.storage.visible_entry(
                 parent.conversation_id, parent.at_entry
@@ -236,7 +303,7 @@ class Tx:
                     f"{parent.conversation_id}"
                 )
         if owner_task_id is not None:
-            owning = self._live_owner(owner_task_id)
+            owning = self.live_owner(owner_task_id)
             owner = ConversationOwner(owning.conversation_id, owning.id)
         conv = ConversationRecord(await self.mint_id(), parent, owner)
         self.put_conversation(conv)
@@ -249,12 +316,14 @@ class Tx:
 
     async def ensure_root(self) -> None:
         """Stage the root conversation (id 1) unless it exists."""
-        if ROOT_CONVERSATION_ID not in self.conversations and not await self._conversation_exists(
+        if ROOT_CONVERSATION_ID not in self.conversations and not await self.conversation_exists(
             ROOT_CONVERSATION_ID
         ):
             self.put_conversation(ConversationRecord(ROOT_CONVERSATION_ID))
 
-    async def _conversation_exists(self, conversation_id: int) -> bool:
+    async def conversation_exists(self, conversation_id: int) -> bool:
+        """Whether the conversation is staged here or committed (not a table read: it
+        stays allowed after writes, as the staging rules need it)."""
         if conversation_id in self.conversations:
             return True
         return await self._session.conversation(conversation_id) is not None
@@ -274,7 +343,7 @@ class Tx:
     ) -> Entry:
         """Append an immutable entry. ``head="self"`` makes it a head marker for itself."""
         self._live()
-        if not await self._conversation_exists(conversation_id):
+        if not await self.conversation_exists(conversation_id):
             raise UnknownRecord(f"Unknown conversation {conversation_id}")
         if not kind or type(kind) is not str:
             raise ValueError("an entry kind is a non-empty string")
@@ -312,7 +381,7 @@ class Tx:
 
     async def create_task(
         self,
-        definition: TaskDefinition | str,
+        definition: Any,
         input: JsonValue = None,
         *,
         conversation_id: int | None = None,
@@ -326,63 +395,34 @@ class Tx:
         (or at ``checkpoint``, when the creator has already done the first phase's work);
         with ``until`` (epoch ms) it waits for that time first.
 
-        ``owner`` makes it a child of a live task (same conversation, never background);
-        otherwise it is owned by its conversation (the root conversation by default,
-        created on demand). The task's spans belong to its owner's trace; ``continues``
-        names a task whose work this one carries on (a run's next round), so they
-        belong to that task's trace instead of beginning one (see
-        :meth:`core.telemetry.Telemetry.trace_for`).
+        ``definition`` is a ``TaskDefinition`` or a registered kind name. ``owner`` makes
+        it a child of a live task (same conversation, never background); otherwise it is
+        owned by its conversation (the root conversation by default, created on demand).
+        The task's spans belong to its owner's trace; ``continues`` names a task whose
+        work this one carries on (a run's next round), so they belong to that task's
+        trace instead of beginning one (see :meth:`core.telemetry.Telemetry.trace_for`).
+        The session's task layer decides and stages it (see :class:`TaskLayer`); a
+        session without one creates no tasks (``UnknownTaskKind``).
         """
         self._live()
-        defn = self._session.resolve_definition(definition)
-        if defn is None:
-            raise UnknownTaskKind(f"no task definition is registered as {definition!r}")
-        value = json_copy(input, f"input of {defn.name}")
-        if until is not None and type(until) is not int:
-            raise TaskStateError(f"{defn.name}: until must be epoch milliseconds (int)")
-        # The trace the task's spans belong to: its owner's, or the one it continues.
-        within = continues.memos.get(TRACE_MEMO) if continues is not None else None
-        if owner is not None:
-            parent = self._live_owner(owner)
-            within = parent.memos.get(TRACE_MEMO)
-            if background:
-                raise TaskStateError("a child task cannot be background")
-            if conversation_id is not None and conversation_id != parent.conversation_id:
-                raise TaskStateError("a child task lives in its owner's conversation")
-            conversation_id = parent.conversation_id
-        if conversation_id is None:
-            conversation_id = ROOT_CONVERSATION_ID
-        if conversation_id == ROOT_CONVERSATION_ID:
-            await self.ensure_root()
-        elif not await self._conversation_exists(conversation_id):
-            raise UnknownRecord(f"Unknown conversation {conversation_id}")
-        checkpoint = defn.checkpoint(defn.initial(value) if checkpoint is None else checkpoint)
-        task_id = await self.mint_id()
-        trace = self._session.telemetry.trace_for(
-            defn.name,
-            {
-                "perdure.task.id": task_id,
-                "perdure.task.kind": defn.name,
-                "perdure.conversation.id": conversation_id,
-            },
-            within if isinstance(within, str) else None,
-        )
-        task = Task(
-            id=task_id,
+        layer = self._session.task_layer
+        if layer is None:
+            raise UnknownTaskKind(f"no task layer is attached to create {definition!r}")
+        return await layer.create_task(
+            self,
+            definition,
+            input,
             conversation_id=conversation_id,
-            kind=defn.name,
-            version=defn.version,
-            input=value,
-            state=Waiting(checkpoint, until=until),
             owner=owner,
-            background=bool(background),
-            memos={TRACE_MEMO: trace} if trace is not None else {},
+            background=background,
+            checkpoint=checkpoint,
+            until=until,
+            continues=continues,
         )
-        self._write()
-        self.tasks[task.id] = task
-        return task
 
-    def _live_owner(self, owner_id: int) -> Task:
+    def live_owner(self, owner_id: int) -> Task:
+        """The live task (staged or committed) that new owned work may name as owner:
+        neither completing, terminal nor abort-marked; ``TaskStateError`` otherwise."""
         owner = self.staged_task(owner_id)
         if owner is None:
             raise TaskStateError(f"owner task {owner_id} does not exist or is terminal")
@@ -421,14 +461,6 @@ class Tx:
         self._write()
         self.tasks[task.id] = task
         return task
-
-    def has_owned_live_work(self, task_id: int) -> bool:
-        """Whether ordinary work owned by the task is live, counting this commit's writes."""
-        return self._session.owned_live_work(task_id, self.tasks)
-
-    def settle_state(self, task: Task, outcome: Outcome) -> TaskState:
-        """``completing`` while ordinary owned work is live, else ``terminal``."""
-        return Completing(outcome) if self.has_owned_live_work(task.id) else Terminal(outcome)
 
     # ------------------------------------------------------------------ documents
 
@@ -484,7 +516,7 @@ class Tx:
                 f"{definition.scope} document {definition.kind!r} needs an owner id"
             )
         elif definition.scope == "conversation":
-            if not await self._conversation_exists(owner_id):
+            if not await self.conversation_exists(owner_id):
                 raise UnknownRecord(f"Unknown conversation {owner_id}")
         else:
             owner = self.staged_task(owner_id)

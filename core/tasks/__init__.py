@@ -1,5 +1,7 @@
-"""Tasks: definitions, the phase runtime, the registry and the scheduler."""
+"""Tasks: definitions, creation, ownership, the phase runtime, the registry and the
+scheduler."""
 
+from core.tasks.creation import TaskFactory
 from core.tasks.definition import AbortHandler, Migrate, PhaseHandler, TaskDefinition, define_task
 from core.tasks.registry import TaskRegistry, TaskSource
 from core.tasks.runtime import NextState, TaskRuntime
@@ -16,6 +18,7 @@ __all__ = [
     "Scheduler",
     "SettleHook",
     "TaskDefinition",
+    "TaskFactory",
     "TaskRegistry",
     "TaskRuntime",
     "TaskSource",

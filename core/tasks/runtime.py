@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
+from core.clock import Clock
 from core.errors import InvocationEnded, SessionClosed, TaskNotFound, TaskStateError
 from core.jsonvalue import JsonObject, JsonValue, json_copy
 from core.records import (
@@ -31,15 +32,12 @@ from core.records import (
     Waiting,
     WaitPolicy,
 )
+from core.session.session import Session
 from core.session.transaction import Tx
+from core.tasks.ownership import owners, settle_state
 from core.tasks.signal import CancelSignal
 
-if TYPE_CHECKING:
-    from core.session.session import Session
-    from core.tasks.definition import TaskDefinition
-    from core.tasks.scheduler import Scheduler
-
-__all__ = ["NextState", "TaskRuntime"]
+__all__ = ["CheckpointRule", "NextState", "Runner", "TaskRuntime"]
 
 NextState: TypeAlias = "JsonObject | Waiting | Outcome | None"
 """What a runtime commit callback returns: a new checkpoint (a dict with a ``phase``), a
@@ -48,15 +46,44 @@ NextState: TypeAlias = "JsonObject | Waiting | Outcome | None"
 _MISSING: Any = object()
 
 
+class CheckpointRule(Protocol):
+    """What a runtime needs of its task's definition (a ``TaskDefinition``, which
+    imports this module for its handler types): to check the checkpoints it commits."""
+
+    def checkpoint(self, value: object) -> JsonObject:
+        """A checked copy of ``value`` as a checkpoint; ``TaskStateError`` otherwise."""
+        ...
+
+
+class Runner(Protocol):
+    """What a runtime reads of the scheduler running its invocation."""
+
+    @property
+    def session(self) -> Session: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def closing(self) -> bool:
+        """The scheduler is closing: no invocation may commit any more."""
+        ...
+
+    @property
+    def harness(self) -> object:
+        """What task code reaches through :attr:`TaskRuntime.harness`."""
+        ...
+
+
 class TaskRuntime:
     """Bound to one invocation (``mode`` is ``"run"`` or ``"abort"``) of one task."""
 
     def __init__(
         self,
-        scheduler: Scheduler,
+        scheduler: Runner,
         task_id: int,
         conversation_id: int,
-        definition: TaskDefinition,
+        definition: CheckpointRule,
         mode: Literal["run", "abort"],
         signal: CancelSignal,
         *,
@@ -141,7 +168,7 @@ class TaskRuntime:
                 self.definition.checkpoint(nxt.checkpoint), tuple(nxt.on), nxt.policy, nxt.until
             )
         elif isinstance(nxt, Completed | Failed | Aborted):
-            state = tx.settle_state(rec, nxt)
+            state = settle_state(self.session, tx, rec, nxt)
             if isinstance(state, Terminal):
                 ended_at = tx.now()
         elif isinstance(nxt, Orphaned | Faulted):
@@ -157,7 +184,7 @@ class TaskRuntime:
     async def _check_wait(self, tx: Tx, rec: Task, wait: Waiting) -> None:
         if wait.policy not in ("all_settled", "fail_fast"):
             raise TaskStateError(f"unknown wait policy {wait.policy!r}")
-        above = {o.id for o in self._scheduler.session.owners(rec, tx.tasks)}
+        above = {o.id for o in owners(self.session, rec, tx.tasks)}
         for member in wait.on:
             if member == rec.id or member in above:
                 raise TaskStateError(f"Task {rec.id} cannot wait on itself or an owner ({member})")

@@ -24,88 +24,42 @@ Definition resolution at reservation: missing → blocked ``missing_task``; olde
 the record → blocked ``task_too_old``; newer → ``migrate`` (committed with the
 reservation), failing → blocked ``migration_failed``. Blocked is derived, never
 stored; only an abort ends it (→ ``orphaned``).
+
+What each step decides is computed from records and the clock alone in
+:mod:`core.tasks.decisions`; running an invocation is :mod:`core.tasks.invocation`'s;
+this module is the loop: drains, eager reservations, waiters and timers.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from functools import partial
-from typing import Literal
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Literal
 
 from core.clock import Clock, TimerHandle
-from core.errors import SessionClosed, StorageRejected, TaskNotFound, copy_error
-from core.jsonvalue import JsonObject, JsonValue, json_copy, json_equal
-from core.records import (
-    Aborted,
-    Completed,
-    Completing,
-    ErrorInfo,
-    Faulted,
-    Orphaned,
-    Outcome,
-    Pending,
-    Running,
-    Task,
-    Terminal,
-    Waiting,
-)
-from core.session.session import CommitEvent, Session, ensure_outside_commit
-from core.session.transaction import Tx
+from core.errors import SessionClosed, StorageRejected, TaskNotFound
+from core.jsonvalue import JsonObject, JsonValue, json_copy
+from core.records import Completing, Orphaned, Outcome, Pending, Running, Task, Terminal, Waiting
+from core.session.session import CommitEvent, Session
+from core.session.transaction import TaskLayer, Tx
+from core.session.waiters import WaiterRegistry
+from core.tasks import decisions
+from core.tasks.creation import TaskFactory
+from core.tasks.decisions import Inspection, Mode, Resolution, TaskView
 from core.tasks.definition import TaskDefinition
+from core.tasks.invocation import Driver, Invocation, Invocations
+from core.tasks.ownership import has_owned_live_work, owners, settle_state
 from core.tasks.registry import TaskSource
-from core.tasks.runtime import TaskRuntime, _detached
-from core.tasks.signal import CancelSignal
-from core.telemetry import phase_span
 
-__all__ = ["Inspection", "Scheduler", "SettleHook", "TaskView"]
+__all__ = ["Inspection", "ReconcileHook", "Scheduler", "SettleHook", "TaskView"]
 
 SettleHook = Callable[[Tx, Task], Awaitable[None]]
 """Called in the commit where the *scheduler* settles a task (fault, orphan, default
 abort, completing → terminal), with the record as staged."""
 
-Mode = Literal["run", "abort"]
-
-
-@dataclass(slots=True)
-class _Invocation:
-    task_id: int
-    mode: Mode
-    definition: TaskDefinition
-    runtime: TaskRuntime
-    signal: CancelSignal
-    done: asyncio.Future[None]
-    job: asyncio.Task[None] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Resolution:
-    definition: TaskDefinition | None
-    blocked: str | None = None
-    migrated: tuple[JsonValue, JsonObject] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TaskView:
-    """A live task as :meth:`Scheduler.inspect` derives it, without running task code.
-
-    ``state``: ``running`` (an invocation holds it), ``ready`` (with ``migrates``),
-    ``waiting`` (on tasks and/or a time), ``completing``, or ``blocked`` with a reason.
-    """
-
-    record: Task
-    state: Literal["running", "ready", "waiting", "completing", "blocked"]
-    reason: str | None = None
-    migrates: bool = False
-    waiting_on: tuple[int, ...] = ()
-    until: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Inspection:
-    scheduling: Literal["paused", "running", "closing"]
-    tasks: list[TaskView] = field(default_factory=list)
+ReconcileHook = Callable[[Tx, list[Task]], Awaitable[None]]
+"""Called inside the open-time reconciliation commit, before its writes (it may read
+tables), with the tasks a crash left ``running``."""
 
 
 class Scheduler:
@@ -119,15 +73,19 @@ class Scheduler:
         clock: Clock,
         *,
         report: Callable[[BaseException], None] | None = None,
+        on_settled: SettleHook | None = None,
+        on_reconcile: ReconcileHook | None = None,
     ) -> None:
         self.session = session
         self.source = source
         self.clock = clock
         self.report = report or session.report
-        self.settle_hooks: list[SettleHook] = []
-        self.reconcile_hooks: list[Callable[[Tx, list[Task]], Awaitable[None]]] = []
-        """Run inside the open-time reconciliation commit with the tasks a crash left
-        ``running`` (the harness notes what it is about to recover)."""
+        self.on_settled = on_settled
+        """What the layer above does in the commit where the scheduler settles a task
+        (the harness answers what the task left open)."""
+        self.on_reconcile = on_reconcile
+        """What the layer above does at open-time reconciliation (the harness notes what
+        it is about to recover)."""
         self.harness: object = None
         """What task code reaches through ``TaskRuntime.harness`` (the harness sets itself)."""
         self.closing = False
@@ -135,17 +93,18 @@ class Scheduler:
         self._dirty = False
         self._draining = False
         self._drain_job: asyncio.Task[None] | None = None
-        self._invocations: dict[int, _Invocation] = {}
+        self._runs = Invocations(self)
         self._outcomes: dict[int, Outcome] = {}
         self._failed_migrations: set[tuple[int, int]] = set()
         self._reported: set[tuple[int, str, int]] = set()
         self._timer: TimerHandle | None = None
         self._timer_at: int | None = None
-        self._task_waiters: dict[int, list[asyncio.Future[Task]]] = {}
-        self._idle_waiters: list[asyncio.Future[None]] = []
+        self._task_waiters: WaiterRegistry[int, Task] = session.waiters()
+        """Callers waiting for a task to be terminal, by task id."""
+        self._idle_waiters: WaiterRegistry[None, None] = session.waiters()
+        """Callers waiting for :meth:`idle` (one key: ``None``)."""
+        self._factory = TaskFactory(source.task)
         self._unsubscribe = [session.subscribe(self._on_commit), source.subscribe(self.kick)]
-        session.before_commit.append(self._reserve_eagerly)
-        session.poison_listeners.append(self._fail_waiters)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -157,8 +116,8 @@ class Scheduler:
 
         async def reconcile(tx: Tx) -> None:
             interrupted = [t for t in self.session.tasks.values() if isinstance(t.state, Running)]
-            for hook in self.reconcile_hooks:  # before the writes: a hook may read tables
-                await hook(tx, interrupted)
+            if self.on_reconcile is not None:  # before the writes: it may read tables
+                await self.on_reconcile(tx, interrupted)
             for task in interrupted:
                 assert isinstance(task.state, Running)
                 await tx.put_task(task.evolve(state=Pending(task.state.checkpoint)))
@@ -167,16 +126,10 @@ class Scheduler:
         await self.session.commit(reconcile)
 
     def _fail_waiters(self, error: BaseException) -> None:
-        """Closed or poisoned: no task will settle in this session any more."""
-        for task_futures in self._task_waiters.values():
-            for fut in task_futures:
-                if not fut.done():
-                    fut.set_exception(copy_error(error))
-        for idle in self._idle_waiters:
-            if not idle.done():
-                idle.set_exception(copy_error(error))
-        self._task_waiters.clear()
-        self._idle_waiters.clear()
+        """Closed (the session fails them if it is poisoned): no task will settle in
+        this session any more."""
+        self._task_waiters.fail_all(error)
+        self._idle_waiters.fail_all(error)
 
     def resume(self) -> None:
         """Enable scheduling (idempotent)."""
@@ -205,21 +158,57 @@ class Scheduler:
         self.closing = True
         self._cancel_timer()
         self._fail_waiters(SessionClosed("the harness is closed"))
-        for inv in list(self._invocations.values()):
-            inv.signal.set("closing")
-            if inv.job is not None:
-                inv.job.cancel()
+        self._runs.cancel_all("closing")
         await self._join_all()
         if self._drain_job is not None and not self._drain_job.done():
             await asyncio.wait([self._drain_job])
         for unsubscribe in self._unsubscribe:
             unsubscribe()
-        if self._reserve_eagerly in self.session.before_commit:
-            self.session.before_commit.remove(self._reserve_eagerly)
+
+    # ------------------------------------------------------------------ the task layer
+
+    async def create_task(
+        self,
+        tx: Tx,
+        definition: TaskDefinition | str,
+        input: JsonValue = None,
+        *,
+        conversation_id: int | None = None,
+        owner: int | None = None,
+        background: bool = False,
+        checkpoint: JsonObject | None = None,
+        until: int | None = None,
+        continues: Task | None = None,
+    ) -> Task:
+        """Stage a new task whose kind this scheduler's source resolves (see
+        :meth:`Tx.create_task`, which the session routes here)."""
+        return await self._factory.create_task(
+            tx,
+            definition,
+            input,
+            conversation_id=conversation_id,
+            owner=owner,
+            background=background,
+            checkpoint=checkpoint,
+            until=until,
+            continues=continues,
+        )
+
+    async def before_prepare(self, tx: Tx) -> None:
+        """The scheduler's part in every commit that stages task writes (the session
+        calls it at its commit site): reserve, in that commit, what it made runnable."""
+        await self._reserve_eagerly(tx)
 
     async def _join_all(self) -> None:
-        while self._invocations:
-            await asyncio.wait([inv.done for inv in self._invocations.values()])
+        await self._runs.join_all()
+
+    def _start(self, inv: Invocation) -> None:
+        self._runs.start(inv)
+
+    @property
+    def _invocations(self) -> dict[int, Invocation]:
+        """The invocations running now, by task id."""
+        return self._runs.running
 
     # ------------------------------------------------------------------ drains
 
@@ -247,38 +236,27 @@ class Scheduler:
                 if self._dirty and self._enabled:
                     self.kick()
 
-    async def _reserve(self, tx: Tx) -> list[_Invocation]:
+    async def _reserve(self, tx: Tx) -> list[Invocation]:
         now = tx.now()
         await self._derive(tx)
-        view = self._view(tx)
+        view = decisions.live_view(self.session.tasks, tx.tasks)
         owned = self._owned(view, tx)
-        out: list[_Invocation] = []
-        for task in sorted(view.values(), key=lambda t: t.id):
-            state = task.state
-            # A running task without an invocation is one whose run ended at an abort mark
-            # (or failed to record its step): it is reserved again like any other.
-            if task.id in self._invocations or isinstance(state, Completing):
-                continue
-            mode: Mode
-            if task.abort_requested:
-                if task.id in owned:
-                    continue  # children abort first
-                mode = "abort"
-            else:
-                if isinstance(state, Waiting) and not self._ready(task, now, view):
-                    continue
-                mode = "run"
+        out: list[Invocation] = []
+        plan = decisions.to_reserve(
+            view, now, running=self._invocations, owned=owned, outcomes=self._outcomes
+        )
+        for task, mode in plan:
             res = self._resolve(task, run_migrations=True)
             if res.definition is None:
                 if mode == "abort":
-                    await self._settle(tx, task, Orphaned(res.blocked or "missing_task"))
+                    await self.settle(tx, task, Orphaned(res.blocked or "missing_task"))
                 continue
             out.append(await self._reservation(tx, task, res, mode, now))
         return out
 
     async def _reservation(
-        self, tx: Tx, task: Task, res: _Resolution, mode: Mode, now: int, *, fresh: bool = False
-    ) -> _Invocation:
+        self, tx: Tx, task: Task, res: Resolution, mode: Mode, now: int, *, fresh: bool = False
+    ) -> Invocation:
         """Stage ``running`` (with a migrated input and checkpoint) and build the
         invocation that starts once the commit is durable; ``fresh``: the task is
         created by this very commit, so no invocation can have run it before."""
@@ -295,17 +273,7 @@ class Scheduler:
             started_at=task.started_at if task.started_at is not None else now,
         )
         await tx.put_task(reserved)
-        signal = CancelSignal()
-        return _Invocation(
-            task_id=task.id,
-            mode=mode,
-            definition=res.definition,
-            runtime=TaskRuntime(
-                self, task.id, task.conversation_id, res.definition, mode, signal, fresh=fresh
-            ),
-            signal=signal,
-            done=asyncio.get_running_loop().create_future(),
-        )
+        return self._runs.build(task, res.definition, mode, fresh=fresh)
 
     async def _reserve_eagerly(self, tx: Tx) -> None:
         """Reserve, in the commit that makes them runnable, the tasks it creates and the
@@ -314,7 +282,7 @@ class Scheduler:
         blocked tasks, timers) is left to the next drain."""
         if not self._enabled or self.closing:
             return
-        view = self._view(tx)
+        view = decisions.live_view(self.session.tasks, tx.tasks)
         settled = {t.id for t in tx.tasks.values() if isinstance(t.state, Terminal)}
         candidates = [t for t in tx.tasks.values() if t.id in view]
         if settled:
@@ -324,16 +292,12 @@ class Scheduler:
                 if t and isinstance(t.state, Waiting) and settled.intersection(t.state.on):
                     candidates.append(t)
         now = tx.now()
-        started: list[_Invocation] = []
+        started: list[Invocation] = []
         for task in candidates:
             current = view.get(task.id)
-            if (
-                current is None
-                or current.id in self._invocations
-                or current.abort_requested
-                or not isinstance(current.state, Waiting | Pending)
-                or (isinstance(current.state, Waiting) and not self._ready(current, now, view))
-                or any(inv.task_id == current.id for inv in started)
+            running = self._invocations.keys() | {inv.task_id for inv in started}
+            if current is None or not decisions.startable(
+                current, now, view, running=running, outcomes=self._outcomes
             ):
                 continue
             res = self._resolve(current, run_migrations=False)
@@ -341,7 +305,7 @@ class Scheduler:
                 continue
             fresh = current.id not in self.session.tasks  # created by this commit
             started.append(await self._reservation(tx, current, res, "run", now, fresh=fresh))
-            view = self._view(tx)
+            view = decisions.live_view(self.session.tasks, tx.tasks)
         if started:
 
             def start_all() -> None:
@@ -352,208 +316,30 @@ class Scheduler:
 
     async def _derive(self, tx: Tx) -> None:
         """Stage what ownership implies (see the module docstring, drain step 1)."""
-        view = self._view(tx)
-        for task in sorted(view.values(), key=lambda t: t.id):
-            if task.abort_requested or task.background:
-                continue
-            if any(_cancel_intent(o) for o in self.session.owners(task, tx.tasks)):
-                await tx.put_task(task.evolve(abort_requested=True))
-        view = self._view(tx)
-        for waiter in list(view.values()):
-            state = waiter.state
-            if not isinstance(state, Waiting) or state.policy != "fail_fast":
-                continue
-            if waiter.abort_requested or not any(self._failed(m, view) for m in state.on):
-                continue
-            for member in state.on:
-                other = view.get(member)
-                if other is not None and not other.abort_requested:
-                    await tx.put_task(other.evolve(abort_requested=True))
+        view = decisions.live_view(self.session.tasks, tx.tasks)
+        for marked in decisions.abort_marks(view, self._owners(tx)):
+            await tx.put_task(marked)
+        view = decisions.live_view(self.session.tasks, tx.tasks)
+        for marked in decisions.fail_fast_marks(view, self._outcomes):
+            await tx.put_task(marked)
         # Finalize held outcomes bottom-up until nothing changes.
         changed = True
         while changed:
             changed = False
-            view = self._view(tx)
-            owned = self._owned(view, tx)
-            for task in view.values():
-                if isinstance(task.state, Completing) and task.id not in owned:
-                    await self._settle(tx, task, task.state.outcome)
-                    changed = True
+            view = decisions.live_view(self.session.tasks, tx.tasks)
+            for task in decisions.finalizable(view, self._owned(view, tx)):
+                assert isinstance(task.state, Completing)
+                await self.settle(tx, task, task.state.outcome)
+                changed = True
 
-    async def _settle(self, tx: Tx, task: Task, outcome: Outcome) -> None:
-        """Write a scheduler outcome: ``completing`` if owned work is live, else terminal."""
-        state = tx.settle_state(task, outcome)
+    async def settle(self, tx: Tx, task: Task, outcome: Outcome) -> None:
+        """Write a scheduler outcome: ``completing`` if owned work is live, else terminal;
+        ``on_settled`` runs in the commit that makes it terminal."""
+        state = settle_state(self.session, tx, task, outcome)
         ended = tx.now() if isinstance(state, Terminal) else task.ended_at
         staged = await tx.put_task(task.evolve(state=state, ended_at=ended))
-        if isinstance(state, Terminal):
-            for hook in self.settle_hooks:
-                await hook(tx, staged)
-
-    # ------------------------------------------------------------------ invocations
-
-    def _start(self, inv: _Invocation) -> None:
-        self._invocations[inv.task_id] = inv
-        inv.job = asyncio.get_running_loop().create_task(self._invoke(inv))
-        # A job cancelled before its first step never runs ``_invoke``'s ``finally``:
-        # without this callback close() would wait for its ``done`` forever.
-        inv.job.add_done_callback(lambda _job: self._ended(inv))
-
-    def _ended(self, inv: _Invocation) -> None:
-        """The invocation is over (idempotent)."""
-        inv.runtime.ended = True
-        if self._invocations.get(inv.task_id) is inv:
-            del self._invocations[inv.task_id]
-        if not inv.done.done():
-            inv.done.set_result(None)
-
-    async def _invoke(self, inv: _Invocation) -> None:
-        healthy = True
-        try:
-            if inv.mode == "run":
-                await self._run(inv)
-            else:
-                await self._abort(inv)
-        except asyncio.CancelledError:
-            pass  # we cancelled it (abort or close); the durable state says what is next
-        except SessionClosed:
-            pass
-        except Exception as e:
-            # The step itself failed (its commit was rejected, say). The task stays
-            # running without an invocation and is reserved again at the next wake-up —
-            # not at once, which would spin on a failure that persists.
-            healthy = False
-            self.report(e)
-        finally:
-            self._ended(inv)
-            if healthy:
-                self.kick()
-
-    async def _run(self, inv: _Invocation) -> None:
-        previous: tuple[JsonObject, str, BaseException | None] | None = None
-        while True:
-            task = self._step_without_writes(inv, previous)
-            if isinstance(task, _NeedsLine):
-                task = await self.session.commit(partial(self._step, inv=inv, previous=previous))
-            if task is None:
-                return
-            checkpoint = task.checkpoint
-            assert checkpoint is not None
-            phase = str(checkpoint["phase"])
-            handler = inv.definition.phases.get(phase)
-            error: BaseException | None = None
-            try:
-                if handler is None:
-                    raise LookupError(f"task {task.kind} has no phase {phase!r}")
-                ensure_outside_commit(f"phase {phase} of task {task.id}")
-                with phase_span(self.session.telemetry, task, phase):
-                    await handler(task, inv.runtime)
-            except asyncio.CancelledError as e:
-                current = asyncio.current_task()
-                if current is not None and current.cancelling():
-                    raise
-                error = e  # a handler-internal cancellation is a fault, not ours
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except BaseException as e:  # any escape from task code faults it
-                error = e
-            previous = (checkpoint, phase, error)
-
-    def _step_without_writes(
-        self,
-        inv: _Invocation,
-        previous: tuple[JsonObject, str, BaseException | None] | None,
-    ) -> Task | _NeedsLine | None:
-        """The step's common outcomes, which write nothing, decided on committed state
-        without taking the line: stop, or continue with the next phase. A decision that
-        writes (a fault, a hand-over) is :meth:`_step`'s, on the line (``_NEEDS_LINE``).
-        Reading outside the line sees the state before or after any commit landing
-        meanwhile, never part of one: the same choice a step queued behind it makes."""
-        self.session.check_open()  # as the line would refuse: closed or poisoned
-        rec = self.session.tasks.get(inv.task_id)
-        if rec is None or not isinstance(rec.state, Running) or self.closing:
-            return None
-        if rec.abort_requested:
-            return None
-        if previous is not None:
-            checkpoint, _phase, error = previous
-            if error is not None or json_equal(rec.state.checkpoint, checkpoint):
-                return _NEEDS_LINE
-            if self.source.task(rec.kind) is not inv.definition:
-                return _NEEDS_LINE
-        return _detached(rec)
-
-    async def _step(
-        self,
-        tx: Tx,
-        inv: _Invocation,
-        previous: tuple[JsonObject, str, BaseException | None] | None,
-    ) -> Task | None:
-        rec = self.session.tasks.get(inv.task_id)
-        if rec is None or not isinstance(rec.state, Running) or self.closing:
-            return None
-        if rec.abort_requested:
-            return None
-        if previous is not None:
-            checkpoint, phase, error = previous
-            if error is not None:
-                await self._settle(tx, rec, Faulted(_error_info(error)))
-                return None
-            if json_equal(rec.state.checkpoint, checkpoint):
-                message = f"Task {rec.kind} phase {phase} returned without durable progress"
-                await self._settle(tx, rec, Faulted(ErrorInfo(message)))
-                return None
-            current = self.source.task(rec.kind)
-            if current is not inv.definition:
-                if current is not None and current.can_take(rec.version):
-                    await tx.put_task(rec.evolve(state=Pending(rec.state.checkpoint)))
-                    return None
-                reason = "missing_task" if current is None else "incompatible_task"
-                self._report_once(
-                    rec.id,
-                    reason,
-                    current,
-                    f"Task {rec.id}: {reason}; it keeps running on its current definition",
-                )
-        return _detached(rec)
-
-    async def _abort(self, inv: _Invocation) -> None:
-        rec = self.session.tasks.get(inv.task_id)
-        if rec is None:
-            return
-        error: BaseException | None = None
-        try:
-            if inv.definition.abort is not None:
-                ensure_outside_commit(f"the abort handler of task {rec.id}")
-                await inv.definition.abort(_detached(rec), inv.runtime)
-            else:
-                await self.session.commit(partial(self._abort_by_default, inv.task_id))
-        except asyncio.CancelledError:
-            raise
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as e:  # any escape from task code faults it
-            error = e
-
-        async def step(tx: Tx) -> None:
-            now = self.session.tasks.get(inv.task_id)
-            if now is None or isinstance(now.state, Completing) or self.closing:
-                return
-            if error is not None:
-                await self._settle(tx, now, Faulted(_error_info(error)))
-            else:
-                message = f"Abort handler of task {inv.task_id} returned without a terminal outcome"
-                await self._settle(tx, now, Faulted(ErrorInfo(message)))
-
-        await self.session.commit(step)
-
-    async def _abort_by_default(self, task_id: int, tx: Tx) -> None:
-        """No abort handler: the scheduler writes ``aborted`` itself, through
-        :meth:`_settle`, so the settle hooks run as for any outcome it writes (the
-        harness clears what the task noted, such as a compaction's note in ``live``)."""
-        now = self.session.tasks.get(task_id)
-        if now is None or isinstance(now.state, Completing) or self.closing:
-            return
-        await self._settle(tx, now, Aborted())
+        if isinstance(state, Terminal) and self.on_settled is not None:
+            await self.on_settled(tx, staged)
 
     # ------------------------------------------------------------------ commits in
 
@@ -563,20 +349,11 @@ class Scheduler:
         for task in event.tasks:
             if isinstance(task.state, Terminal):
                 self._outcomes[task.id] = task.state.outcome
-                for fut in self._task_waiters.pop(task.id, []):
-                    if not fut.done():
-                        fut.set_result(task)
+                self._task_waiters.settle(task.id, task)
             if task.abort_requested:
-                inv = self._invocations.get(task.id)
-                if inv is not None and inv.mode == "run" and not inv.signal.cancelled:
-                    inv.signal.set("aborted")
-                    if inv.job is not None:
-                        inv.job.cancel()
+                self._runs.abort_marked(task.id)
         if self._idle_waiters and self.idle():
-            for idle in self._idle_waiters:
-                if not idle.done():
-                    idle.set_result(None)
-            self._idle_waiters.clear()
+            self._idle_waiters.settle(None, None)
         self.kick()
 
     # ------------------------------------------------------------------ public API
@@ -596,22 +373,15 @@ class Scheduler:
         if self.closing:
             raise SessionClosed("the harness is closed")
         self.session.check_open()  # poisoned: it would never settle here
-        fut: asyncio.Future[Task] = asyncio.get_running_loop().create_future()
-        self._task_waiters.setdefault(task_id, []).append(fut)
         self.resume()
-        try:
-            return await fut
-        finally:
-            waiters = self._task_waiters.get(task_id)
-            if waiters and fut in waiters:
-                waiters.remove(fut)
+        return await self._task_waiters.wait(task_id)
 
     def idle(self) -> bool:
         """No live foreground work: every live task is background or below a background owner."""
         return not any(self._foreground(t) for t in self.session.tasks.values())
 
     def _foreground(self, task: Task) -> bool:
-        return not task.background and not any(o.background for o in self.session.owners(task))
+        return not task.background and not any(o.background for o in owners(self.session, task))
 
     async def wait_for_idle(self) -> None:
         """Wait until :meth:`idle`. Enables scheduling; cancelling only cancels the wait."""
@@ -620,14 +390,8 @@ class Scheduler:
         if self.closing:
             raise SessionClosed("the harness is closed")
         self.session.check_open()  # poisoned: it would never become idle here
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._idle_waiters.append(fut)
         self.resume()
-        try:
-            await fut
-        finally:
-            if fut in self._idle_waiters:
-                self._idle_waiters.remove(fut)
+        await self._idle_waiters.wait(None)
 
     async def abort_task(
         self, task_id: int, *, noted: Callable[[Tx, Task], Awaitable[None]] | None = None
@@ -654,9 +418,9 @@ class Scheduler:
                 blocked is not None
                 and task_id not in self._invocations
                 and not isinstance(rec.state, Completing)
-                and not tx.has_owned_live_work(task_id)
+                and not has_owned_live_work(self.session, tx, task_id)
             ):
-                await self._settle(tx, marked, Orphaned(blocked))
+                await self.settle(tx, marked, Orphaned(blocked))
                 return "orphaned"
             await tx.put_task(marked)
             return "marked"
@@ -672,115 +436,61 @@ class Scheduler:
         time (something can run now) or the earliest ``until`` of a live wait."""
         if self.closing:
             return None
-        now = self.clock.now()
-        if any(task_id in self.session.tasks for task_id in self._invocations):
-            return now  # work in progress (an invocation of a settled task is only unwinding)
         view = dict(self.session.tasks)
-        owned = self._owned(view, None)
-        earliest: int | None = None
-        for task in view.values():
-            state = task.state
-            if isinstance(state, Completing):
-                if task.id not in owned:
-                    return now
-                continue
-            if task.abort_requested:
-                if task.id not in owned:
-                    return now
-                continue
-            if self._resolve(task, run_migrations=False).blocked is not None:
-                continue
-            if isinstance(state, Waiting):
-                if self._ready(task, now, view):
-                    return now
-                if state.until is not None and state.until > now:
-                    earliest = state.until if earliest is None else min(earliest, state.until)
-                continue
-            return now
-        return earliest
+        return decisions.next_wake(
+            view,
+            self.clock.now(),
+            # work in progress (an invocation of a settled task is only unwinding)
+            busy=any(task_id in view for task_id in self._invocations),
+            owned=self._owned(view, None),
+            blocked=lambda task: self._resolve(task, run_migrations=False).blocked is not None,
+            outcomes=self._outcomes,
+        )
 
     def inspect(self) -> Inspection:
         """Derive the state of every live task without running task code."""
         scheduling: Literal["paused", "running", "closing"] = (
             "closing" if self.closing else "running" if self._enabled else "paused"
         )
-        now = self.clock.now()
-        view = dict(self.session.tasks)
-        out: list[TaskView] = []
-        for task in sorted(view.values(), key=lambda t: t.id):
-            state = task.state
-            if task.id in self._invocations or isinstance(state, Running):
-                out.append(TaskView(task, "running"))
-            elif isinstance(state, Completing):
-                out.append(TaskView(task, "completing"))
-            else:
-                res = self._resolve(task, run_migrations=False)
-                if res.blocked is not None:
-                    out.append(TaskView(task, "blocked", reason=res.blocked))
-                elif isinstance(state, Waiting) and not self._ready(task, now, view):
-                    live_on = tuple(m for m in state.on if m in view)
-                    out.append(TaskView(task, "waiting", waiting_on=live_on, until=state.until))
-                else:
-                    migrates = res.definition is not None and res.definition.version > task.version
-                    out.append(TaskView(task, "ready", migrates=migrates))
-        return Inspection(scheduling, out)
+        tasks = decisions.inspect_tasks(
+            dict(self.session.tasks),
+            self.clock.now(),
+            running=self._invocations,
+            resolution=lambda task: self._resolve(task, run_migrations=False),
+            outcomes=self._outcomes,
+        )
+        return Inspection(scheduling, tasks)
 
     # ------------------------------------------------------------------ derivations
 
-    def _view(self, tx: Tx) -> dict[int, Task]:
-        view = dict(self.session.tasks)
-        for task in tx.tasks.values():
-            if isinstance(task.state, Terminal):
-                view.pop(task.id, None)
-            else:
-                view[task.id] = task
-        return view
+    def _owners(self, tx: Tx | None) -> Callable[[Task], Iterable[Task]]:
+        """A task's live owners, counting ``tx``'s staged records."""
+        staged = tx.tasks if tx is not None else None
+        return lambda task: owners(self.session, task, staged)
 
     def _owned(self, view: dict[int, Task], tx: Tx | None) -> set[int]:
         """Ids of tasks that have live ordinary work below them."""
-        staged = tx.tasks if tx is not None else None
-        owners: set[int] = set()
-        for task in view.values():
-            if task.background:
-                continue
-            owners.update(o.id for o in self.session.owners(task, staged))
-        return owners
+        return decisions.owners_of_work(view, self._owners(tx))
 
-    def _failed(self, task_id: int, view: dict[int, Task]) -> bool:
-        if task_id in view:
-            return False
-        outcome = self._outcomes.get(task_id)
-        return outcome is not None and not isinstance(outcome, Completed)
-
-    def _ready(self, task: Task, now: int, view: dict[int, Task]) -> bool:
-        state = task.state
-        assert isinstance(state, Waiting)
-        if state.until is not None and now < state.until:
-            return False
-        if all(m not in view for m in state.on):
-            return True
-        return state.policy == "fail_fast" and any(self._failed(m, view) for m in state.on)
-
-    def _resolve(self, task: Task, *, run_migrations: bool) -> _Resolution:
+    def _resolve(self, task: Task, *, run_migrations: bool) -> Resolution:
+        """How the task meets its kind's current definition (see
+        :func:`decisions.resolve`); ``run_migrations``: run a pending migration now (task
+        code: at reservation only)."""
         defn = self.source.task(task.kind)
-        if defn is None:
-            return _Resolution(None, "missing_task")
-        if defn.version < task.version:
-            return _Resolution(None, "task_too_old")
-        if defn.version == task.version:
-            return _Resolution(defn)
         key = (task.id, id(defn))
-        if defn.migrate is None or key in self._failed_migrations:
-            if defn.migrate is None:
-                self._report_once(
+        res = decisions.resolve(task, defn, migration_failed=key in self._failed_migrations)
+        if defn is None or res.blocked is not None or defn.version == task.version:
+            if res.blocked == "migration_failed" and defn is not None and defn.migrate is None:
+                self.report_once(
                     task.id,
                     "migration_failed",
                     defn,
                     f"Task kind {task.kind} has no migration from {task.version}",
                 )
-            return _Resolution(None, "migration_failed")
+            return res
         if not run_migrations:
-            return _Resolution(defn)
+            return res
+        assert defn.migrate is not None
         checkpoint = task.checkpoint
         assert checkpoint is not None
         try:
@@ -793,10 +503,11 @@ class Scheduler:
         except Exception as e:
             self._failed_migrations.add(key)
             self.report(e)
-            return _Resolution(None, "migration_failed")
-        return _Resolution(defn, migrated=migrated)
+            return Resolution(None, "migration_failed")
+        return Resolution(defn, migrated=migrated)
 
-    def _report_once(self, task_id: int, reason: str, defn: object, message: str) -> None:
+    def report_once(self, task_id: int, reason: str, defn: object, message: str) -> None:
+        """Report ``message`` once per task, reason and definition."""
         key = (task_id, reason, id(defn))
         if key not in self._reported:
             self._reported.add(key)
@@ -827,12 +538,7 @@ class Scheduler:
     # ------------------------------------------------------------------ timers
 
     def _arm_timer(self) -> None:
-        now = self.clock.now()
-        earliest: int | None = None
-        for task in self.session.tasks.values():
-            state = task.state
-            if isinstance(state, Waiting) and state.until is not None and state.until > now:
-                earliest = state.until if earliest is None else min(earliest, state.until)
+        earliest = decisions.earliest_until(self.session.tasks.values(), self.clock.now())
         if earliest == self._timer_at:
             return
         self._cancel_timer()
@@ -852,20 +558,7 @@ class Scheduler:
         self._timer_at = None
 
 
-class _NeedsLine:
-    """The step must decide on the line (see ``Scheduler._step_without_writes``)."""
+if TYPE_CHECKING:  # mypy proves the scheduler is a task layer and a runtime's runner
 
-
-_NEEDS_LINE = _NeedsLine()
-
-
-def _cancel_intent(task: Task) -> bool:
-    """An owner whose work below it must stop: abort-marked, or holding a failed outcome."""
-    if task.abort_requested:
-        return True
-    state = task.state
-    return isinstance(state, Completing) and not isinstance(state.outcome, Completed)
-
-
-def _error_info(error: BaseException) -> ErrorInfo:
-    return ErrorInfo(str(error) or type(error).__name__, {"type": type(error).__name__})
+    def _conforms(scheduler: Scheduler) -> tuple[TaskLayer, Driver]:
+        return scheduler, scheduler

@@ -30,6 +30,7 @@ from core.engine import Engine
 from core.records import Running, Task
 from core.session import Session, Tx
 from core.tasks import TaskRegistry, TaskRuntime, define_task
+from core.tasks.creation import TaskFactory
 from core.testing.clock import VirtualClock
 from runtimes.local.sqlite import open_sqlite_storage
 
@@ -59,7 +60,7 @@ async def session_commits(path: Path, n: int, driver: str) -> float:
     storage = await open_sqlite_storage(path, driver=driver)  # type: ignore[arg-type]
     session = await Session.open(storage, VirtualClock())
     noop = define_task("bench.noop", phases={"step": _never})
-    session.definitions = {"bench.noop": noop}.get
+    session.task_layer = TaskFactory({"bench.noop": noop}.get)
 
     async def create(tx: Tx) -> Task:
         return await tx.create_task(noop, {"payload": "x" * 64})

@@ -13,6 +13,7 @@ from core.records import Completed, Terminal
 from core.session import CommitEvent, DocHandle, Session, Tx, define_doc
 from core.storage import MemoryState, MemoryStorage
 from core.tasks import define_task
+from core.tasks.creation import TaskFactory
 from core.testing.clock import VirtualClock
 
 
@@ -26,7 +27,7 @@ NOTES = define_doc("test.notes", initial=lambda: {"items": []}, history="rewinda
 
 async def open_session(state: MemoryState) -> Session:
     session = await Session.open(MemoryStorage(state), VirtualClock())
-    session.definitions = {NOOP.name: NOOP}.get
+    session.task_layer = TaskFactory({NOOP.name: NOOP}.get)
     await session.commit(lambda tx: tx.ensure_root())
     return session
 

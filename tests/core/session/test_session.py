@@ -23,6 +23,7 @@ from core.records import ConversationRecord, Running, Terminal
 from core.session import CommitEvent, Session, Tx, in_commit
 from core.storage import MemoryState, MemoryStorage
 from core.tasks import define_task
+from core.tasks.creation import TaskFactory
 from core.testing.clock import VirtualClock
 from core.testing.wrappers import CommitFault, FaultyStorage
 
@@ -39,7 +40,7 @@ async def open_session(
 ) -> tuple[Session, FaultyStorage]:
     storage = FaultyStorage(MemoryStorage(state or MemoryState()), faults or [])
     session = await Session.open(storage, VirtualClock())
-    session.definitions = {NOOP.name: NOOP}.get
+    session.task_layer = TaskFactory({NOOP.name: NOOP}.get)
     return session, storage
 
 

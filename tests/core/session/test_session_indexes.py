@@ -1,23 +1,28 @@
 """The session's task indexes answer as a scan of every live task would.
 
-``Session.owned_live_work``, ``owned_by`` and ``waiting_on`` read indexes kept in step
-with commits (so a commit costs the size of the answer, not of the task table). This test
-runs an ownership tree with every kind of edge — a child by ``owner``, grandchildren, an
-ordinary and a background task in a conversation the root owns, an owner that settles
-while its child is live (``completing``), a reopen — and after every commit, and before
-every commit with its staged writes, compares each answer with the reference scan.
+``owned_live_work`` (core.tasks.ownership), ``Session.owned_by`` and
+``Session.waiting_on`` read indexes kept in step with commits (so a commit costs the size
+of the answer, not of the task table). This test runs an ownership tree with every kind
+of edge — a child by ``owner``, grandchildren, an ordinary and a background task in a
+conversation the root owns, an owner that settles while its child is live
+(``completing``), a reopen — and after every commit, and before every commit with its
+staged writes, compares each answer with the reference scan.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from core.records import Completed, Task, Terminal, Waiting
 from core.session import Session, Tx
+from core.session.transaction import TaskLayer
 from core.tasks import TaskRuntime, define_task
+from core.tasks.ownership import owned_live_work, owners
 from tests.core.support import World, until
 
 
@@ -26,7 +31,7 @@ def _owned_live_work_by_scan(session: Session, task_id: int, staged: dict[int, T
     for other in pool.values():
         if other.id == task_id or other.background or isinstance(other.state, Terminal):
             continue
-        if any(o.id == task_id for o in session.owners(other, staged)):
+        if any(o.id == task_id for o in owners(session, other, staged)):
             return True
     return False
 
@@ -38,7 +43,7 @@ def _check(session: Session, staged: dict[int, Task], problems: list[str]) -> No
     SEEN.update(session.tasks, staged)
     ids = set(SEEN)
     for task_id in ids:
-        got = session.owned_live_work(task_id, staged)
+        got = owned_live_work(session, task_id, staged)
         want = _owned_live_work_by_scan(session, task_id, staged)
         if got != want:
             problems.append(f"owned_live_work({task_id}) is {got}, the scan says {want}")
@@ -60,10 +65,25 @@ def _check(session: Session, staged: dict[int, Task], problems: list[str]) -> No
 def _watch(session: Session, problems: list[str]) -> None:
     session.subscribe(lambda _event: _check(session, {}, problems))
 
-    async def before(tx: Tx) -> None:
-        _check(session, dict(tx.tasks), problems)
+    session.task_layer = _Checking(
+        session.task_layer, lambda tx: _check(session, dict(tx.tasks), problems)
+    )
 
-    session.before_commit.append(before)
+
+class _Checking:
+    """The engine's task layer, checking the indexes after it joined each commit."""
+
+    def __init__(self, inner: TaskLayer | None, check: Callable[[Tx], None]) -> None:
+        assert inner is not None
+        self.inner = inner
+        self.check = check
+
+    async def create_task(self, tx: Tx, definition: Any, input: Any, **options: Any) -> Task:
+        return await self.inner.create_task(tx, definition, input, **options)
+
+    async def before_prepare(self, tx: Tx) -> None:
+        await self.inner.before_prepare(tx)
+        self.check(tx)
 
 
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
@@ -137,7 +157,7 @@ async def test_indexes_agree_with_a_scan_through_a_tree_and_a_reopen(
     gate.set()
     middle_id = next(t.id for t in engine.session.tasks.values() if t.kind == "ix.middle")
     await engine.wait_for_task(middle_id)
-    assert engine.session.owned_live_work(top.id)
+    assert owned_live_work(engine.session, top.id)
     late.set()
     done = await engine.wait_for_task(top.id)
     assert done.state == Terminal(Completed("root"))

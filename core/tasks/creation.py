@@ -1,0 +1,103 @@
+"""Task creation: which tasks may be created, and their first record.
+
+The session's :class:`~core.session.transaction.Tx` stages records and keeps them
+well-formed; deciding what a new task is — its definition, its first checkpoint, the
+child rules (a child lives in its owner's conversation and is never background) — is
+the task layer's, here. :class:`TaskFactory` is the session's task layer when nothing
+schedules (a bare session); the scheduler creates tasks through one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from core.errors import TaskStateError, UnknownRecord, UnknownTaskKind
+from core.jsonvalue import JsonObject, JsonValue, json_copy
+from core.records import ROOT_CONVERSATION_ID, Task, Waiting
+from core.session.transaction import TaskLayer, Tx
+from core.tasks.definition import TaskDefinition
+from core.telemetry import TRACE_MEMO
+
+__all__ = ["TaskFactory"]
+
+
+class TaskFactory:
+    """Creates tasks whose kinds ``lookup`` resolves (a definition object is used as is)."""
+
+    def __init__(self, lookup: Callable[[str], TaskDefinition | None]) -> None:
+        self.lookup = lookup
+
+    def resolve(self, definition: TaskDefinition | str) -> TaskDefinition | None:
+        if not isinstance(definition, str):
+            return definition
+        return self.lookup(definition)
+
+    async def create_task(
+        self,
+        tx: Tx,
+        definition: TaskDefinition | str,
+        input: JsonValue = None,
+        *,
+        conversation_id: int | None = None,
+        owner: int | None = None,
+        background: bool = False,
+        checkpoint: JsonObject | None = None,
+        until: int | None = None,
+        continues: Task | None = None,
+    ) -> Task:
+        """See :meth:`Tx.create_task`."""
+        defn = self.resolve(definition)
+        if defn is None:
+            raise UnknownTaskKind(f"no task definition is registered as {definition!r}")
+        value = json_copy(input, f"input of {defn.name}")
+        if until is not None and type(until) is not int:
+            raise TaskStateError(f"{defn.name}: until must be epoch milliseconds (int)")
+        # The trace the task's spans belong to: its owner's, or the one it continues.
+        within = continues.memos.get(TRACE_MEMO) if continues is not None else None
+        if owner is not None:
+            parent = tx.live_owner(owner)
+            within = parent.memos.get(TRACE_MEMO)
+            if background:
+                raise TaskStateError("a child task cannot be background")
+            if conversation_id is not None and conversation_id != parent.conversation_id:
+                raise TaskStateError("a child task lives in its owner's conversation")
+            conversation_id = parent.conversation_id
+        if conversation_id is None:
+            conversation_id = ROOT_CONVERSATION_ID
+        if conversation_id == ROOT_CONVERSATION_ID:
+            await tx.ensure_root()
+        elif not await tx.conversation_exists(conversation_id):
+            raise UnknownRecord(f"Unknown conversation {conversation_id}")
+        checkpoint = defn.checkpoint(defn.initial(value) if checkpoint is None else checkpoint)
+        task_id = await tx.mint_id()
+        trace = tx.session.telemetry.trace_for(
+            defn.name,
+            {
+                "perdure.task.id": task_id,
+                "perdure.task.kind": defn.name,
+                "perdure.conversation.id": conversation_id,
+            },
+            within if isinstance(within, str) else None,
+        )
+        task = Task(
+            id=task_id,
+            conversation_id=conversation_id,
+            kind=defn.name,
+            version=defn.version,
+            input=value,
+            state=Waiting(checkpoint, until=until),
+            owner=owner,
+            background=bool(background),
+            memos={TRACE_MEMO: trace} if trace is not None else {},
+        )
+        return await tx.put_task(task)
+
+    async def before_prepare(self, tx: Tx) -> None:
+        """Nothing schedules on a bare session: no part in its commits."""
+
+
+if TYPE_CHECKING:  # mypy proves the factory is a task layer
+
+    def _conforms(factory: TaskFactory) -> TaskLayer:
+        return factory
