@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 import aiosqlite
 
-from core.storage.sqlite import Row, SqlExecutor, SqliteStorage, SqlValue
-from core.storage.sqlite.schema import open_schema
+from core.storage.sqlite import Row, SqlExecutor, SqliteStorage, SqlValue, open_schema
 from runtimes.local.checkpointer import BACKSTOP_PAGES, EVERY, checkpointer
 
 __all__ = [
