@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 import aiosqlite
 
-from core.storage.sqlite import Row, SqlExecutor, SqliteStorage, SqlValue
+from core.storage.sqlite import Row, SqlExecutor, SqliteStorage, SqlValue, open_schema
 from runtimes.local.checkpointer import BACKSTOP_PAGES, EVERY, checkpointer
 
 __all__ = [
@@ -105,8 +105,9 @@ class Sqlite3Database:
     With ``background_checkpoints`` the WAL is folded into the file by the process's
     checkpoint thread, never inside a commit on the loop, and closing (a final
     checkpoint, with fsyncs) runs on a worker thread. While ``threaded`` is set,
-    statements run on a worker thread too: :func:`open_sqlite_storage` sets it while a
-    file is created and migrated, which waits for the disk.
+    statements run on a worker thread too, for a caller that migrates a file through
+    this facade (:func:`open_sqlite_storage` instead opens and migrates the file in one
+    worker job before handing the facade over).
     """
 
     def __init__(
@@ -234,11 +235,12 @@ async def open_sqlite_storage(
     if driver == "aiosqlite":
         db = await AioSqliteDatabase.open(path, synchronous=synchronous)
     elif driver == "sqlite3":
-        # Creating a file (and switching it to WAL) waits for fsyncs: not on the loop.
-        db = await asyncio.to_thread(
-            Sqlite3Database.open, path, synchronous=synchronous, background_checkpoints=True
-        )
-        db.threaded = True  # so does migrating it
+        # Creating a file (and switching it to WAL) and migrating it wait for fsyncs: not
+        # on the loop. One worker job for all of it: a host opening a hundred actors at
+        # once queues a hundred jobs on the default executor, and with one job per step
+        # every open would wait behind every other open's earlier steps.
+        db, state = await asyncio.to_thread(_open_and_migrate, path, synchronous)
+        return SqliteStorage(db, *state)
     else:
         raise ValueError(f"unknown SQLite driver {driver!r}")
     try:
@@ -246,9 +248,19 @@ async def open_sqlite_storage(
     except BaseException:
         await db.close()
         raise
-    if isinstance(db, Sqlite3Database):
-        db.threaded = False  # open: commits run inline (see the module docstring)
     return storage
+
+
+def _open_and_migrate(
+    path: str | Path, synchronous: Synchronous
+) -> tuple[Sqlite3Database, tuple[int, int, set[str]]]:
+    """On a worker thread: open the file, bring its schema up to date, read its counters."""
+    db = Sqlite3Database.open(path, synchronous=synchronous, background_checkpoints=True)
+    try:
+        return db, _transaction(db._conn, open_schema, True)
+    except BaseException:
+        db._conn.close()
+        raise
 
 
 if TYPE_CHECKING:  # mypy proves the adapter satisfies its port

@@ -2,7 +2,7 @@
 with optional two-phase commits through a host's :class:`CommitGate`."""
 
 from core.storage.sqlite.database import Row, SqlDatabase, SqlExecutor, SqlValue
-from core.storage.sqlite.schema import SCHEMA_VERSION
+from core.storage.sqlite.schema import SCHEMA_VERSION, open_schema
 from core.storage.sqlite.storage import SqliteStorage
 from core.storage.sqlite.write_set import CommitGate
 
@@ -14,4 +14,5 @@ __all__ = [
     "SqlExecutor",
     "SqlValue",
     "SqliteStorage",
+    "open_schema",
 ]

@@ -2,8 +2,8 @@
 
 ``perdure_schema`` holds the schema version; :data:`MIGRATIONS` lists the statements
 that take a database from version ``i`` to ``i + 1``. Migrations run in order, each in
-its own transaction together with the version bump, so a crash mid-upgrade leaves a
-database at a well-defined version.
+the transaction that opens the storage together with the version bumps, so a crash
+mid-upgrade leaves the database at its previous version.
 
 Layout notes:
 
@@ -19,9 +19,17 @@ Layout notes:
 
 from __future__ import annotations
 
+from core.errors import StorageCorrupt
 from core.storage.sqlite.database import SqlExecutor
 
-__all__ = ["CHUNK_CHARS", "MIGRATIONS", "SCHEMA_VERSION", "apply_migrations", "schema_version"]
+__all__ = [
+    "CHUNK_CHARS",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "apply_migrations",
+    "open_schema",
+    "schema_version",
+]
 
 CHUNK_CHARS = 512 * 1024
 
@@ -132,3 +140,24 @@ def apply_migrations(ex: SqlExecutor, current: int) -> int:
         ex.execute(statement)
     ex.execute("UPDATE perdure_schema SET version = ?", (current + 1,))
     return current + 1
+
+
+def open_schema(ex: SqlExecutor) -> tuple[int, int, set[str]]:
+    """Bring the schema up to :data:`SCHEMA_VERSION` (migrations in order, atomically with
+    the version bumps) and read the counters and which tables hold chunked records."""
+    version, target = schema_version(ex), len(MIGRATIONS)
+    if version > target:
+        raise StorageCorrupt(
+            f"database schema version {version} is newer than this perdure ({target})"
+        )
+    while version < target:
+        version = apply_migrations(ex, version)
+    rows = ex.fetch("SELECT next_id, next_seq FROM meta WHERE singleton = 1")
+    if not rows:
+        raise StorageCorrupt("Durable SQLite metadata is missing")
+    chunked = {
+        table
+        for table in ("tasks", "submissions")
+        if ex.fetch("SELECT 1 FROM record_parts WHERE tbl = ? LIMIT 1", (table,))
+    }
+    return int(rows[0][0]), int(rows[0][1]), chunked

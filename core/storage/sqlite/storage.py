@@ -48,7 +48,7 @@ from core.storage.port import Cursor, Order, Page, Write
 from core.storage.reads import StoredRevision, fold_revisions, fork_chain, historical_read_allowed
 from core.storage.scan import ScanPosition, next_cursor, start_scan
 from core.storage.sqlite.database import Row, SqlDatabase, SqlExecutor, SqlValue
-from core.storage.sqlite.schema import CHUNK_CHARS, SCHEMA_VERSION, apply_migrations, schema_version
+from core.storage.sqlite.schema import CHUNK_CHARS, SCHEMA_VERSION, open_schema
 from core.storage.sqlite.write_set import (
     WRITE_SET_FORMAT,
     CommitGate,
@@ -94,23 +94,11 @@ class SqliteStorage:
 
     @classmethod
     async def open(cls, db: SqlDatabase, *, gate: CommitGate | None = None) -> SqliteStorage:
-        version = await db.transaction(schema_version)
-        if version > SCHEMA_VERSION:
-            raise StorageCorrupt(
-                f"database schema version {version} is newer than this perdure ({SCHEMA_VERSION})"
-            )
-        while version < SCHEMA_VERSION:
-            current = version
-            version = await db.transaction(partial(apply_migrations, current=current))
-        rows = await db.fetch("SELECT next_id, next_seq FROM meta WHERE singleton = 1")
-        if not rows:
-            raise StorageCorrupt("Durable SQLite metadata is missing")
-        chunked = {
-            table
-            for table in ("tasks", "submissions")
-            if await db.fetch("SELECT 1 FROM record_parts WHERE tbl = ? LIMIT 1", (table,))
-        }
-        return cls(db, int(rows[0][0]), int(rows[0][1]), chunked, gate=gate)
+        # One transaction: the version check, any migrations and the metadata reads. On
+        # a new file that is the whole schema in one commit, and a host opening many
+        # actors at once pays one driver round trip per open, not one per step.
+        next_id, next_seq, chunked = await db.transaction(open_schema)
+        return cls(db, next_id, next_seq, chunked, gate=gate)
 
     @property
     def seq(self) -> int:
