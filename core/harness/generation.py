@@ -449,9 +449,23 @@ async def _consume(
         response.error = ModelError(f"{type(e).__name__}: {e}")
     finally:
         await throttle.close()
+        await _close_stream(h, stream)
     if response == _Response() and not rt.signal.cancelled:
         response.error = ModelError("the model stream ended without a final message")
     return response
+
+
+async def _close_stream(h: HarnessServices, stream: AsyncIterator[StreamEvent]) -> None:
+    """Close the model's stream once read: reading stops at ``StreamDone``, and an async
+    generator left suspended is finalized through the event loop instead (a wake-up of
+    the loop and a task per generator, on every request)."""
+    aclose = getattr(stream, "aclose", None)
+    if aclose is None:
+        return
+    try:
+        await aclose()
+    except Exception as e:  # the response is in hand; a failing close is the adapter's bug
+        h.report(e)
 
 
 async def _request(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
