@@ -54,6 +54,7 @@ from core.records import (
 from core.session.session import CommitEvent, Session, ensure_outside_commit
 from core.session.transaction import Tx
 from core.tasks.definition import TaskDefinition
+from core.tasks.quiet import quiet
 from core.tasks.registry import TaskSource
 from core.tasks.runtime import TaskRuntime, _detached
 from core.tasks.signal import CancelSignal
@@ -226,7 +227,7 @@ class Scheduler:
         try:
             while self._dirty and self._enabled and not self.closing:
                 self._dirty = False
-                if not self._may_reserve():
+                if quiet(self.session.tasks, self._invocations, self._ready, self.clock.now()):
                     continue  # most kicks: a commit whose successors were reserved eagerly
                 await self._prefetch_outcomes()
                 try:
@@ -247,27 +248,6 @@ class Scheduler:
                 self._arm_timer()
                 if self._dirty and self._enabled:
                     self.kick()
-
-    def _may_reserve(self) -> bool:
-        """Whether :meth:`_reserve` could stage anything, decided on committed state
-        without taking the line (the commit itself would be empty otherwise). Sound
-        because task state changes only by commits, each of which kicks again, and
-        time waits arm the timer. Conservative: abort marks, held outcomes and
-        ``fail_fast`` waits always take the line."""
-        now = self.clock.now()
-        tasks = self.session.tasks
-        for task in tasks.values():
-            state = task.state
-            if task.abort_requested or isinstance(state, Completing):
-                return True
-            if isinstance(state, Waiting):
-                if state.policy != "all_settled":
-                    return True
-                if task.id not in self._invocations and self._ready(task, now, tasks):
-                    return True
-            elif task.id not in self._invocations:
-                return True  # pending, or running without an invocation
-        return False
 
     async def _reserve(self, tx: Tx) -> list[_Invocation]:
         now = tx.now()
