@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -241,17 +241,9 @@ class Session:
                 tx.settle()
             if batch is None or not batch[0]:
                 return result
-            land = self._land(tx, *batch)
+            landing = asyncio.ensure_future(self._land(tx, *batch))
             handed_over = True  # _land releases the line, even if we are cancelled now
-            # Started at once: a storage whose commit does not suspend (the inline
-            # sqlite3 facade) lands it here, without a task and two loop hops per commit.
-            try:
-                waiting_for = land.send(None)
-            except StopIteration:
-                return result
-            # It suspended: the rest runs in a task of its own, shielded from our
-            # cancellation (cancellation cannot reach a coroutine that has not suspended).
-            await asyncio.shield(asyncio.ensure_future(_Resumed(land, waiting_for)))
+            await asyncio.shield(landing)
             return result
         finally:
             if not handed_over:
@@ -583,33 +575,6 @@ class Session:
         async with self._line:
             self._closed = True
         await self.storage.close()
-
-
-class _Resumed:
-    """Awaitable continuing a coroutine that has already run up to its first suspension
-    on ``waiting_for``: the task awaiting this resumes it as it would have itself."""
-
-    __slots__ = ("_coro", "_waiting_for")
-
-    def __init__(self, coro: Coroutine[Any, Any, None], waiting_for: Any) -> None:
-        self._coro = coro
-        self._waiting_for = waiting_for
-
-    def __await__(self) -> Generator[Any, None, None]:
-        pending = self._waiting_for
-        while True:
-            try:
-                yield pending
-            except BaseException as e:  # thrown into the awaiting task: pass it on
-                try:
-                    pending = self._coro.throw(e)
-                except StopIteration:
-                    return
-                continue
-            try:
-                pending = self._coro.send(None)
-            except StopIteration:
-                return
 
 
 def _document_writes(handle: DocHandle) -> tuple[list[Write], DocumentEvent | None]:
