@@ -22,9 +22,10 @@ as a network read delivers a burst of events, not once per token.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias, cast
 
@@ -196,8 +197,11 @@ class FauxModel:
             self._deferred[handle] = (reply, reply.deferred)
             yield Deferred({"id": handle}, reply.poll_after_ms)
             return
-        async for event in self._play(request, reply, signal):
-            yield event
+        # Closed explicitly: an inner generator left suspended (the caller stops reading
+        # at StreamDone) is finalized through the loop (a wake-up and a task each).
+        async with contextlib.aclosing(self._play(request, reply, signal)) as events:
+            async for event in events:
+                yield event
 
     async def fetch(
         self, model_id: str, handle: JsonValue, signal: CancelSignal
@@ -214,8 +218,11 @@ class FauxModel:
         del self._deferred[key]
         yield StreamStart(model_id)
         request = self.state.requests[-1] if self.state.requests else None
-        async for event in self._play(request, FauxReply(reply.message), signal):
-            yield event
+        async with contextlib.aclosing(
+            self._play(request, FauxReply(reply.message), signal)
+        ) as events:
+            async for event in events:
+                yield event
 
     async def cancel_deferred(self, model_id: str, handle: JsonValue) -> None:
         self.state.cancelled_deferred.append(handle)
@@ -237,7 +244,7 @@ class FauxModel:
 
     async def _play(
         self, request: ModelRequest | None, reply: FauxReply, signal: CancelSignal
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         message = reply.message or faux_message("")
         tokens = 0
         for index, block in enumerate(message.content):

@@ -66,6 +66,9 @@ class ActiveRange:
     _folded: int = 0
     _order: list[Message] = field(default_factory=list)
     _results: dict[str, ToolResultMessage] = field(default_factory=dict)
+    _synthesized: dict[str, ToolResultMessage] = field(default_factory=dict)
+    """Missing-result stand-ins of calls still in the tail (each view needs them until
+    the result commits; built once, not once per view)."""
     _sections: dict[str, str] = field(default_factory=dict)
     _flat: list[Message] = field(default_factory=list)
     _stable: int = 0
@@ -128,6 +131,7 @@ class ActiveRange:
                 continue
             if isinstance(message, ToolResultMessage):
                 self._results.setdefault(message.tool_call_id, message)
+                self._synthesized.pop(message.tool_call_id, None)
             elif entry.id == self.head:
                 # The head marker (a summary, a reset) opens the context it starts. A
                 # summary follows the entries it kept (their ids are older), which may
@@ -155,7 +159,13 @@ class ActiveRange:
             self._stable += 1
 
     def _result_for(self, call: ToolCall) -> ToolResultMessage:
-        return self._results.get(call.id) or _missing(call)
+        found = self._results.get(call.id)
+        if found is not None:
+            return found
+        stand_in = self._synthesized.get(call.id)
+        if stand_in is None or stand_in.tool_name != call.name:
+            stand_in = self._synthesized[call.id] = _missing(call)
+        return stand_in
 
 
 @dataclass(frozen=True)

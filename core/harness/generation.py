@@ -36,9 +36,8 @@ is kept, and a tool round waits for its tool tasks.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
@@ -55,10 +54,7 @@ from core.harness.live import Throttle
 from core.harness.messages import (
     AssistantMessage,
     Message,
-    StopReason,
     SystemMessage,
-    TextBlock,
-    ThinkingBlock,
     ToolCall,
     ToolResultMessage,
     message_from_json,
@@ -73,10 +69,10 @@ from core.harness.models import (
     StreamEvent,
     StreamStart,
     TextDelta,
-    ThinkingDelta,
     ToolCallDelta,
     ToolSpec,
 )
+from core.harness.partial import Partial, close_stream
 from core.harness.prompt import PromptChange, plan_prompt, render_sections
 from core.harness.registry import ResolvedAgent, SectionContext
 from core.harness.runs import (
@@ -90,7 +86,7 @@ from core.harness.runs import (
     settle_run,
     withdraw_inputs,
 )
-from core.jsonvalue import JsonObject, JsonValue, dumps, json_copy, scrub_text
+from core.jsonvalue import JsonObject, JsonValue, dumps, json_copy
 from core.records import (
     Aborted,
     Completed,
@@ -331,67 +327,6 @@ async def _render(
 
 
 @dataclass
-class _Partial:
-    """The response as streamed so far."""
-
-    model: str
-    text: str = ""
-    thinking: str = ""
-    calls: dict[int, dict[str, str]] = field(default_factory=dict)
-    size: int = 0  # characters of text and thinking so far
-
-    def add(self, event: StreamEvent) -> None:
-        # A provider may stream lone surrogates; they are replaced here, because the
-        # partial is committed to ``live`` and storage refuses what it cannot serve back.
-        if isinstance(event, TextDelta):
-            self.text += scrub_text(event.text)
-            self.size += len(event.text)
-        elif isinstance(event, ThinkingDelta):
-            self.thinking += scrub_text(event.text)
-            self.size += len(event.text)
-        elif isinstance(event, ToolCallDelta):
-            call = self.calls.setdefault(event.index, {"id": "", "name": "", "arguments": ""})
-            if event.id:
-                call["id"] = scrub_text(event.id)
-            if event.name:
-                call["name"] = scrub_text(event.name)
-            call["arguments"] += scrub_text(event.arguments)
-
-    @property
-    def empty(self) -> bool:
-        return not (self.text or self.thinking or self.calls)
-
-    def message(
-        self, stop_reason: StopReason = "aborted", error: str | None = None
-    ) -> AssistantMessage:
-        blocks: list[TextBlock | ThinkingBlock | ToolCall] = []
-        if self.thinking:
-            blocks.append(ThinkingBlock(thinking=self.thinking))
-        if self.text:
-            blocks.append(TextBlock(text=self.text))
-        for index in sorted(self.calls):
-            call = self.calls[index]
-            try:
-                args = json.loads(call["arguments"] or "{}")
-            except ValueError:
-                args = {}
-            if call["id"] and call["name"]:
-                blocks.append(
-                    ToolCall(
-                        id=call["id"],
-                        name=call["name"],
-                        arguments=args if isinstance(args, dict) else {},
-                    )
-                )
-        return AssistantMessage(
-            content=blocks,
-            stop_reason=stop_reason,
-            model=self.model,
-            error=error,
-        )
-
-
-@dataclass
 class _Response:
     final: AssistantMessage | None = None
     deferred: Deferred | None = None
@@ -399,7 +334,7 @@ class _Response:
 
 
 async def _consume(
-    h: HarnessServices, rt: TaskRuntime, stream: AsyncIterator[StreamEvent], partial: _Partial
+    h: HarnessServices, rt: TaskRuntime, stream: AsyncIterator[StreamEvent], partial: Partial
 ) -> _Response:
     conv = rt.conversation_id
 
@@ -429,6 +364,10 @@ async def _consume(
     ensure_outside_commit("a model request")
     try:
         async for event in stream:
+            if type(event) is TextDelta:  # most events: appended without the dispatch below
+                partial.add_text(event.text)
+                throttle.changed(partial.size)
+                continue
             if isinstance(event, StreamStart):
                 continue
             if isinstance(event, StreamDone):
@@ -449,6 +388,7 @@ async def _consume(
         response.error = ModelError(f"{type(e).__name__}: {e}")
     finally:
         await throttle.close()
+        await close_stream(stream, h.report)
     if response == _Response() and not rt.signal.cancelled:
         response.error = ModelError("the model stream ended without a final message")
     return response
@@ -482,7 +422,7 @@ async def _request(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
         max_tokens=cast("int | None", cp.get("max_tokens")),
         options=cast(JsonObject, cp.get("options") or {}),
     )
-    partial = _Partial(model)
+    partial = Partial(model)
     response = await _consume(h, rt, h.models.stream(request, rt.signal), partial)
     await _classify(h, rt, cp, response, partial, offered={t.name for t in agent.tools.values()})
 
@@ -523,7 +463,7 @@ async def _poll(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
         await _fail(h, rt, "no_model", f"Model {model} is not available")
         return
     agent = await h.agent(rt.conversation_id)
-    partial = _Partial(model)
+    partial = Partial(model)
     response = await _consume(h, rt, h.models.fetch(model, cp.get("handle"), rt.signal), partial)
     await _classify(h, rt, cp, response, partial, offered={t.name for t in agent.tools.values()})
 
@@ -533,7 +473,7 @@ async def _classify(
     rt: TaskRuntime,
     cp: JsonObject,
     response: _Response,
-    partial: _Partial,
+    partial: Partial,
     offered: set[str],
 ) -> None:
     conv = rt.conversation_id

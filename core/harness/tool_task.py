@@ -253,14 +253,12 @@ async def _call(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
             ToolResult(f"[error] {args}", is_error=True), [Diagnostic("invalid_arguments", args)]
         )
         return
-    ctx = c.context(1)
-    for hooks in c.agent.hooks:
-        if hooks.before_tool is None:
-            continue
+    hooked = [hooks.before_tool for hooks in c.agent.hooks if hooks.before_tool is not None]
+    ctx = c.context(1) if hooked else None
+    for before_tool in hooked:
+        assert ctx is not None
         try:
-            decision = await hooks.before_tool(
-                c.call.model_copy(update={"arguments": arguments}), ctx
-            )
+            decision = await before_tool(c.call.model_copy(update={"arguments": arguments}), ctx)
         except Exception as e:  # a hook that fails blocks the call: never run unchecked
             h.report(e)
             decision = Block(f"A before_tool hook failed: {type(e).__name__}: {e}")
@@ -272,12 +270,14 @@ async def _call(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
             return
         if isinstance(decision, dict):
             arguments = dict(decision)
-    args = _validate(tool, arguments)
-    if isinstance(args, str):
-        await c.finish(
-            ToolResult(f"[error] {args}", is_error=True), [Diagnostic("invalid_arguments", args)]
-        )
-        return
+    if hooked:  # a hook may have rewritten them: checked again (unchanged, they passed)
+        args = _validate(tool, arguments)
+        if isinstance(args, str):
+            await c.finish(
+                ToolResult(f"[error] {args}", is_error=True),
+                [Diagnostic("invalid_arguments", args)],
+            )
+            return
     stored = json_copy(arguments, "tool arguments")
     cp = task.checkpoint or {}
     if (

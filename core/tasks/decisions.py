@@ -11,7 +11,7 @@ can be finalized, when to wake, what a step does next. The scheduler
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -48,6 +48,7 @@ __all__ = [
     "next_step",
     "next_wake",
     "owners_of_work",
+    "quiet",
     "ready",
     "resolve",
     "startable",
@@ -139,6 +140,29 @@ def ready(task: Task, now: int, view: Mapping[int, Task], outcomes: Mapping[int,
     if all(m not in view for m in state.on):
         return True
     return state.policy == "fail_fast" and any(failed(m, view, outcomes) for m in state.on)
+
+
+def quiet(
+    tasks: Mapping[int, Task], invoked: Container[int], now: int, outcomes: Mapping[int, Outcome]
+) -> bool:
+    """Whether a drain's reservation commit would stage nothing, decided without taking
+    the line: every live task is being invoked, or waits (not yet ready) on an
+    ``all_settled`` wait. Conservative: abort marks, held outcomes and ``fail_fast``
+    waits always take the line. Reading committed state outside the line is sound:
+    task state changes only by commits, each of which kicks a drain again, and time
+    waits arm the scheduler's timer."""
+    for task in tasks.values():
+        state = task.state
+        if task.abort_requested or isinstance(state, Completing):
+            return False
+        if isinstance(state, Waiting):
+            if state.policy != "all_settled":
+                return False
+            if task.id not in invoked and ready(task, now, tasks, outcomes):
+                return False
+        elif task.id not in invoked:
+            return False  # pending, or running without an invocation
+    return True
 
 
 def owners_of_work(view: Mapping[int, Task], owners: Owners) -> set[int]:

@@ -216,6 +216,9 @@ class Scheduler:
         try:
             while self._dirty and self._enabled and not self.closing:
                 self._dirty = False
+                now = self.clock.now()
+                if decisions.quiet(self.session.tasks, self._invocations, now, self._outcomes):
+                    continue  # most kicks: a commit whose successors were reserved eagerly
                 await self._prefetch_outcomes()
                 try:
                     reservations = await self.session.commit(self._reserve)

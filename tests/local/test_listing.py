@@ -199,7 +199,11 @@ def test_the_task_graph_names_a_running_tool_its_arguments_and_when_it_started(
 
         def tool_running() -> bool:
             tasks[:] = client.get("/v1/actors/t/tasks").json()["tasks"]
-            return any(t["kind"] == "perdure.tool" and t["state"] == "running" for t in tasks)
+            # Past its intent commit: reserved, the unsafe call runs its "call" phase first.
+            return any(
+                t["kind"] == "perdure.tool" and t["state"] == "running" and t["phase"] == "execute"
+                for t in tasks
+            )
 
         wait_until(tool_running)
         [call] = [t for t in tasks if t["kind"] == "perdure.tool"]

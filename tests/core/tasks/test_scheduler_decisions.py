@@ -308,3 +308,22 @@ def test_the_timer_is_set_for_the_earliest_future_until() -> None:
     ]
     assert decisions.earliest_until(tasks, NOW) == NOW + 3
     assert decisions.earliest_until(tasks[:1], NOW) is None
+
+
+def test_a_drain_is_quiet_only_if_every_task_runs_or_waits_on_unsettled_work() -> None:
+    running = task(1, Running(CP))
+    waiting = task(2, Waiting(CP, on=(1,)))
+    tasks = {1: running, 2: waiting}
+    assert decisions.quiet(tasks, {1}, NOW, {})
+    # running without an invocation: a drain reserves it again
+    assert not decisions.quiet(tasks, set(), NOW, {})
+    # the wait is over once its member is gone
+    assert not decisions.quiet({2: waiting}, set(), NOW, {})
+    # abort marks, held outcomes and fail_fast waits always take the line
+    assert not decisions.quiet({1: task(1, Running(CP), abort=True)}, {1}, NOW, {})
+    assert not decisions.quiet({1: task(1, Completing(Completed(None)))}, {1}, NOW, {})
+    fast = task(2, Waiting(CP, on=(1,), policy="fail_fast"))
+    assert not decisions.quiet({1: running, 2: fast}, {1}, NOW, {})
+    # a sleeper whose time has not come is quiet; once it has, it is not
+    assert decisions.quiet({3: task(3, Waiting(CP, until=NOW + 1))}, set(), NOW, {})
+    assert not decisions.quiet({3: task(3, Waiting(CP, until=NOW))}, set(), NOW, {})
