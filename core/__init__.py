@@ -45,7 +45,8 @@ from core.records import (
     Outcome,
     Pending,
     Running,
-    Submission,
+    Submission,  # deprecated alias of SubmissionRecord, kept for existing callers
+    SubmissionRecord,
     Task,
     TaskState,
     Terminal,
@@ -95,6 +96,7 @@ __all__ = [
     "StorageError",
     "StorageRejected",
     "Submission",
+    "SubmissionRecord",
     "Task",
     "TaskDefinition",
     "TaskError",

@@ -44,6 +44,7 @@ __all__ = [
     "Pending",
     "Running",
     "Submission",
+    "SubmissionRecord",
     "SubmissionStatus",
     "SubmissionType",
     "Task",
@@ -473,7 +474,7 @@ SubmissionStatus: TypeAlias = Literal["queued", "placed", "done", "unanswered"]
 
 
 @dataclass(frozen=True, slots=True)
-class Submission:
+class SubmissionRecord:
     """An accepted input or write. input: queued → placed → done | unanswered;
     write: queued → done | unanswered. ``entry`` is the placed entry, ``answer`` the
     answering entry."""
@@ -503,8 +504,14 @@ class Submission:
         return out
 
 
-def submission_from_json(o: JsonObject) -> Submission:
-    return Submission(
+Submission = SubmissionRecord
+"""Deprecated: the old name of :class:`SubmissionRecord`, which clashed with the
+handle :class:`core.harness.Submission`. Kept importable (``core.Submission`` is
+public API); new code uses ``SubmissionRecord``."""
+
+
+def submission_from_json(o: JsonObject) -> SubmissionRecord:
+    return SubmissionRecord(
         id=cast(int, o["id"]),
         conversation_id=cast(int, o["conversation_id"]),
         type=cast(SubmissionType, o["type"]),

@@ -1,8 +1,8 @@
 """Conversation: the handle callers (and the harness's tasks) hold on one conversation.
 
 Stateless apart from a deferred root's creation arguments: every call reads or commits
-through the harness, reached as :class:`ConversationOwner` so that this module does not
-import :mod:`~core.harness.harness` (which imports it to hand the handles out).
+through the harness, reached as :class:`ConversationHandleOwner` so that this module does
+not import :mod:`~core.harness.harness` (which imports it to hand the handles out).
 """
 
 from __future__ import annotations
@@ -41,19 +41,18 @@ from core.harness.submission import (
 )
 from core.harness.watch import Watch
 from core.jsonvalue import JsonObject, JsonValue, check_text
-from core.records import ConversationRecord, Entry, SubmissionStatus
-from core.records import Submission as SubmissionRecord
+from core.records import ConversationRecord, Entry, SubmissionRecord, SubmissionStatus
 from core.session.documents import DocDefinition
 from core.session.transaction import Tx
 from core.storage.paging import scan_all
 from core.storage.port import Cursor, Order, Page
 
-__all__ = ["Conversation", "ConversationOwner", "WhenBusy"]
+__all__ = ["Conversation", "ConversationHandleOwner", "WhenBusy"]
 
 WhenBusy = Literal["follow_up", "steer", "reject"]
 
 
-class ConversationOwner(SubmissionOwner, Protocol):
+class ConversationHandleOwner(SubmissionOwner, Protocol):
     """What a :class:`Conversation` handle uses of the harness that made it (the
     :class:`~core.harness.harness.Harness`, which satisfies it)."""
 
@@ -128,7 +127,7 @@ class Conversation:
 
     def __init__(
         self,
-        harness: ConversationOwner,
+        harness: ConversationHandleOwner,
         conversation_id: int,
         *,
         create_with: JsonObject | None = None,

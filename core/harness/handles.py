@@ -14,7 +14,7 @@ from core.jsonvalue import JsonValue
 
 if TYPE_CHECKING:
     from core.harness.messages import Usage
-    from core.records import Submission as SubmissionRecord
+    from core.records import SubmissionRecord
 
 __all__ = ["ConversationHandle", "SubmissionHandle"]
 

@@ -60,8 +60,7 @@ from core.harness.tool_task import settle_tool, tool_task
 from core.harness.views import Views
 from core.harness.watch import Watch
 from core.jsonvalue import JsonObject, JsonValue
-from core.records import ROOT_CONVERSATION_ID, ConversationRecord, Task
-from core.records import Submission as SubmissionRecord
+from core.records import ROOT_CONVERSATION_ID, ConversationRecord, SubmissionRecord, Task
 from core.session.documents import DocDefinition
 from core.session.session import CommitEvent
 from core.session.transaction import Tx

@@ -37,7 +37,7 @@ from core.harness.builtin_documents import INBOX, LIVE, USAGE
 from core.harness.events import note_event
 from core.harness.messages import Usage, UserMessage, message_to_json
 from core.jsonvalue import JsonObject, JsonValue
-from core.records import Submission, Task
+from core.records import SubmissionRecord, Task
 from core.session.documents import DocHandle
 from core.session.transaction import Tx
 
@@ -81,7 +81,7 @@ def _obj(handle: DocHandle) -> JsonObject:
     return value
 
 
-def _record(sub: Submission) -> JsonObject:
+def _record(sub: SubmissionRecord) -> JsonObject:
     """What the documents keep of a submission: enough to rewrite its record without a
     table read (the read-before-write rule), committed together with the record."""
     out: JsonObject = {"id": sub.id}
@@ -94,8 +94,8 @@ def _record(sub: Submission) -> JsonObject:
 
 def _submission(
     conversation_id: int, kind: Literal["input", "write"], rec: JsonObject, **fields: object
-) -> Submission:
-    return Submission(
+) -> SubmissionRecord:
+    return SubmissionRecord(
         id=cast(int, rec["id"]),
         conversation_id=conversation_id,
         type=kind,
@@ -125,9 +125,9 @@ def inbox_items(inbox: JsonValue) -> list[JsonValue]:
 
 async def new_submission(
     tx: Tx, conversation_id: int, type: Literal["input", "write"], request_id: str | None
-) -> Submission:
+) -> SubmissionRecord:
     """A fresh ``queued`` submission record (not yet staged)."""
-    return Submission(
+    return SubmissionRecord(
         id=await tx.mint_id(),
         conversation_id=conversation_id,
         type=type,
@@ -138,8 +138,8 @@ async def new_submission(
 
 
 async def admit_write(
-    tx: Tx, sub: Submission, draft: JsonObject, *, at_once: bool = False
-) -> Submission:
+    tx: Tx, sub: SubmissionRecord, draft: JsonObject, *, at_once: bool = False
+) -> SubmissionRecord:
     """Place a write at once when its conversation is idle (or ``at_once``), else queue it
     for the next boundary."""
     live = await tx.doc(LIVE, sub.conversation_id)
@@ -151,14 +151,14 @@ async def admit_write(
     return sub
 
 
-def queue_item(inbox: DocHandle, sub: Submission, payload: JsonObject) -> None:
+def queue_item(inbox: DocHandle, sub: SubmissionRecord, payload: JsonObject) -> None:
     """Queue a submission in the inbox (``payload``: content and ``when_busy``, or entry)."""
     items = _obj(inbox).setdefault("items", [])
     assert isinstance(items, list)
     items.append({**_record(sub), "type": sub.type, **payload})
 
 
-async def place_input(tx: Tx, sub: Submission, content: str) -> Submission:
+async def place_input(tx: Tx, sub: SubmissionRecord, content: str) -> SubmissionRecord:
     """Append the user entry of an input and mark its submission placed."""
     entry = await tx.append_entry(
         sub.conversation_id,
@@ -173,7 +173,7 @@ async def place_input(tx: Tx, sub: Submission, content: str) -> Submission:
     return placed
 
 
-async def place_write(tx: Tx, sub: Submission, draft: JsonObject) -> Submission:
+async def place_write(tx: Tx, sub: SubmissionRecord, draft: JsonObject) -> SubmissionRecord:
     """Append a write submission's entry and settle it done.
 
     A write that starts a context range (``head``: an entry id, or ``"self"`` for a reset)
@@ -204,7 +204,7 @@ async def place_write(tx: Tx, sub: Submission, draft: JsonObject) -> Submission:
 
 
 async def _summary_landed(
-    tx: Tx, sub: Submission, head: int, *, stale_since: int | None = None
+    tx: Tx, sub: SubmissionRecord, head: int, *, stale_since: int | None = None
 ) -> None:
     """If ``sub`` carries the conversation's pending compaction summary, clear the note
     (the next compaction may start) and count the landing, or the stale end."""
@@ -299,7 +299,7 @@ async def range_start(tx: Tx, conversation_id: int) -> int | None:
     return max(starts) if starts else None
 
 
-async def start_run(tx: Tx, conversation_id: int, inputs: list[Submission]) -> Task:
+async def start_run(tx: Tx, conversation_id: int, inputs: list[SubmissionRecord]) -> Task:
     """Start a run for placed inputs: a generation task and the ``live`` run record."""
     task = await tx.create_task(GENERATION, {}, conversation_id=conversation_id)
     live = await tx.doc(LIVE, conversation_id)
@@ -396,8 +396,8 @@ def _take(
     return sorted(taken, key=lambda i: (i.get("type") != "write", cast(int, i["id"])))
 
 
-async def _place(tx: Tx, conversation_id: int, items: list[JsonObject]) -> list[Submission]:
-    placed: list[Submission] = []
+async def _place(tx: Tx, conversation_id: int, items: list[JsonObject]) -> list[SubmissionRecord]:
+    placed: list[SubmissionRecord] = []
     for item in items:
         if item.get("type") == "write":
             sub = _submission(conversation_id, "write", item, status="queued")

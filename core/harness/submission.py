@@ -27,8 +27,7 @@ from core.harness.messages import (
 )
 from core.harness.runs import inbox_items, withdraw_summary
 from core.jsonvalue import JsonObject, JsonValue, check_text, json_copy, json_equal
-from core.records import Entry
-from core.records import Submission as SubmissionRecord
+from core.records import Entry, SubmissionRecord
 from core.session.session import Session
 from core.session.transaction import Tx
 

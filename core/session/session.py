@@ -41,7 +41,7 @@ from core.records import (
     DocumentRecord,
     DocumentState,
     Entry,
-    Submission,
+    SubmissionRecord,
     Task,
     TaskStatus,
     Terminal,
@@ -105,7 +105,7 @@ class CommitEvent:
     conversations: list[ConversationRecord] = field(default_factory=list)
     entries: list[Entry] = field(default_factory=list)
     tasks: list[Task] = field(default_factory=list)
-    submissions: list[Submission] = field(default_factory=list)
+    submissions: list[SubmissionRecord] = field(default_factory=list)
     documents: list[DocumentEvent] = field(default_factory=list)
 
 

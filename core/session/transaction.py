@@ -50,7 +50,7 @@ from core.records import (
     Outcome,
     Pending,
     Running,
-    Submission,
+    SubmissionRecord,
     SubmissionStatus,
     Task,
     TaskState,
@@ -144,7 +144,7 @@ class Tx:
         self.conversations: dict[int, ConversationRecord] = {}
         self.entries: list[Entry] = []
         self.tasks: dict[int, Task] = {}
-        self.submissions: dict[int, Submission] = {}
+        self.submissions: dict[int, SubmissionRecord] = {}
         self.docs: dict[DocAddress, DocHandle] = {}
         self.extra_writes: list[Any] = []
         self.after_commit: list[Callable[[], None]] = []
@@ -205,13 +205,13 @@ class Tx:
         self._read()
         return await self._session.task(task_id)
 
-    async def submission(self, submission_id: int) -> Submission | None:
+    async def submission(self, submission_id: int) -> SubmissionRecord | None:
         self._read()
         return await self._session.storage.submission(submission_id)
 
     async def submission_by_request(
         self, conversation_id: int, request_id: str
-    ) -> Submission | None:
+    ) -> SubmissionRecord | None:
         self._read()
         return await self._session.storage.submission_by_request(conversation_id, request_id)
 
@@ -247,7 +247,7 @@ class Tx:
         order: Order | None = None,
         limit: int = 100,
         cursor: Cursor | None = None,
-    ) -> Page[Submission]:
+    ) -> Page[SubmissionRecord]:
         self._read()
         return await self._session.storage.scan_submissions(
             conversation_id=conversation_id, status=status, order=order, limit=limit, cursor=cursor
@@ -368,7 +368,7 @@ class Tx:
 
     # ------------------------------------------------------------------ submissions
 
-    def put_submission(self, submission: Submission) -> None:
+    def put_submission(self, submission: SubmissionRecord) -> None:
         """Stage a submission record (full replacement)."""
         self._write()
         if submission.detail is not None:

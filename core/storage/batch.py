@@ -22,7 +22,7 @@ from core.records import (
     DocumentRecord,
     DocumentState,
     Entry,
-    Submission,
+    SubmissionRecord,
     Task,
 )
 from core.storage.port import (
@@ -93,7 +93,7 @@ class CommitPlan:
     conversations: list[tuple[ConversationRecord, str]] = field(default_factory=list)
     entries: list[tuple[Entry, str]] = field(default_factory=list)
     tasks: dict[int, tuple[Task, str]] = field(default_factory=dict)
-    submissions: dict[int, tuple[Submission, str]] = field(default_factory=dict)
+    submissions: dict[int, tuple[SubmissionRecord, str]] = field(default_factory=dict)
     created_documents: list[DocumentRecord] = field(default_factory=list)
     revisions: list[Revision] = field(default_factory=list)
     versions: dict[int, int] = field(default_factory=dict)
@@ -172,7 +172,7 @@ def plan_commit(writes: Sequence[Write], view: BatchView, seq: int, next_id: int
         elif isinstance(w, Task):
             own(w.id, "task", replaceable=True)
             plan.tasks[w.id] = (w, _encode(w.to_json(), f"task {w.id}"))
-        elif isinstance(w, Submission):
+        elif isinstance(w, SubmissionRecord):
             own(w.id, "submission", replaceable=True)
             if w.request_id is not None:
                 key = (w.conversation_id, w.request_id)

@@ -22,7 +22,7 @@ from core.records import (
     DocumentScope,
     DocumentState,
     Entry,
-    Submission,
+    SubmissionRecord,
     SubmissionStatus,
     Task,
     TaskStatus,
@@ -190,14 +190,14 @@ class MemoryStorage:
         text = self.state.tasks.get(task_id)
         return task_from_json(loads(text)) if text is not None else None
 
-    async def submission(self, submission_id: int) -> Submission | None:
+    async def submission(self, submission_id: int) -> SubmissionRecord | None:
         self._check()
         text = self.state.submissions.get(submission_id)
         return submission_from_json(loads(text)) if text is not None else None
 
     async def submission_by_request(
         self, conversation_id: int, request_id: str
-    ) -> Submission | None:
+    ) -> SubmissionRecord | None:
         self._check()
         sid = self.state.requests.get((conversation_id, request_id))
         return submission_from_json(loads(self.state.submissions[sid])) if sid is not None else None
@@ -335,7 +335,7 @@ class MemoryStorage:
         order: Order | None = None,
         limit: int = 100,
         cursor: Cursor | None = None,
-    ) -> Page[Submission]:
+    ) -> Page[SubmissionRecord]:
         self._check()
         filters: JsonObject = {"conversation_id": conversation_id, "status": status}
         pos = start_scan("submissions", filters, order, "asc", limit, cursor)
@@ -347,7 +347,7 @@ class MemoryStorage:
                 status is None or st == status
             )
 
-        def load(i: int) -> Submission:
+        def load(i: int) -> SubmissionRecord:
             return submission_from_json(loads(self.state.submissions[i]))
 
         return _page("submissions", filters, pos, filter(keep, idx), load)

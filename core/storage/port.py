@@ -44,7 +44,7 @@ from core.records import (
     DocumentScope,
     DocumentState,
     Entry,
-    Submission,
+    SubmissionRecord,
     SubmissionStatus,
     Task,
     TaskStatus,
@@ -140,7 +140,7 @@ Write: TypeAlias = (
     ConversationRecord
     | Entry
     | Task
-    | Submission
+    | SubmissionRecord
     | DocumentCreate
     | DocumentCopy
     | DocumentChange
@@ -206,13 +206,13 @@ class Storage(Protocol):
         """The task as of the latest commit, or ``None``."""
         ...
 
-    async def submission(self, submission_id: int) -> Submission | None:
+    async def submission(self, submission_id: int) -> SubmissionRecord | None:
         """The submission as of the latest commit, or ``None``."""
         ...
 
     async def submission_by_request(
         self, conversation_id: int, request_id: str
-    ) -> Submission | None:
+    ) -> SubmissionRecord | None:
         """The submission a conversation accepted under ``request_id``, or ``None``.
 
         A request id is unique per conversation: a commit that would give a second
@@ -291,7 +291,7 @@ class Storage(Protocol):
         order: Order | None = None,
         limit: int = 100,
         cursor: Cursor | None = None,
-    ) -> Page[Submission]:
+    ) -> Page[SubmissionRecord]:
         """Submissions matching every given filter, ascending by id by default."""
         ...
 

@@ -35,7 +35,7 @@ from core.harness.builtin_documents import INBOX, LIVE
 from core.harness.messages import AssistantMessage, message_from_json
 from core.harness.runs import GENERATION, TOOL
 from core.jsonvalue import JsonValue
-from core.records import ConversationRecord, Entry, Submission, Task, Waiting
+from core.records import ConversationRecord, Entry, SubmissionRecord, Task, Waiting
 from core.session.session import CommitEvent, Session
 from core.storage.paging import scan_all
 from core.storage.port import Storage
@@ -61,7 +61,7 @@ class StoredWorld:
     conversations: dict[int, ConversationRecord] = field(default_factory=dict)
     entries: dict[int, Entry] = field(default_factory=dict)  # own entries only (no ancestry)
     tasks: dict[int, Task] = field(default_factory=dict)
-    submissions: dict[int, Submission] = field(default_factory=dict)
+    submissions: dict[int, SubmissionRecord] = field(default_factory=dict)
     live: dict[int, JsonValue] = field(default_factory=dict)
     inbox: dict[int, JsonValue] = field(default_factory=dict)
 
@@ -327,9 +327,9 @@ class SettlementLog:
     once": a settled submission written again, or a second placement."""
 
     def __init__(self) -> None:
-        self.settled: dict[int, Submission] = {}
+        self.settled: dict[int, SubmissionRecord] = {}
         self.problems: list[str] = []
-        self.submissions: dict[int, Submission] = {}
+        self.submissions: dict[int, SubmissionRecord] = {}
 
     def on_commit(self, event: CommitEvent) -> None:
         for sub in event.submissions:

@@ -27,7 +27,7 @@ from core.records import (
     Failed,
     Pending,
     Running,
-    Submission,
+    SubmissionRecord,
     Task,
     Terminal,
     Waiting,
@@ -99,10 +99,10 @@ def _entry(entry_id: int, conversation_id: int = 1, **fields: Any) -> Entry:
     return Entry(id=entry_id, conversation_id=conversation_id, kind="custom", **fields)
 
 
-def _sub(submission_id: int, conversation_id: int = 1, **fields: Any) -> Submission:
+def _sub(submission_id: int, conversation_id: int = 1, **fields: Any) -> SubmissionRecord:
     fields.setdefault("type", "input")
     fields.setdefault("status", "queued")
-    return Submission(id=submission_id, conversation_id=conversation_id, **fields)
+    return SubmissionRecord(id=submission_id, conversation_id=conversation_id, **fields)
 
 
 def _doc(

@@ -14,7 +14,7 @@ from core.records import (
     DocumentScope,
     DocumentState,
     Entry,
-    Submission,
+    SubmissionRecord,
     Task,
 )
 from core.storage.port import Page, Storage, Write
@@ -56,12 +56,12 @@ class DelegatingStorage:
     async def task(self, task_id: int) -> Task | None:
         return await self.inner.task(task_id)
 
-    async def submission(self, submission_id: int) -> Submission | None:
+    async def submission(self, submission_id: int) -> SubmissionRecord | None:
         return await self.inner.submission(submission_id)
 
     async def submission_by_request(
         self, conversation_id: int, request_id: str
-    ) -> Submission | None:
+    ) -> SubmissionRecord | None:
         return await self.inner.submission_by_request(conversation_id, request_id)
 
     async def document(self, document_id: int, at: int | None = None) -> DocumentState | None:
@@ -86,7 +86,7 @@ class DelegatingStorage:
     async def scan_tasks(self, **query: Any) -> Page[Task]:
         return await self.inner.scan_tasks(**query)
 
-    async def scan_submissions(self, **query: Any) -> Page[Submission]:
+    async def scan_submissions(self, **query: Any) -> Page[SubmissionRecord]:
         return await self.inner.scan_submissions(**query)
 
     async def scan_documents(self, scope: DocumentScope, **query: Any) -> Page[DocumentRecord]:

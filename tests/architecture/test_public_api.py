@@ -46,7 +46,8 @@ PINNED: dict[str, list[str]] = {
         "StorageCorrupt",
         "StorageError",
         "StorageRejected",
-        "Submission",
+        "Submission",  # deprecated alias of SubmissionRecord
+        "SubmissionRecord",
         "Task",
         "TaskDefinition",
         "TaskError",
@@ -271,3 +272,13 @@ def test_the_deprecated_conversation_name_is_the_record() -> None:
     harness = importlib.import_module("core.harness")
     assert core.Conversation is core.ConversationRecord is records.ConversationRecord
     assert core.Conversation is not harness.Conversation
+
+
+def test_the_deprecated_submission_name_is_the_record() -> None:
+    """``core.Submission`` likewise stays the record ``SubmissionRecord``, apart from
+    the handle ``core.harness.Submission``."""
+    core = importlib.import_module("core")
+    records = importlib.import_module("core.records")
+    harness = importlib.import_module("core.harness")
+    assert core.Submission is core.SubmissionRecord is records.SubmissionRecord
+    assert core.Submission is not harness.Submission

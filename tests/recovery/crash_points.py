@@ -19,7 +19,7 @@ from core.harness.compaction import COMPACTION
 from core.harness.reminders import REMINDER
 from core.harness.runs import GENERATION, TOOL
 from core.jsonvalue import JsonValue
-from core.records import ConversationRecord, Entry, Submission, Task, Terminal, Waiting
+from core.records import ConversationRecord, Entry, SubmissionRecord, Task, Terminal, Waiting
 from core.storage.port import Write
 
 __all__ = ["ALL_HOSTS", "POINTS", "CrashPoint", "point_named"]
@@ -66,9 +66,9 @@ def _entries(writes: Sequence[Write], kind: str) -> list[Entry]:
 def admission(request_id: str) -> Match:
     def match(writes: Sequence[Write]) -> bool:
         return any(
-            isinstance(w, Submission) and w.request_id == request_id and w.status != "done"
+            isinstance(w, SubmissionRecord) and w.request_id == request_id and w.status != "done"
             for w in writes
-        ) and not any(isinstance(w, Submission) and w.status == "done" for w in writes)
+        ) and not any(isinstance(w, SubmissionRecord) and w.status == "done" for w in writes)
 
     return match
 
@@ -86,7 +86,7 @@ def streamed(writes: Sequence[Write]) -> bool:
     """Partial model output committed to ``live`` while the request streams: a commit of
     documents only (no task, entry or submission written)."""
     return bool(writes) and not any(
-        isinstance(w, Task | Entry | Submission | ConversationRecord) for w in writes
+        isinstance(w, Task | Entry | SubmissionRecord | ConversationRecord) for w in writes
     )
 
 
@@ -124,7 +124,7 @@ def handover(writes: Sequence[Write]) -> bool:
 def answer(request_id_prefix: str) -> Match:
     def match(writes: Sequence[Write]) -> bool:
         return any(
-            isinstance(w, Submission)
+            isinstance(w, SubmissionRecord)
             and w.status == "done"
             and (w.request_id or "").startswith(request_id_prefix)
             for w in writes
@@ -140,7 +140,7 @@ def compaction_started(writes: Sequence[Write]) -> bool:
 def compaction_queued(writes: Sequence[Write]) -> bool:
     """The summary written and queued (a write submission) to land at the next boundary."""
     return any(
-        isinstance(w, Submission)
+        isinstance(w, SubmissionRecord)
         and w.status == "queued"
         and (w.request_id or "").startswith("compaction:")
         for w in writes
@@ -159,7 +159,8 @@ def reminder_created(writes: Sequence[Write]) -> bool:
 
 def reminder_fired(writes: Sequence[Write]) -> bool:
     return any(
-        isinstance(w, Submission) and (w.request_id or "").startswith("reminder:") for w in writes
+        isinstance(w, SubmissionRecord) and (w.request_id or "").startswith("reminder:")
+        for w in writes
     )
 
 

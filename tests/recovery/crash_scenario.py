@@ -56,7 +56,7 @@ from core.harness.compaction import COMPACTION
 from core.harness.reminders import REMINDER
 from core.harness.settings import CompactionSettings
 from core.harness.subagents import subagent_tool
-from core.records import Submission
+from core.records import SubmissionRecord
 from core.storage import Storage
 from core.storage.port import Write
 from core.testing.consistency import check_consistency, load_world
@@ -167,7 +167,7 @@ class KillPointStorage(DelegatingStorage):
         except Exception as e:
             say(commit_error=type(e).__name__, message=str(e)[:200])
             raise
-        subs = [[w.id, w.status, w.request_id] for w in batch if isinstance(w, Submission)]
+        subs = [[w.id, w.status, w.request_id] for w in batch if isinstance(w, SubmissionRecord)]
         with self.log.open("a") as f:
             f.write(json.dumps({"seq": seq, "subs": subs}) + "\n")
         if self.trace is not None:

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from core.jsonvalue import JsonObject
-from core.records import Completed, Entry, Submission, Task, Terminal, Waiting
+from core.records import Completed, Entry, SubmissionRecord, Task, Terminal, Waiting
 from core.session.session import CommitEvent
 from core.storage import Storage
 from core.storage.port import DocumentChange
@@ -99,7 +99,7 @@ async def test_an_unsettled_input_and_a_live_task_are_found_once_settled(tmp_pat
     task = next(t for t in (await storage.scan_tasks(limit=100)).items if t.owner is None)
     await storage.commit(
         [
-            Submission(sub.id, 1, "input", "queued", created_at=sub.created_at),
+            SubmissionRecord(sub.id, 1, "input", "queued", created_at=sub.created_at),
             task.evolve(state=Waiting({"phase": "x"}, until=None)),
         ]
     )
@@ -147,10 +147,12 @@ async def test_sqlite_cross_table_damage_is_found(tmp_path: Path) -> None:
 
 def test_the_settlement_log_sees_a_second_settlement() -> None:
     log = SettlementLog()
-    log.on_commit(CommitEvent(1, submissions=[Submission(5, 1, "input", "placed", entry=6)]))
-    log.on_commit(CommitEvent(2, submissions=[Submission(5, 1, "input", "done", answer=7)]))
+    log.on_commit(CommitEvent(1, submissions=[SubmissionRecord(5, 1, "input", "placed", entry=6)]))
+    log.on_commit(CommitEvent(2, submissions=[SubmissionRecord(5, 1, "input", "done", answer=7)]))
     assert log.problems == []
     log.on_commit(
-        CommitEvent(3, submissions=[Submission(5, 1, "input", "unanswered", reason="aborted")])
+        CommitEvent(
+            3, submissions=[SubmissionRecord(5, 1, "input", "unanswered", reason="aborted")]
+        )
     )
     assert log.problems and "rewritten after it settled" in log.problems[0]

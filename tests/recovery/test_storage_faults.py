@@ -23,7 +23,7 @@ import pytest
 from core.errors import SessionPoisoned, StorageRejected
 from core.faux import faux_message
 from core.harness import Harness
-from core.records import Submission
+from core.records import SubmissionRecord
 from core.storage.sqlite import SqliteStorage
 from core.testing.consistency import SettlementLog, check_consistency
 from core.testing.wrappers import CommitFault
@@ -31,7 +31,7 @@ from runtimes.local.sqlite import Sqlite3Database
 from tests.recovery.support import MODEL, World
 
 
-async def _wait(sub: object, timeout: float = 5.0) -> Submission:
+async def _wait(sub: object, timeout: float = 5.0) -> SubmissionRecord:
     return await asyncio.wait_for(sub.wait(), timeout)  # type: ignore[attr-defined]
 
 

@@ -34,7 +34,7 @@ from core.records import (
     DocumentScope,
     DocumentState,
     Entry,
-    Submission,
+    SubmissionRecord,
     SubmissionStatus,
     Task,
     TaskStatus,
@@ -244,8 +244,8 @@ class SqliteStorage:
 
         return await self._read(read)
 
-    async def submission(self, submission_id: int) -> Submission | None:
-        def read(ex: SqlExecutor) -> Submission | None:
+    async def submission(self, submission_id: int) -> SubmissionRecord | None:
+        def read(ex: SqlExecutor) -> SubmissionRecord | None:
             rows = ex.fetch(
                 "SELECT id, record, parts FROM submissions WHERE id = ?", (submission_id,)
             )
@@ -255,8 +255,8 @@ class SqliteStorage:
 
     async def submission_by_request(
         self, conversation_id: int, request_id: str
-    ) -> Submission | None:
-        def read(ex: SqlExecutor) -> Submission | None:
+    ) -> SubmissionRecord | None:
+        def read(ex: SqlExecutor) -> SubmissionRecord | None:
             rows = ex.fetch(
                 "SELECT id, record, parts FROM submissions"
                 " WHERE conversation_id = ? AND request_id = ?",
@@ -393,7 +393,7 @@ class SqliteStorage:
         order: Order | None = None,
         limit: int = 100,
         cursor: Cursor | None = None,
-    ) -> Page[Submission]:
+    ) -> Page[SubmissionRecord]:
         filters: JsonObject = {"conversation_id": conversation_id, "status": status}
         pos = start_scan("submissions", filters, order, "asc", limit, cursor)
         where, params = _where([("conversation_id", conversation_id), ("status", status)])

@@ -15,8 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from core import JsonObject
-from core.records import Submission as SubmissionRecord
-from core.records import SubmissionStatus, SubmissionType
+from core.records import SubmissionRecord, SubmissionStatus, SubmissionType
 from runtimes.actor.api.errors import ApiError
 
 __all__ = [

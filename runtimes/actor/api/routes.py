@@ -12,8 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from core import JsonObject, UnknownRecord
 from core.errors import InvalidInput
 from core.harness import Conversation, Harness, Submission, agent_change, write_draft
-from core.records import MAX_ID, ROOT_CONVERSATION_ID
-from core.records import Submission as SubmissionRecord
+from core.records import MAX_ID, ROOT_CONVERSATION_ID, SubmissionRecord
 from core.times import iso_time
 from runtimes.actor.api.errors import ApiError
 from runtimes.actor.api.schemas import (

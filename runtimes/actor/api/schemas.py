@@ -22,8 +22,7 @@ from pydantic import (
 from core import JsonValue, json_copy
 from core.harness import HARNESS_KINDS, MAX_DELAY_S, MAX_REMINDER_CHARS, Message, WhenBusy
 from core.harness.messages import message_to_json
-from core.records import MAX_ID, SubmissionStatus, SubmissionType
-from core.records import Submission as SubmissionRecord
+from core.records import MAX_ID, SubmissionRecord, SubmissionStatus, SubmissionType
 
 __all__ = [
     "AbortBody",
