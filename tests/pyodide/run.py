@@ -30,17 +30,18 @@
    actor (the target: <= 1 s, Pyodide's load excluded), then, reported apart, the
    first HTTP request (the app imported and built) and the default adapters; each
    step with its compile time; CPython's fresh-process figures in the same run.
-   That headline is "sources only": nothing is cached, every module is compiled.
-   Then ``--cached-cold-starts N`` (default 3; 0 skips it) the same with a bytecode
-   cache, reported apart: one process writes ``.pyc`` (``sys.pycache_prefix`` in the
-   scratch directory, never the repository), N fresh ones read it — like for like with
-   CPython's figure, which reads cached ``.pyc`` too. Fails if a cached sample still
-   compiled a repository or wheel module (the cache was not read); its timing is
-   reported only.
    Fails if the import + open path imports FastAPI or httpx, or if the best sample
    exceeds ``IMPORT_OPEN_FAIL_MS`` (5x the target: the target itself is reported, met
    or not, since a loaded machine measures 2-5x its idle time); ``--importtime`` adds
-   one cold start's per-module import times;
+   one cold start's per-module import times.
+   That headline is "sources only": nothing is cached, every module is compiled.
+   Then ``--cached-cold-starts N`` (default 3; 0 skips it) the same with a bytecode
+   cache, reported apart: one process writes ``.pyc`` (``sys.pycache_prefix`` in the
+   scratch directory, never the repository), N fresh ones read it, alternating with the
+   sources-only samples so both see the same load — like for like with
+   CPython's figure, which reads cached ``.pyc`` too. Fails if a cached sample still
+   compiled a repository or wheel module (the cache was not read); its timing is
+   reported only;
 6. runs pytest inside Pyodide on ``tests/cloudflare`` (its normal summary line);
 7. prints the timings and ratios, and exits non-zero if anything failed.
 
@@ -302,15 +303,12 @@ def pyodide_cold_starts(
 PYCACHE = "pycache"
 
 
-def pyodide_cached_cold_starts(
-    samples: int, scratch: Path, entries: int, wheels: Path
-) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """The cold start with a bytecode cache: one Pyodide process runs the cold start
-    with bytecode writing on and ``sys.pycache_prefix`` in the scratch directory (Python
-    writes a ``.pyc`` there for every module it compiles), then ``samples`` fresh
-    processes run it reading that cache. A sample that still compiled a module of the
-    repository or of the wheels did not measure a cache and is a failure; the standard
-    library (a zip, which ``pycache_prefix`` does not cover) still compiles."""
+def write_bytecode_cache(scratch: Path, entries: int, wheels: Path) -> tuple[str, dict[str, str]]:
+    """The cached variant's cache: one Pyodide process runs the cold start with bytecode
+    writing on and ``sys.pycache_prefix`` in the scratch directory, so Python writes a
+    ``.pyc`` there for every module it compiles (the repository's and the wheels'; the
+    standard library is a zip, which the prefix does not cover). The prefix, as Pyodide
+    sees it, and any failures."""
     prefix = f"/scratch/{PYCACHE}"
     _, failures = pyodide_cold_starts(
         1,
@@ -320,23 +318,22 @@ def pyodide_cached_cold_starts(
         "pycache-writer",
         {"pycache_prefix": prefix, "write_bytecode": True},
     )
-    written = sorted((scratch / PYCACHE).rglob("*.pyc"))
-    if not failures and not written:
+    if not failures and not list((scratch / PYCACHE).rglob("*.pyc")):
         failures["cached_cold_start_cache"] = f"no .pyc written under {prefix}"
-    if failures:
-        return [], failures
-    runs, more = pyodide_cold_starts(
-        samples, scratch, entries, wheels, "cached", {"pycache_prefix": prefix}
-    )
-    failures.update(more)
+    return prefix, failures
+
+
+def cache_misses(runs: list[dict[str, Any]]) -> dict[str, str]:
+    """Failures for the cached samples that still compiled a module of the repository or
+    of the wheels: they did not measure a cache."""
+    failures: dict[str, str] = {}
     for i, run in enumerate(runs):
         missed = run["compiled_through_open"]["repo"] + run["compiled_through_open"]["wheels"]
         if missed:
             failures[f"cached_start_sample_{i}"] = (
-                f"{len(missed)} modules compiled despite the cache ({len(written)} .pyc"
-                f" under {prefix}): {missed[:5]}"
+                f"{len(missed)} modules compiled despite the bytecode cache: {missed[:5]}"
             )
-    return runs, failures
+    return failures
 
 
 def import_profile(scratch: Path, wheels: Path, top: int = 25) -> None:
@@ -586,6 +583,40 @@ def _sandbox_server(stack: contextlib.ExitStack, scratch: Path) -> tuple[str, st
     return server.url, token("fetch-ws"), SECRET.decode()
 
 
+def cold_start_samples(
+    args: argparse.Namespace, scratch: Path, wheels: Path
+) -> tuple[list[dict[str, Any]], dict[str, str], list[dict[str, Any]], dict[str, str]]:
+    """The sources-only samples and the cached ones, alternating (after the process that
+    writes the cache) so both variants see the same load; each with its failures."""
+    runs: list[dict[str, Any]] = []
+    cached: list[dict[str, Any]] = []
+    cold_failures: dict[str, str] = {}
+    cached_failures: dict[str, str] = {}
+    samples, prefix = args.cold_starts, ""
+    if args.cached_cold_starts:
+        _log("Pyodide: one cold start writing a bytecode cache")
+        prefix, cached_failures = write_bytecode_cache(scratch, args.entries, wheels)
+        if not cached_failures:
+            samples = max(samples, args.cached_cold_starts)
+    _log(
+        f"Pyodide: {args.cold_starts} cold starts from sources, {args.cached_cold_starts}"
+        f" with the bytecode cache, alternating, each in a fresh process"
+    )
+    for i in range(samples):
+        if i < args.cold_starts:
+            got, failures = pyodide_cold_starts(1, scratch, args.entries, wheels, f"cold{i}")
+            runs += got
+            cold_failures.update(failures)
+        if args.cached_cold_starts and not cached_failures and i < args.cached_cold_starts:
+            got, failures = pyodide_cold_starts(
+                1, scratch, args.entries, wheels, f"cached{i}", {"pycache_prefix": prefix}
+            )
+            cached += got
+            cached_failures.update(failures)
+    cached_failures.update(cache_misses(cached))
+    return runs, cold_failures, cached, cached_failures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=200)
@@ -656,19 +687,12 @@ def main() -> int:
             print(f"Pyodide suite FAILED (exit {code})")
         else:
             report(cpython, inside)
-        _log(f"Pyodide: {args.cold_starts} cold starts, each in a fresh process")
-        runs, cold_failures = pyodide_cold_starts(args.cold_starts, scratch, args.entries, wheels)
-        for name, trace in cold_failures.items():
+        runs, cold_failures, cached, cached_failures = cold_start_samples(args, scratch, wheels)
+        for name, trace in {**cold_failures, **cached_failures}.items():
             print(f"\nFAILED {name}\n{trace}")
         if cold_failures or not runs or not report_cold_start(cpython, runs):
             failed = True
         if args.cached_cold_starts:
-            _log(f"Pyodide: 1 + {args.cached_cold_starts} cold starts with a bytecode cache")
-            cached, cached_failures = pyodide_cached_cold_starts(
-                args.cached_cold_starts, scratch, args.entries, wheels
-            )
-            for name, trace in cached_failures.items():
-                print(f"\nFAILED {name}\n{trace}")
             if cached_failures or not cached:
                 failed = True
             else:
