@@ -9,7 +9,8 @@
 // with `def main_sync(options) -> dict` is run synchronously instead (pytest inside
 // Pyodide drives its own loop). No network is used: everything comes from disk.
 // `python_args` in the options are Python's command-line arguments (run.py's
-// --importtime passes ["-X", "importtime"]).
+// --importtime passes ["-X", "importtime"]); `pycache_prefix` and `write_bytecode`
+// are described where they are applied.
 
 import { readdirSync } from "node:fs";
 import path from "node:path";
@@ -56,10 +57,22 @@ pyodide.FS.mkdirTree("/perdure");
 pyodide.mountNodeFS("/perdure", path.resolve(repo));
 pyodide.FS.mkdirTree("/scratch");
 pyodide.mountNodeFS("/scratch", path.resolve(options.scratch || "/tmp"));
+// `pycache_prefix` (a directory under /scratch, never the repository) keeps bytecode
+// caches across processes: Python reads .pyc from it, and with `write_bytecode` writes
+// them there too (run.py's cached cold start). Without it nothing is written or read.
+const prefix = options.pycache_prefix || null;
+if (prefix !== null && !prefix.startsWith("/scratch/")) {
+  throw new Error(`pycache_prefix must be under /scratch, not ${prefix}`);
+}
+pyodide.globals.set("_pycache_prefix", prefix);
+pyodide.globals.set("_write_bytecode", Boolean(options.write_bytecode && prefix !== null));
 pyodide.runPython(`
 import sys
-sys.dont_write_bytecode = True   # never write cpython-314 caches into the repository
+sys.pycache_prefix = _pycache_prefix
+# never write cpython-314 caches into the repository (only into the prefix, if asked)
+sys.dont_write_bytecode = not _write_bytecode
 sys.path.insert(0, "/perdure")
+del _pycache_prefix, _write_bytecode
 `);
 timings.heap_baseline_mb = heapMB(pyodide);
 

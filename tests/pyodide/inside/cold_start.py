@@ -27,7 +27,11 @@ wheels' install excluded). Then, reported apart so the cost that moved is visibl
 Every step also reports the part of it spent compiling sources to bytecode
 (:mod:`compile_meter`), and which of ``workload.NOT_ON_THE_OPEN_PATH`` steps 1-4
 imported: run.py fails on any (a module that pulls the HTTP app or httpx back onto the
-open path), deterministically, unlike a timing.
+open path), deterministically, unlike a timing. It also returns the files compiled
+through step 4 by origin (repository, wheels, standard library): the cached variant
+(run with ``pycache_prefix``) must compile none of the first two. With
+``write_bytecode`` (the process that fills that cache), the bytecode of every
+repository and wheel module it compiled is stored hash-checked at the end.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from typing import Any
 
 from tests.pyodide.inside import compile_meter
 
-__all__ = ["main"]
+__all__ = ["compiled_by_origin", "main"]
 
 TOKEN = "pyodide-cold-start-token-0123456789"
 
@@ -89,6 +93,7 @@ async def main(options: Any) -> dict[str, Any]:
     assert opened["entries"] >= int(opts.get("entries", 10_000)), opened
     steps.mark("open_harness")  # the compile part; the time is cold_open's own:
     steps.ms["open_harness"] = opened["open_harness_ms"]  # its count of entries is not
+    compiled = compile_meter.compiled()
     # Checked by run.py (a failure there), reported here so a timing still comes back.
     leaked = [m for m in NOT_ON_THE_OPEN_PATH if m in sys.modules]
     unused = [m for m in RUNTIME_MODULES if m not in sys.modules]
@@ -108,6 +113,8 @@ async def main(options: Any) -> dict[str, Any]:
     for module in ADAPTER_MODULES:
         importlib.import_module(module)
     steps.mark("import_default_adapters")
+    if opts.get("write_bytecode"):
+        _store_checked_bytecode(compiled_by_origin(compile_meter.compiled()))
     return {
         "ok": True,
         "ms": steps.ms,
@@ -118,7 +125,24 @@ async def main(options: Any) -> dict[str, Any]:
         "new_actor_request_parts": fresh,
         "open_path_imports": leaked,
         "runtime_modules_not_imported": unused,
+        "compiled_through_open": compiled_by_origin(compiled),
+        "pycache_prefix": sys.pycache_prefix,
     }
+
+
+def compiled_by_origin(paths: list[str]) -> dict[str, list[str]]:
+    """Compiled files by where they come from: the mounted repository, the installed
+    wheels, or Pyodide's standard library zip (which ``pycache_prefix`` does not cover:
+    ``zipimport`` only reads bytecode stored inside the zip)."""
+    origins: dict[str, list[str]] = {"repo": [], "wheels": [], "stdlib": []}
+    for path in paths:
+        if path.startswith("/perdure/"):
+            origins["repo"].append(path)
+        elif "/site-packages/" in path:
+            origins["wheels"].append(path)
+        else:
+            origins["stdlib"].append(path)
+    return origins
 
 
 async def _first_request(path: str, home_class: Any, js_request: Any) -> dict[str, float]:
@@ -170,3 +194,17 @@ async def _first_request(path: str, home_class: Any, js_request: Any) -> dict[st
     assert settled is not None and settled["answer"]["text"] == "first answer", settled
     await obj.host.close()
     return parts
+
+
+def _store_checked_bytecode(origins: dict[str, list[str]]) -> None:
+    """Rewrite the ``.pyc`` of every repository and wheel module this process compiled
+    as a hash-checked one (in ``sys.pycache_prefix``). The timestamp-checked ``.pyc`` the
+    import system writes would be stale in the next process for the wheels: the runner
+    re-extracts them, with new modification times, in every process. A hash-checked
+    ``.pyc`` is valid while the source's content is the same."""
+    import py_compile
+
+    for path in origins["repo"] + origins["wheels"]:
+        py_compile.compile(
+            path, doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH
+        )
