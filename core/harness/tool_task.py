@@ -36,7 +36,8 @@ from core.env import OP_ID_PATTERN, EnvUnavailable, ExecutionEnv, OpLost, OpRef
 from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
 from core.harness.builtin_documents import LIVE
 from core.harness.events import note_event
-from core.harness.generation import merge_hand_over, plan_merged_hand_over, round_intent
+from core.harness.generation_hand_over import merge_hand_over, plan_merged_hand_over
+from core.harness.generation_request import round_intent
 from core.harness.live import Throttle
 from core.harness.messages import (
     AssistantMessage,

@@ -1,0 +1,176 @@
+"""The tool round handed over: the generation's ``tools`` phase (start the next call of
+a sequential round, run ``after_tools`` observers, then the post-tools boundary and the
+run handed to an already prepared successor in one commit), and the merged hand-over the
+round's last tool result commit can carry instead (one commit less per round)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from core.harness.builtin_documents import INBOX, LIVE
+from core.harness.context import ContextView
+from core.harness.generation_live import checkpoint_copy, is_current, live_section
+from core.harness.generation_prepare import Plan, pin_request, plan_request
+from core.harness.messages import Message, ToolResultMessage
+from core.harness.runs import GENERATION, TOOL, post_tools_boundary
+from core.jsonvalue import JsonObject, JsonValue
+from core.records import Completed, Task, Terminal, Waiting
+from core.session.transaction import Tx
+from core.tasks.runtime import TaskRuntime
+
+if TYPE_CHECKING:
+    from core.harness.services import HarnessServices
+
+__all__ = ["merge_hand_over", "plan_merged_hand_over", "tools_phase"]
+
+
+async def tools_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
+    conv = rt.conversation_id
+    cp = checkpoint_copy(task)
+    calls = [str(c) for c in cast(list[JsonValue], cp.get("calls") or [])]
+    started = [int(cast(int, t)) for t in cast(list[JsonValue], cp.get("tasks") or [])]
+    if len(started) < len(calls):  # sequential round: start the next call
+
+        async def next_call(tx: Tx, current: Task) -> Waiting:
+            tool = await tx.create_task(
+                TOOL,
+                {"assistant": cp["assistant"], "call_id": calls[len(started)]},
+                owner=current.id,
+            )
+            live = await tx.doc(LIVE, conv)
+            slot = live_section(live, "tools").get(calls[len(started)])
+            if isinstance(slot, dict):
+                slot["task"] = tool.id
+            return Waiting({**cp, "tasks": [*started, tool.id]}, (tool.id,))
+
+        await rt.commit(next_call)
+        return
+    agent = await h.agent(conv)
+    observers = [hk.after_tools for hk in agent.hooks if hk.after_tools is not None]
+    if observers:
+        results = _round_results(await h.context(conv), set(calls))
+        for observe in observers:
+            try:
+                await observe(results, rt)  # type: ignore[arg-type]
+            except Exception as e:
+                h.report(e)
+
+    # The successor's preparation happens here, so it starts at ``request`` and the
+    # hand-over commit also pins its model and context: one commit less per round.
+    plan = await plan_request(h, conv)
+
+    async def hand_over(tx: Tx, current: Task) -> Completed:
+        await _hand_over(h, tx, current, plan)
+        return Completed({"entry": cp["assistant"]})
+
+    await rt.commit(hand_over)
+
+
+async def _hand_over(h: HarnessServices, tx: Tx, current: Task, plan: Plan | str) -> None:
+    """Inside a commit: the post-tools boundary of the generation ``current`` and the
+    run handed to its successor (already prepared unless the boundary moved the start
+    of the context or the plan says it must compact first)."""
+    conv = current.conversation_id
+    live = await tx.doc(LIVE, conv)
+    if is_current(live, current.id):
+        await post_tools_boundary(tx, conv, h.settings)
+        # A summary placed here starts a new context range: the plan made is void.
+        moved = any(e.head is not None for e in tx.entries if e.conversation_id == conv)
+        start = None
+        if not moved and not isinstance(plan, str) and plan.compaction != "blocking":
+            start = await pin_request(h, tx, conv, plan, current.id, 1, overflowed=False)
+        successor = await tx.create_task(
+            GENERATION, {}, conversation_id=conv, checkpoint=start, continues=current
+        )
+        live_section(live, "run")["generation"] = successor.id
+        value = cast(JsonObject, live.value)
+        value["generation"] = {"task": successor.id}
+        value.pop("tools", None)
+
+
+# --------------------------------------------------------------------------- merged hand-over
+#
+# The last tool of a round may carry the hand-over in its own result commit: one commit
+# less per round. It is an optimisation with a fallback: whenever anything is unusual
+# the generation is woken as before and its ``tools`` phase hands over.
+
+
+def _round_closes(h: HarnessServices, tool: Task, staged: dict[int, Task] | None) -> Task | None:
+    """The generation waiting on ``tool``'s round, if ``tool`` settling ends that round
+    and nothing else needs the generation's ``tools`` phase: every other call of the
+    round settled (and none left to start), no other live work owned by it, no abort
+    mark, no time wait, and its definition is the registry's current one."""
+    gen = h.session.tasks.get(tool.owner) if tool.owner is not None else None
+    if staged is not None and gen is not None:
+        gen = staged.get(gen.id, gen)
+    if gen is None or gen.kind != GENERATION or gen.abort_requested:
+        return None
+    state = gen.state
+    if not isinstance(state, Waiting) or state.until is not None or tool.id not in state.on:
+        return None
+    cp = state.checkpoint
+    if cp.get("phase") != "tools":
+        return None
+    calls = cp.get("calls")
+    tasks = cp.get("tasks")
+    if not isinstance(calls, list) or not isinstance(tasks, list) or len(tasks) < len(calls):
+        return None  # a sequential round still has calls to start
+    scheduler = h.engine.scheduler
+    if scheduler.closing or not scheduler.enabled:
+        return None
+    definition = scheduler.source.task(gen.kind)
+    if definition is None or definition.version != gen.version:
+        return None
+    # Committed live tasks the generation owns (session index) or awaits, with this commit's writes.
+    for other_id in h.session.owned_by(gen.id) | {i for i in state.on if i in h.session.tasks}:
+        if other_id == tool.id:
+            continue
+        other = h.session.tasks[other_id]
+        live = staged.get(other_id, other) if staged is not None else other
+        if not isinstance(live.state, Terminal):
+            return None
+    return gen
+
+
+async def plan_merged_hand_over(
+    h: HarnessServices, tool: Task, result: Message
+) -> Plan | str | None:
+    """Before ``tool``'s result commit: the successor's plan if that commit can hand the
+    round over (see :func:`merge_hand_over`), else ``None``."""
+    gen = _round_closes(h, tool, None)
+    if gen is None:
+        return None
+    agent = await h.agent(gen.conversation_id)
+    if any(hk.after_tools is not None for hk in agent.hooks):
+        return None  # observers see the round's results from the generation's phase
+    plan = await plan_request(h, gen.conversation_id, extra=result)
+    if isinstance(plan, Plan) and plan.compaction is not None:
+        # Starting a compaction reads tables (is one in flight?), which the result commit,
+        # past its first write, may not: the generation's ``tools`` phase hands over.
+        return None
+    return plan
+
+
+async def merge_hand_over(h: HarnessServices, tx: Tx, tool: Task, plan: Plan | str) -> bool:
+    """Inside ``tool``'s result commit (which settles it): if the round still closes
+    with it, stage the generation's hand-over and its completion, as its ``tools``
+    phase would have committed them. Returns whether it did."""
+    gen = _round_closes(h, tool, tx.tasks)
+    if gen is None:
+        return False
+    inbox = (await tx.doc(INBOX, gen.conversation_id)).value
+    if isinstance(inbox, dict) and inbox.get("items"):
+        # Items wait for this boundary (a steer, a write, a summary to land): placing them
+        # reads tables (the context range's start), which this commit, past its first
+        # write, may not. The generation's own ``tools`` phase hands over instead.
+        return False
+    await _hand_over(h, tx, gen, plan)
+    assistant = cast(JsonObject, gen.checkpoint)["assistant"]
+    # Its only owned live work is ``tool``, settled by this same commit: terminal now.
+    done = Terminal(Completed({"entry": assistant}))
+    await tx.put_task(gen.evolve(state=done, ended_at=tx.now()))
+    return True
+
+
+def _round_results(ctx: ContextView, calls: set[str]) -> list[ToolResultMessage]:
+    return [m for m in ctx.messages if isinstance(m, ToolResultMessage) and m.tool_call_id in calls]

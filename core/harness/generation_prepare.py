@@ -1,0 +1,184 @@
+"""The generation's ``prepare`` phase: land a queued summary, plan the request (agent,
+model, system prompt change, compaction need) and pin it in the ``request`` checkpoint;
+a context too big to send waits for a compaction first (``compact_first``). The plan and
+pin are reused by the tool round's hand-over, which prepares the successor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from core.harness.builtin_documents import INBOX, LIVE
+from core.harness.compaction import (
+    compaction_need,
+    context_tokens,
+    in_flight_compaction,
+    start_compaction,
+)
+from core.harness.context import ContextView
+from core.harness.generation_end import fail_run
+from core.harness.generation_live import checkpoint_copy, is_current, live_section
+from core.harness.messages import Message, SystemMessage, message_to_json
+from core.harness.prompt import PromptChange, plan_prompt, render_sections
+from core.harness.registry import ResolvedAgent, SectionContext
+from core.harness.runs import land_summaries, queued_summary
+from core.jsonvalue import JsonObject, JsonValue
+from core.records import Task, Waiting
+from core.session.transaction import Tx
+from core.tasks.runtime import TaskRuntime
+
+if TYPE_CHECKING:
+    from core.harness.services import HarnessServices
+
+__all__ = ["Plan", "compact_first", "pin_request", "plan_request", "prepare_phase"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What preparing a request decides: the pinned model and options, and the system
+    prompt change to record (if any)."""
+
+    model: str
+    thinking: str
+    max_tokens: int
+    change: PromptChange | None
+    compaction: Literal["blocking", "background"] | None
+
+
+async def plan_request(h: HarnessServices, conv: int, extra: Message | None = None) -> Plan | str:
+    """Resolve the agent and plan the prompt; a string is the ``no_model`` detail.
+    ``extra``: a message the commit this plan is for adds to the context (counted in
+    the compaction decision)."""
+    agent = await h.agent(conv)
+    if agent.model is None:
+        return "No model is configured for this conversation"
+    info = h.models.info(agent.model)
+    if info is None:
+        return f"Model {agent.model} is not available"
+    ctx = await h.context(conv)
+    wanted = await _render(h, agent, conv, ctx)
+    change = plan_prompt(ctx.sections, wanted, baseline=not ctx.prompted)
+    tokens = context_tokens([*ctx.messages, extra] if extra is not None else ctx.messages)
+    need = compaction_need(h.settings.compaction, tokens, info.context_window)
+    return Plan(agent.model, agent.thinking, info.max_tokens, change, need)
+
+
+async def pin_request(
+    h: HarnessServices,
+    tx: Tx,
+    conv: int,
+    plan: Plan,
+    by_task: int,
+    attempt: int,
+    *,
+    overflowed: bool,
+) -> JsonObject:
+    """Inside a commit: record the prompt change, start a background compaction if the
+    context calls for one, and return the ``request`` checkpoint, whose cutoff is the
+    newest entry the request will see."""
+    if plan.compaction == "background":
+        await start_compaction(tx, conv, reason="threshold")
+    latest = await h.context(conv)
+    seen = [e.id for e in latest.entries[-1:]] + [
+        e.id for e in tx.entries if e.conversation_id == conv
+    ]
+    cutoff = max(seen) if seen else None  # entries this commit places (steers) included
+    if plan.change is not None:
+        entry = await tx.append_entry(
+            conv,
+            "system",
+            message=message_to_json(SystemMessage(content=plan.change.text)),
+            data=plan.change.data,
+            by_task_id=by_task,
+        )
+        cutoff = entry.id
+    checkpoint: JsonObject = {
+        "phase": "request",
+        "attempt": attempt,
+        "model": plan.model,
+        "thinking": plan.thinking,
+        "max_tokens": plan.max_tokens,
+        "options": {},
+        "cutoff": cutoff,
+    }
+    if overflowed:
+        checkpoint["overflowed"] = True
+    return checkpoint
+
+
+async def prepare_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
+    conv = rt.conversation_id
+    cp = checkpoint_copy(task)
+    attempt = int(cast(int, cp.get("attempt", 1)))
+    if await _summary_waits(h, conv, rt.task_id):
+
+        async def land(tx: Tx, current: Task) -> JsonObject:
+            if is_current(await tx.doc(LIVE, conv), current.id):
+                await land_summaries(tx, conv, h.settings)
+            return {**cp, "landed": int(cast(int, cp.get("landed", 0))) + 1}
+
+        await rt.commit(land)
+        return
+    plan = await plan_request(h, conv)
+    if isinstance(plan, str):
+        await fail_run(h, rt, "no_model", plan)
+        return
+    if plan.compaction == "blocking" and not cp.get("compacted"):
+        # Too big to send: wait for a compaction of our own, then send whatever it did.
+        await compact_first(rt, cp, reason="threshold")
+        return
+
+    async def pin(tx: Tx, current: Task) -> JsonObject:
+        overflowed = bool(cp.get("overflowed"))
+        return await pin_request(h, tx, conv, plan, current.id, attempt, overflowed=overflowed)
+
+    await rt.commit(pin)
+
+
+async def _summary_waits(h: HarnessServices, conv: int, task_id: int) -> bool:
+    """Whether a compaction summary is queued while this generation runs the run."""
+    inbox = await h.session.document_value(INBOX, conv)
+    if not queued_summary(inbox):
+        return False
+    live = await h.session.document_value(LIVE, conv)
+    run = live.get("run") if isinstance(live, dict) else None
+    return isinstance(run, dict) and run.get("generation") == task_id
+
+
+async def compact_first(rt: TaskRuntime, cp: JsonObject, *, reason: str) -> None:
+    """Wait for a compaction — the conversation's one in flight, else one this
+    generation owns — then prepare the request again (landing its summary first)."""
+
+    async def compact(tx: Tx, current: Task) -> Waiting:
+        conv = rt.conversation_id
+        waited = await in_flight_compaction(tx, conv)
+        if waited is not None:
+            child_id = waited  # at most one compaction at a time: join it
+        else:
+            child = await start_compaction(tx, conv, reason=reason, owner=current.id)
+            assert child is not None  # owned compactions always start
+            child_id = child.id
+        live = await tx.doc(LIVE, rt.conversation_id)
+        live_section(live, "generation").pop("partial", None)
+        checkpoint: JsonObject = {"phase": "prepare", "attempt": cp.get("attempt", 1)}
+        checkpoint["compacted"] = True
+        if reason == "overflow":
+            checkpoint["overflowed"] = True
+        return Waiting(checkpoint, (child_id,))
+
+    await rt.commit(compact)
+
+
+async def _render(
+    h: HarnessServices, agent: ResolvedAgent, conv: int, ctx: ContextView
+) -> dict[str, str]:
+    async def documents(definition: Any) -> JsonValue:
+        return await h.session.document_value(definition, conv)
+
+    section_ctx = SectionContext(conv, agent, documents)
+    try:
+        return await render_sections(agent, section_ctx)
+    except Exception as e:
+        # A failing section must not take the run down: keep what the model was told.
+        h.report(e)
+        return dict(ctx.sections)
