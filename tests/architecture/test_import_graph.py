@@ -35,7 +35,6 @@ MAX_LINES = 800
 REASON_LINES = 600
 OVERSIZE: dict[str, int] = {
     "core.harness.generation": 889,
-    "core.storage.sqlite.storage": 894,
     "core.testing.storage_conformance": 884,
     "core.env": 660,
 }
