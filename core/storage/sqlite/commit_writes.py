@@ -1,0 +1,208 @@
+"""Writing a :class:`~core.storage.batch.CommitPlan` into the SQLite schema:
+:func:`apply_plan` executes the plan's statements through a :class:`Writer`, either the
+commit transaction's executor or a :class:`~core.storage.sqlite.write_set.WriteSetLog`
+recording a two-phase commit's write set.
+
+Execute only: no statement here reads an answer that steers a write, so a recorded
+write set replays to the same rows on a replica.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from core.jsonvalue import dumps
+from core.records import MAX_ID, Task
+from core.storage.batch import CommitPlan
+from core.storage.sqlite.database import SqlValue
+from core.storage.sqlite.rows import owner_column
+from core.storage.sqlite.schema import CHUNK_CHARS
+
+__all__ = ["Writer", "apply_plan", "task_row_key"]
+
+_TASK_COLUMNS = "(id, conversation_id, kind, status, abort_requested, background, record, parts)"
+_SUBMISSION_COLUMNS = "(id, conversation_id, request_id, status, record, parts)"
+_EIGHT = "(?, ?, ?, ?, ?, ?, ?, ?)"
+_SIX = "(?, ?, ?, ?, ?, ?)"
+
+
+class Writer(Protocol):
+    """What the commit plumbing writes through: a transaction's executor, or a
+    :class:`WriteSetLog` recording the write set. Execute only: a read here would make
+    a recorded write set depend on the replica it is replayed on."""
+
+    def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None: ...
+
+
+def _store(
+    ex: Writer, table: str, key: str, text: str, chunked: set[str]
+) -> tuple[str | None, int]:
+    """Return what goes in the row's ``(record, parts)`` columns, writing parts if needed.
+
+    ``chunked`` collects the tables that hold parts, so replacing a record elsewhere can
+    skip looking for parts to delete."""
+    if len(text) <= CHUNK_CHARS:
+        return text, 0
+    chunked.add(table)
+    chunks = [text[i : i + CHUNK_CHARS] for i in range(0, len(text), CHUNK_CHARS)]
+    for n, chunk in enumerate(chunks):
+        ex.execute(
+            "INSERT INTO record_parts (tbl, key, part, data) VALUES (?, ?, ?, ?)",
+            (table, key, n, chunk),
+        )
+    return None, len(chunks)
+
+
+def _drop_parts(ex: Writer, table: str, key: str) -> None:
+    ex.execute("DELETE FROM record_parts WHERE tbl = ? AND key = ?", (table, key))
+
+
+def task_row_key(task: Task) -> tuple[int, str, int]:
+    return task.conversation_id, dumps(task.kind), int(task.background)
+
+
+def apply_plan(
+    ex: Writer,
+    plan: CommitPlan,
+    chunked: set[str],
+    task_rows: dict[int, tuple[int, str, int]] | None = None,
+) -> None:
+    """Write ``plan``; ``task_rows``: committed task rows' unchanging columns, where known."""
+    # One statement for the new ids (50 rows at most: 100 bound parameters).
+    new_ids = list(plan.new_ids.items())
+    for start in range(0, len(new_ids), 50):
+        rows = new_ids[start : start + 50]
+        ex.execute(
+            "INSERT INTO record_ids (id, type) VALUES " + ", ".join(["(?, ?)"] * len(rows)),
+            tuple(value for row in rows for value in row),
+        )
+    for conv, text in plan.conversations:
+        record, parts = _store(ex, "conversations", str(conv.id), text, chunked)
+        ex.execute(
+            "INSERT INTO conversations (id, owner_conversation_id, owner_task_id, record, parts)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (
+                conv.id,
+                conv.owner.conversation_id if conv.owner else None,
+                conv.owner.task_id if conv.owner else None,
+                record,
+                parts,
+            ),
+        )
+    for entry, text in plan.entries:
+        record, parts = _store(ex, "entries", str(entry.id), text, chunked)
+        ex.execute(
+            "INSERT INTO entries (id, conversation_id, head, record, parts) VALUES (?, ?, ?, ?, ?)",
+            (entry.id, entry.conversation_id, entry.head, record, parts),
+        )
+    # Tasks and submissions are replaced whole, but an UPDATE of the columns that can
+    # change touches far fewer index b-trees than INSERT OR REPLACE (delete + insert);
+    # the replacement runs only for new rows or when an "immutable" column changed,
+    # which the second statement learns from changes() (rows the UPDATE matched), so
+    # the pair stays a pure write a replica can replay.
+    for task, text in plan.tasks.values():
+        key = str(task.id)
+        fresh = task.id in plan.new_ids
+        if not fresh and "tasks" in chunked:
+            _drop_parts(ex, "tasks", key)
+        record, parts = _store(ex, "tasks", key, text, chunked)
+        kind = dumps(task.kind)
+        status, aborting, background = task.status, int(task.abort_requested), int(task.background)
+        row = (task.id, task.conversation_id, kind, status, aborting, background, record, parts)
+        if fresh:
+            ex.execute(f"INSERT OR REPLACE INTO tasks {_TASK_COLUMNS} VALUES {_EIGHT}", row)
+        elif task_rows is not None and task_rows.get(task.id) == task_row_key(task):
+            # The row exists with these very columns (this storage committed it): the
+            # UPDATE matches it, so the replacement below would do nothing.
+            ex.execute(
+                "UPDATE tasks SET status = ?, abort_requested = ?, record = ?, parts = ?"
+                " WHERE id = ?",
+                (status, aborting, record, parts, task.id),
+            )
+        else:
+            ex.execute(
+                "UPDATE tasks SET status = ?, abort_requested = ?, record = ?, parts = ?"
+                " WHERE id = ? AND conversation_id = ? AND kind = ? AND background = ?",
+                (status, aborting, record, parts, task.id, task.conversation_id, kind, background),
+            )
+            ex.execute(
+                f"INSERT OR REPLACE INTO tasks {_TASK_COLUMNS} SELECT {_EIGHT[1:-1]}"
+                " WHERE changes() = 0",
+                row,
+            )
+    for sub, text in plan.submissions.values():
+        key = str(sub.id)
+        fresh = sub.id in plan.new_ids
+        if not fresh and "submissions" in chunked:
+            _drop_parts(ex, "submissions", key)
+        record, parts = _store(ex, "submissions", key, text, chunked)
+        request = None if sub.request_id is None else dumps(sub.request_id)
+        srow = (sub.id, sub.conversation_id, request, sub.status, record, parts)
+        if fresh:
+            ex.execute(
+                f"INSERT OR REPLACE INTO submissions {_SUBMISSION_COLUMNS} VALUES {_SIX}", srow
+            )
+        else:
+            ex.execute(
+                "UPDATE submissions SET request_id = ?, status = ?, record = ?, parts = ?"
+                " WHERE id = ? AND conversation_id = ?",
+                (request, sub.status, record, parts, sub.id, sub.conversation_id),
+            )
+            ex.execute(
+                f"INSERT OR REPLACE INTO submissions {_SUBMISSION_COLUMNS} SELECT {_SIX[1:-1]}"
+                " WHERE changes() = 0",
+                srow,
+            )
+    for doc in plan.created_documents:
+        ex.execute(
+            "INSERT INTO documents (id, kind, scope, owner_id, key, history, created_at, version)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                doc.id,
+                dumps(doc.kind),
+                doc.scope,
+                owner_column(doc.owner_id),
+                dumps(doc.key),
+                doc.history,
+                doc.created_at,
+                plan.versions[doc.id],
+            ),
+        )
+    for rev in plan.revisions:
+        key = f"{rev.document_id}:{rev.seq}"
+        record, parts = _store(ex, "revisions", key, rev.content, chunked)
+        ex.execute(
+            "INSERT INTO revisions (document_id, seq, base, version, content, parts)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (rev.document_id, rev.seq, int(rev.base), rev.version, record, parts),
+        )
+    for doc_id, version in plan.version_changes.items():
+        ex.execute("UPDATE documents SET version = ? WHERE id = ?", (version, doc_id))
+    for doc_id in plan.rebased_latest:
+        _drop_revisions(ex, doc_id, plan.seq, "revisions" in chunked)
+    for doc in plan.retired:
+        ex.execute(
+            "UPDATE documents SET retired_at = ?, version = NULL WHERE id = ?",
+            (doc.retired_at, doc.id),
+        )
+        if doc.history == "latest":
+            _drop_revisions(ex, doc.id, None, "revisions" in chunked)
+    ex.execute(
+        "UPDATE meta SET next_id = ?, next_seq = ? WHERE singleton = 1",
+        (plan.next_id, plan.seq + 1),
+    )
+
+
+def _drop_revisions(ex: Writer, document_id: int, before: int | None, chunked: bool) -> None:
+    """Reclaim revisions a ``latest`` document no longer needs (all when ``before`` is None)."""
+    bound = MAX_ID if before is None else before - 1
+    if chunked:
+        # Part keys are "<document id>:<seq>" (see apply_plan); built in SQL to stay write-only.
+        ex.execute(
+            "DELETE FROM record_parts WHERE tbl = 'revisions' AND key IN (SELECT"
+            " CAST(document_id AS TEXT) || ':' || CAST(seq AS TEXT) FROM revisions"
+            " WHERE document_id = ? AND seq <= ? AND parts > 0)",
+            (document_id, bound),
+        )
+    ex.execute("DELETE FROM revisions WHERE document_id = ? AND seq <= ?", (document_id, bound))

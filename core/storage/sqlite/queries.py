@@ -1,0 +1,367 @@
+"""The read side of :class:`~core.storage.sqlite.storage.SqliteStorage`: point reads
+and paged scans, each one read transaction of the :class:`SqlDatabase` facade.
+
+:class:`SqliteQueries` is the storage's base class; it owns the closed check and the
+read-transaction helper the storage's commit path uses too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from core.errors import StorageClosed
+from core.jsonvalue import JsonObject, dumps
+from core.records import (
+    MAX_ID,
+    ConversationRecord,
+    DocumentRecord,
+    DocumentScope,
+    DocumentState,
+    Entry,
+    SubmissionRecord,
+    SubmissionStatus,
+    Task,
+    TaskStatus,
+    conversation_from_json,
+    entry_from_json,
+    submission_from_json,
+    task_from_json,
+)
+from core.storage.port import Cursor, Order, Page
+from core.storage.reads import fork_chain
+from core.storage.scan import ScanPosition, next_cursor, start_scan
+from core.storage.sqlite.database import Row, SqlDatabase, SqlExecutor, SqlValue
+from core.storage.sqlite.rows import (
+    DOC_COLUMNS,
+    decode_document,
+    decode_record,
+    owner_column,
+    read_conversation,
+    read_document_state,
+)
+
+__all__ = ["SqliteQueries"]
+
+T = TypeVar("T")
+
+
+class SqliteQueries:
+    """The :class:`~core.storage.port.Storage` reads over ``_db``; the subclass sets
+    ``_db`` and ``_closed``."""
+
+    _db: SqlDatabase
+    _closed: bool
+
+    # ------------------------------------------------------------------ point reads
+
+    async def conversation(self, conversation_id: int) -> ConversationRecord | None:
+        return await self._read(lambda ex: read_conversation(ex, conversation_id))
+
+    async def entry(self, entry_id: int) -> Entry | None:
+        def read(ex: SqlExecutor) -> Entry | None:
+            rows = ex.fetch("SELECT id, record, parts FROM entries WHERE id = ?", (entry_id,))
+            return entry_from_json(decode_record(ex, "entries", rows[0])) if rows else None
+
+        return await self._read(read)
+
+    async def visible_entry(self, conversation_id: int, entry_id: int) -> Entry | None:
+        def read(ex: SqlExecutor) -> Entry | None:
+            chain = fork_chain(conversation_id, lambda c: read_conversation(ex, c))
+            rows = ex.fetch("SELECT id, record, parts FROM entries WHERE id = ?", (entry_id,))
+            if not rows:
+                return None
+            entry = entry_from_json(decode_record(ex, "entries", rows[0]))
+            for cid, cap in chain:
+                if cid == entry.conversation_id:
+                    return entry if cap is None or entry.id <= cap else None
+            return None
+
+        return await self._read(read)
+
+    async def latest_head(
+        self, conversation_id: int, at_or_before: int | None = None
+    ) -> Entry | None:
+        def read(ex: SqlExecutor) -> Entry | None:
+            best: Row | None = None
+            for cid, cap in fork_chain(conversation_id, lambda c: read_conversation(ex, c)):
+                bound = _min_cap(cap, at_or_before)
+                rows = ex.fetch(
+                    "SELECT id, record, parts FROM entries WHERE conversation_id = ?"
+                    " AND head IS NOT NULL AND id <= ? ORDER BY id DESC LIMIT 1",
+                    (cid, MAX_ID if bound is None else bound),
+                )
+                if rows and (best is None or rows[0][0] > best[0]):
+                    best = rows[0]
+            return entry_from_json(decode_record(ex, "entries", best)) if best is not None else None
+
+        return await self._read(read)
+
+    async def task(self, task_id: int) -> Task | None:
+        def read(ex: SqlExecutor) -> Task | None:
+            rows = ex.fetch("SELECT id, record, parts FROM tasks WHERE id = ?", (task_id,))
+            return task_from_json(decode_record(ex, "tasks", rows[0])) if rows else None
+
+        return await self._read(read)
+
+    async def submission(self, submission_id: int) -> SubmissionRecord | None:
+        def read(ex: SqlExecutor) -> SubmissionRecord | None:
+            rows = ex.fetch(
+                "SELECT id, record, parts FROM submissions WHERE id = ?", (submission_id,)
+            )
+            return submission_from_json(decode_record(ex, "submissions", rows[0])) if rows else None
+
+        return await self._read(read)
+
+    async def submission_by_request(
+        self, conversation_id: int, request_id: str
+    ) -> SubmissionRecord | None:
+        def read(ex: SqlExecutor) -> SubmissionRecord | None:
+            rows = ex.fetch(
+                "SELECT id, record, parts FROM submissions"
+                " WHERE conversation_id = ? AND request_id = ?",
+                (conversation_id, dumps(request_id)),
+            )
+            return submission_from_json(decode_record(ex, "submissions", rows[0])) if rows else None
+
+        return await self._read(read)
+
+    async def document(self, document_id: int, at: int | None = None) -> DocumentState | None:
+        return await self._read(lambda ex: read_document_state(ex, document_id, at))
+
+    async def find_document(
+        self,
+        kind: str,
+        scope: DocumentScope,
+        owner_id: int | None = None,
+        key: str | None = None,
+        at: int | None = None,
+    ) -> DocumentRecord | None:
+        def read(ex: SqlExecutor) -> DocumentRecord | None:
+            address = (dumps(kind), scope, owner_column(owner_id), dumps(key))
+            if at is None:
+                rows = ex.fetch(
+                    f"SELECT {DOC_COLUMNS} FROM documents WHERE kind = ? AND scope = ?"
+                    " AND owner_id = ? AND key = ? AND retired_at IS NULL",
+                    address,
+                )
+            else:
+                rows = ex.fetch(
+                    f"SELECT {DOC_COLUMNS} FROM documents WHERE kind = ? AND scope = ?"
+                    " AND owner_id = ? AND key = ? AND created_at <= ?"
+                    " AND (retired_at IS NULL OR retired_at > ?) ORDER BY created_at DESC LIMIT 1",
+                    (*address, at, at),
+                )
+            return decode_document(rows[0]) if rows else None
+
+        return await self._read(read)
+
+    # ------------------------------------------------------------------ scans
+
+    async def scan_conversations(
+        self,
+        *,
+        owner_conversation_id: int | None = None,
+        owner_task_id: int | None = None,
+        order: Order | None = None,
+        limit: int = 100,
+        cursor: Cursor | None = None,
+    ) -> Page[ConversationRecord]:
+        filters: JsonObject = {
+            "owner_conversation_id": owner_conversation_id,
+            "owner_task_id": owner_task_id,
+        }
+        pos = start_scan("conversations", filters, order, "asc", limit, cursor)
+        where, params = _where(
+            [("owner_conversation_id", owner_conversation_id), ("owner_task_id", owner_task_id)]
+        )
+        return await self._scan(
+            "conversations", filters, pos, "conversations", where, params, conversation_from_json
+        )
+
+    async def scan_entries(
+        self,
+        conversation_id: int,
+        *,
+        min_id: int | None = None,
+        max_id: int | None = None,
+        order: Order | None = None,
+        limit: int = 100,
+        cursor: Cursor | None = None,
+    ) -> Page[Entry]:
+        filters: JsonObject = {
+            "conversation_id": conversation_id,
+            "min_id": min_id,
+            "max_id": max_id,
+        }
+        pos = start_scan("entries", filters, order, "desc", limit, cursor)
+
+        def read(ex: SqlExecutor) -> Page[Entry]:
+            rows: list[Row] = []
+            for cid, cap in fork_chain(conversation_id, lambda c: read_conversation(ex, c)):
+                lo, hi = _bounds(pos, min_id, _min_cap(cap, max_id))
+                if lo > hi:
+                    continue
+                rows.extend(
+                    ex.fetch(
+                        "SELECT id, record, parts FROM entries WHERE conversation_id = ?"
+                        f" AND id >= ? AND id <= ? ORDER BY id {_dir(pos)} LIMIT ?",
+                        (cid, lo, hi, pos.limit + 1),
+                    )
+                )
+            rows.sort(key=lambda r: int(r[0]), reverse=pos.order == "desc")
+            return _page(ex, "entries", filters, pos, "entries", rows, entry_from_json)
+
+        return await self._read(read)
+
+    async def scan_tasks(
+        self,
+        *,
+        conversation_id: int | None = None,
+        kind: str | None = None,
+        status: TaskStatus | None = None,
+        abort_requested: bool | None = None,
+        background: bool | None = None,
+        order: Order | None = None,
+        limit: int = 100,
+        cursor: Cursor | None = None,
+    ) -> Page[Task]:
+        filters: JsonObject = {
+            "conversation_id": conversation_id,
+            "kind": kind,
+            "status": status,
+            "abort_requested": abort_requested,
+            "background": background,
+        }
+        pos = start_scan("tasks", filters, order, "asc", limit, cursor)
+        where, params = _where(
+            [
+                ("conversation_id", conversation_id),
+                ("kind", None if kind is None else dumps(kind)),
+                ("status", status),
+                ("abort_requested", None if abort_requested is None else int(abort_requested)),
+                ("background", None if background is None else int(background)),
+            ]
+        )
+        return await self._scan("tasks", filters, pos, "tasks", where, params, task_from_json)
+
+    async def scan_submissions(
+        self,
+        *,
+        conversation_id: int | None = None,
+        status: SubmissionStatus | None = None,
+        order: Order | None = None,
+        limit: int = 100,
+        cursor: Cursor | None = None,
+    ) -> Page[SubmissionRecord]:
+        filters: JsonObject = {"conversation_id": conversation_id, "status": status}
+        pos = start_scan("submissions", filters, order, "asc", limit, cursor)
+        where, params = _where([("conversation_id", conversation_id), ("status", status)])
+        return await self._scan(
+            "submissions", filters, pos, "submissions", where, params, submission_from_json
+        )
+
+    async def scan_documents(
+        self,
+        scope: DocumentScope,
+        *,
+        owner_id: int | None = None,
+        kind: str | None = None,
+        at: int | None = None,
+        limit: int = 100,
+        cursor: Cursor | None = None,
+    ) -> Page[DocumentRecord]:
+        filters: JsonObject = {"scope": scope, "owner_id": owner_id, "kind": kind, "at": at}
+        pos = start_scan("documents", filters, "asc", "asc", limit, cursor)
+        sql = f"SELECT {DOC_COLUMNS} FROM documents WHERE scope = ? AND owner_id = ?"
+        params: list[SqlValue] = [scope, owner_column(owner_id)]
+        if kind is not None:
+            sql += " AND kind = ?"
+            params.append(dumps(kind))
+        if at is None:
+            sql += " AND retired_at IS NULL"
+        else:
+            sql += " AND created_at <= ? AND (retired_at IS NULL OR retired_at > ?)"
+            params += [at, at]
+        sql += " AND id > ? ORDER BY id ASC LIMIT ?"
+        params += [pos.after or 0, pos.limit + 1]
+
+        def read(ex: SqlExecutor) -> Page[DocumentRecord]:
+            recs = [decode_document(r) for r in ex.fetch(sql, params)]
+            more = len(recs) > pos.limit
+            recs = recs[: pos.limit]
+            return Page(recs, next_cursor("documents", filters, pos, recs[-1].id) if more else None)
+
+        return await self._read(read)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _check(self) -> None:
+        if self._closed:
+            raise StorageClosed("storage is closed")
+
+    async def _read(self, fn: Callable[[SqlExecutor], T]) -> T:
+        self._check()
+        return await self._db.transaction(fn, write=False)
+
+    async def _scan(
+        self,
+        scan: str,
+        filters: JsonObject,
+        pos: ScanPosition,
+        table: str,
+        where: str,
+        params: list[SqlValue],
+        decode: Callable[[Any], T],
+    ) -> Page[T]:
+        lo, hi = _bounds(pos, None, None)
+        sql = (
+            f"SELECT id, record, parts FROM {table} WHERE {where}id >= ? AND id <= ?"
+            f" ORDER BY id {_dir(pos)} LIMIT ?"
+        )
+        args = [*params, lo, hi, pos.limit + 1]
+        return await self._read(
+            lambda ex: _page(ex, scan, filters, pos, table, ex.fetch(sql, args), decode)
+        )
+
+
+def _where(filters: list[tuple[str, SqlValue]]) -> tuple[str, list[SqlValue]]:
+    clauses = [f"{column} = ? AND " for column, value in filters if value is not None]
+    return "".join(clauses), [value for _, value in filters if value is not None]
+
+
+def _bounds(pos: ScanPosition, lo: int | None, hi: int | None) -> tuple[int, int]:
+    """Inclusive id range for a scan page; always bounded so the plan is an index search."""
+    low = 0 if lo is None else lo
+    high = MAX_ID if hi is None else hi
+    if pos.after is not None:
+        if pos.order == "asc":
+            low = max(low, pos.after + 1)
+        else:
+            high = min(high, pos.after - 1)
+    return low, high
+
+
+def _dir(pos: ScanPosition) -> str:
+    return "ASC" if pos.order == "asc" else "DESC"
+
+
+def _min_cap(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
+
+
+def _page(
+    ex: SqlExecutor,
+    scan: str,
+    filters: JsonObject,
+    pos: ScanPosition,
+    table: str,
+    rows: list[Row],
+    decode: Callable[[Any], T],
+) -> Page[T]:
+    more = len(rows) > pos.limit
+    rows = rows[: pos.limit]
+    items = [decode(decode_record(ex, table, r)) for r in rows]
+    return Page(items, next_cursor(scan, filters, pos, int(rows[-1][0])) if more else None)
