@@ -36,8 +36,6 @@ REASON_LINES = 600
 OVERSIZE: dict[str, int] = {
     "core.harness.generation": 889,
     "core.storage.sqlite.storage": 894,
-    "core.testing.storage_conformance": 884,
-    "core.env": 660,
 }
 """Modules over the limits today, with the line count they may not exceed (a ratchet:
 split them, then delete the entry)."""
