@@ -79,10 +79,7 @@ from core.env.errors import (
     error_class_for_code,
     error_from_code,
 )
-from core.env.port import (
-    ExecutionEnv,
-    OpStatus,
-)
+from core.env.port import ExecutionEnv, OpStatus
 from core.env.values import (
     OP_ID_PATTERN,
     DirEntry,

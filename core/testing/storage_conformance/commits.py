@@ -7,13 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from core.jsonvalue import JsonObject
-from core.records import (
-    ConversationRecord,
-    Running,
-)
-from core.storage.port import (
-    Storage,
-)
+from core.records import ConversationRecord, Running
+from core.storage.port import Storage
 from core.testing.storage_conformance.kit import (
     StorageCase,
     _doc,

@@ -8,16 +8,8 @@ from dataclasses import replace
 from typing import Any
 
 from core.jsonvalue import JsonValue, dumps, loads
-from core.records import (
-    ConversationRecord,
-    Running,
-)
-from core.storage.port import (
-    DocumentChange,
-    DocumentCopy,
-    DocumentRetire,
-    Storage,
-)
+from core.records import ConversationRecord, Running
+from core.storage.port import DocumentChange, DocumentCopy, DocumentRetire, Storage
 from core.testing.storage_conformance.kit import (
     StorageCase,
     _doc,

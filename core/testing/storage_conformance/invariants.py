@@ -8,13 +8,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from core.errors import InvalidCursor, StorageClosed
-from core.records import (
-    MAX_ID,
-    ConversationRecord,
-)
-from core.storage.port import (
-    Storage,
-)
+from core.records import MAX_ID, ConversationRecord
+from core.storage.port import Storage
 from core.testing.storage_conformance.kit import (
     StorageCase,
     _doc,

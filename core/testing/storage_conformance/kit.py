@@ -11,17 +11,8 @@ from typing import Any
 
 from core.errors import StorageRejected
 from core.jsonvalue import JsonObject, JsonValue, dumps, loads
-from core.records import (
-    ConversationRecord,
-    Entry,
-    Pending,
-    SubmissionRecord,
-    Task,
-)
-from core.storage.port import (
-    DocumentCreate,
-    Storage,
-)
+from core.records import ConversationRecord, Entry, Pending, SubmissionRecord, Task
+from core.storage.port import DocumentCreate, Storage
 
 __all__ = [
     "CaseFn",

@@ -20,9 +20,7 @@ from core.records import (
     Terminal,
     Waiting,
 )
-from core.storage.port import (
-    Storage,
-)
+from core.storage.port import Storage
 from core.testing.storage_conformance.kit import (
     StorageCase,
     _entry,
