@@ -23,7 +23,7 @@ from core.session import Session, Tx
 from core.storage.port import DocumentChange, DocumentCopy, DocumentRetire, Storage, Write
 from core.storage.sqlite.write_set import CommitGate
 from core.testing.clock import VirtualClock
-from core.testing.storage_conformance import _doc, _entry, _rejects, _sub, _task
+from core.testing.storage_conformance.kit import _doc, _entry, _rejects, _sub, _task
 
 __all__ = ["OpenStorage", "TwoPhaseCase", "TwoPhaseStorage", "two_phase_cases"]
 

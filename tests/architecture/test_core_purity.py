@@ -9,7 +9,11 @@ import pytest
 
 from tests.remote_env.support import REPO
 
-_MODULES = ["core/env.py", "core/tools/coding.py", "core/testing/env_conformance.py"]
+_MODULES = [
+    *(f"core/env/{name}.py" for name in ("__init__", "errors", "port", "values")),
+    "core/tools/coding.py",
+    "core/testing/env_conformance.py",
+]
 _ALLOWED_ROOTS = {
     "__future__",
     "asyncio",

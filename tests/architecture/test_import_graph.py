@@ -14,7 +14,7 @@ Rules checked:
   :data:`KNOWN_CYCLES` (none since issue 17, item 2 broke session <-> tasks), printed when the test
   runs; a new cycle fails, and so does a listed one that is gone (remove it from the list);
 * module size: none over 800 lines, none over 600 without a reason in its docstring
-  (``Size:``), except the modules in :data:`OVERSIZE`, which may not grow.
+  (``Size:``), with no exceptions (the last oversized modules were split in issue 17).
 """
 
 from __future__ import annotations
@@ -33,12 +33,6 @@ must go away, none may be added."""
 
 MAX_LINES = 800
 REASON_LINES = 600
-OVERSIZE: dict[str, int] = {
-    "core.testing.storage_conformance": 884,
-    "core.env": 660,
-}
-"""Modules over the limits today, with the line count they may not exceed (a ratchet:
-split them, then delete the entry)."""
 
 
 # ---------------------------------------------------------------------- the graph
@@ -230,9 +224,6 @@ def test_the_cycle_finder_catches_a_planted_cycle(tmp_path: Path) -> None:
 
 def _size_problem(name: str, path: Path) -> str | None:
     lines = len(path.read_text().splitlines())
-    ceiling = OVERSIZE.get(name)
-    if ceiling is not None:
-        return None if lines <= ceiling else f"{name}: {lines} lines, up from {ceiling}"
     if lines > MAX_LINES:
         return f"{name}: {lines} lines (over {MAX_LINES}: split it)"
     if lines > REASON_LINES:
@@ -253,8 +244,6 @@ def test_core_modules_keep_to_the_size_rule() -> None:
         p for name, path in module_names(CORE, "core").items() if (p := _size_problem(name, path))
     ]
     assert not problems, "\n".join(problems)
-    stale = [n for n, ceiling in OVERSIZE.items() if sizes.get(n, 0) <= REASON_LINES]
-    assert not stale, f"no longer oversize, drop from OVERSIZE: {stale}"
 
 
 def test_the_size_rule_catches_a_long_module(tmp_path: Path) -> None:
