@@ -34,7 +34,7 @@ from core.records import (
 from core.storage.batch import CommitPlan, plan_commit
 from core.storage.port import Cursor, Order, Page, Write
 from core.storage.reads import StoredRevision, fold_revisions, fork_chain, historical_read_allowed
-from core.storage.scan import ScanPosition, next_cursor, start_scan
+from core.storage.scan import ScanPosition, min_cap, next_cursor, start_scan
 
 __all__ = ["MemoryState", "MemoryStorage"]
 
@@ -178,7 +178,7 @@ class MemoryStorage:
         self._check()
         best: int | None = None
         for cid, cap in fork_chain(conversation_id, self._conversation):
-            bound = _min_cap(cap, at_or_before)
+            bound = min_cap(cap, at_or_before)
             heads = self.state.heads_by_conversation.get(cid, [])
             i = len(heads) if bound is None else bisect.bisect_right(heads, bound)
             if i and (best is None or heads[i - 1] > best):
@@ -277,7 +277,7 @@ class MemoryStorage:
         pos = start_scan("entries", filters, order, "desc", limit, cursor)
         ids: list[int] = []
         for cid, cap in fork_chain(conversation_id, self._conversation):
-            bound = _min_cap(cap, max_id)
+            bound = min_cap(cap, max_id)
             ids.extend(
                 i
                 for i in self.state.entries_by_conversation.get(cid, [])
@@ -429,12 +429,6 @@ class _View:
             revs = [r for r in revs if r.seq <= at]
         start = max((i for i, r in enumerate(revs) if r.base), default=0)
         return fold_revisions(rec, revs[start:])
-
-
-def _min_cap(a: int | None, b: int | None) -> int | None:
-    if a is None:
-        return b
-    return a if b is None else min(a, b)
 
 
 def _page(

@@ -14,7 +14,7 @@ from core.errors import InvalidCursor
 from core.jsonvalue import JsonObject, JsonValue, json_equal
 from core.storage.port import Cursor, Order
 
-__all__ = ["MAX_LIMIT", "ScanPosition", "next_cursor", "start_scan"]
+__all__ = ["MAX_LIMIT", "ScanPosition", "min_cap", "next_cursor", "start_scan"]
 
 MAX_LIMIT = 10_000
 
@@ -72,3 +72,10 @@ def _filters_json(filters: JsonObject) -> JsonValue:
     # None-valued filters are "not filtered"; dropping them keeps cursors stable
     # whether a caller passes an explicit None or omits the argument.
     return {k: v for k, v in filters.items() if v is not None}
+
+
+def min_cap(a: int | None, b: int | None) -> int | None:
+    """The tighter of two optional upper bounds (``None``: unbounded)."""
+    if a is None:
+        return b
+    return a if b is None else min(a, b)

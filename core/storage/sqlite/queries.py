@@ -30,7 +30,7 @@ from core.records import (
 )
 from core.storage.port import Cursor, Order, Page
 from core.storage.reads import fork_chain
-from core.storage.scan import ScanPosition, next_cursor, start_scan
+from core.storage.scan import ScanPosition, min_cap, next_cursor, start_scan
 from core.storage.sqlite.database import Row, SqlDatabase, SqlExecutor, SqlValue
 from core.storage.sqlite.rows import (
     DOC_COLUMNS,
@@ -85,7 +85,7 @@ class SqliteQueries:
         def read(ex: SqlExecutor) -> Entry | None:
             best: Row | None = None
             for cid, cap in fork_chain(conversation_id, lambda c: read_conversation(ex, c)):
-                bound = _min_cap(cap, at_or_before)
+                bound = min_cap(cap, at_or_before)
                 rows = ex.fetch(
                     "SELECT id, record, parts FROM entries WHERE conversation_id = ?"
                     " AND head IS NOT NULL AND id <= ? ORDER BY id DESC LIMIT 1",
@@ -199,7 +199,7 @@ class SqliteQueries:
         def read(ex: SqlExecutor) -> Page[Entry]:
             rows: list[Row] = []
             for cid, cap in fork_chain(conversation_id, lambda c: read_conversation(ex, c)):
-                lo, hi = _bounds(pos, min_id, _min_cap(cap, max_id))
+                lo, hi = _bounds(pos, min_id, min_cap(cap, max_id))
                 if lo > hi:
                     continue
                 rows.extend(
@@ -344,12 +344,6 @@ def _bounds(pos: ScanPosition, lo: int | None, hi: int | None) -> tuple[int, int
 
 def _dir(pos: ScanPosition) -> str:
     return "ASC" if pos.order == "asc" else "DESC"
-
-
-def _min_cap(a: int | None, b: int | None) -> int | None:
-    if a is None:
-        return b
-    return a if b is None else min(a, b)
 
 
 def _page(
