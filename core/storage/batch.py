@@ -254,18 +254,20 @@ def plan_commit(writes: Sequence[Write], view: BatchView, seq: int, next_id: int
         records[r.id] = rec
         plan.retired.append(rec)
 
-    # At most one current incarnation per address once the batch is applied.
+    # At most one current incarnation per address once the batch is applied. Counted by
+    # address, not pairwise: an open-time commit creates one document per conversation
+    # (hundreds), and comparing every pair made that commit quadratic.
+    created_at: dict[tuple[str, str, int | None, str | None], int] = {}
+    for rec in plan.created_documents:
+        if rec.id not in retired_ids:
+            address = (rec.kind, rec.scope, rec.owner_id, rec.key)
+            created_at[address] = created_at.get(address, 0) + 1
     for rec in plan.created_documents:
         if rec.id in retired_ids:
             continue
         holder = view.current_document(rec.kind, rec.scope, rec.owner_id, rec.key)
         clash = holder is not None and holder not in retired_ids
-        clash = clash or any(
-            o.id != rec.id
-            and o.id not in retired_ids
-            and (o.kind, o.scope, o.owner_id, o.key) == (rec.kind, rec.scope, rec.owner_id, rec.key)
-            for o in plan.created_documents
-        )
+        clash = clash or created_at[(rec.kind, rec.scope, rec.owner_id, rec.key)] > 1
         if clash:
             raise StorageRejected(
                 f"document address ({rec.kind!r}, {rec.scope}, {rec.owner_id}, {rec.key!r}) "
