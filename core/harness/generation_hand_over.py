@@ -143,12 +143,9 @@ async def plan_merged_hand_over(
     agent = await h.agent(gen.conversation_id)
     if any(hk.after_tools is not None for hk in agent.hooks):
         return None  # observers see the round's results from the generation's phase
-    plan = await plan_request(h, gen.conversation_id, extra=result)
-    if isinstance(plan, Plan) and plan.compaction is not None:
-        # Starting a compaction reads tables (is one in flight?), which the result commit,
-        # past its first write, may not: the generation's ``tools`` phase hands over.
-        return None
-    return plan
+    # A plan that starts a compaction rides along too (see merge_hand_over): the round
+    # that crosses the threshold costs no commit more than any other.
+    return await plan_request(h, gen.conversation_id, extra=result)
 
 
 async def merge_hand_over(h: HarnessServices, tx: Tx, tool: Task, plan: Plan | str) -> bool:
@@ -164,6 +161,13 @@ async def merge_hand_over(h: HarnessServices, tx: Tx, tool: Task, plan: Plan | s
         # reads tables (the context range's start), which this commit, past its first
         # write, may not. The generation's own ``tools`` phase hands over instead.
         return False
+    if isinstance(plan, Plan) and plan.compaction == "background":
+        live = (await tx.doc(LIVE, gen.conversation_id)).value
+        if isinstance(live, dict) and live.get("compaction") is not None:
+            # Whether the noted compaction is still in flight is a table read (its task),
+            # which this commit may no longer make: the ``tools`` phase hands over. With
+            # no note, starting one reads nothing.
+            return False
     await _hand_over(h, tx, gen, plan)
     assistant = cast(JsonObject, gen.checkpoint)["assistant"]
     # Its only owned live work is ``tool``, settled by this same commit: terminal now.

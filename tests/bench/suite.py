@@ -118,43 +118,28 @@ def _child(kind: str, args: dict[str, Any]) -> dict[str, Any]:
 
         async def loop() -> dict[str, Any]:
             storage, read_back = await open_storage(path)
-            background = [0]
-            landed: list[float] = []  # when each tool-round (non-compaction) commit landed
+            commits: list[tuple[float, CommitShape]] = []  # every commit, as it landed
             if counted:
-                from core.harness.compaction import COMPACTION
-                from core.records import Entry, Task
-
                 commit = storage.commit
 
-                async def classify(writes: Any) -> int:
-                    # Compaction work: a commit that starts, settles or lands a compaction
-                    # (its summary commit, and the hand-overs that start one or land its
-                    # summary, which a round commits separately instead of merging them
-                    # into its last result). Reported beside the tool rounds' own.
-                    compaction = any(
-                        (isinstance(w, Task) and w.kind == COMPACTION)
-                        or (isinstance(w, Entry) and w.kind == "compaction")
-                        for w in writes
-                    )
-                    background[0] += compaction
+                async def traced(writes: Any) -> int:
                     seq = await commit(writes)
-                    if not compaction:
-                        landed.append(time.perf_counter())
+                    commits.append((time.perf_counter(), commit_shape(writes)))
                     return seq
 
-                storage.commit = classify  # type: ignore[method-assign]
+                storage.commit = traced  # type: ignore[method-assign]
             run = await long_run(path, args["rounds"], storage=storage, replay=args["replay"])
+            # Commits from round 1's model call to the final answer's: the tool rounds'
+            # (not the submission, first preparation or answer) and the compactions'.
+            inside = [c for t, c in commits if run.round_starts[0] <= t < run.round_starts[-1]]
+            kinds = classify_commits(inside)
             return {
                 "pragmas": read_back,
                 "stamps": run.round_starts,
                 "seconds": run.seconds,
                 "compactions": run.compactions,
-                "compaction_commits": background[0],
-                # Commits from round 1's model call to the final answer's: the tool
-                # rounds' own (not the submission, first preparation or answer).
-                "round_commits": sum(
-                    1 for t in landed if run.round_starts[0] <= t < run.round_starts[-1]
-                ),
+                "compaction_commits": kinds.count("compaction"),
+                "round_commits": kinds.count("round"),
             }
 
         out = asyncio.run(loop())
@@ -200,6 +185,78 @@ def _child(kind: str, args: dict[str, Any]) -> dict[str, Any]:
     if counted:
         out["commits"], out["statements"] = counts.snapshot()
         out["bytes_written"] = written_bytes() - wrote
+    return out
+
+
+# --------------------------------------------------------------------------- commit classes
+
+
+@dataclass(frozen=True)
+class CommitShape:
+    """What one perdure commit wrote, as far as telling its purpose goes: the kinds of
+    its entries, and ``(id, kind, state, phase)`` of each task record."""
+
+    entries: tuple[str, ...]
+    tasks: tuple[tuple[int, str, str, str | None], ...]
+
+
+def commit_shape(writes: Any) -> CommitShape:
+    from core.records import Entry, Task
+
+    tasks = []
+    for w in writes:
+        if isinstance(w, Task):
+            cp = w.checkpoint
+            phase = cp.get("phase") if isinstance(cp, dict) else None
+            tasks.append((w.id, w.kind, type(w.state).__name__, phase))
+    return CommitShape(
+        tuple(w.kind for w in writes if isinstance(w, Entry)),
+        tuple(tasks),  # type: ignore[arg-type]
+    )
+
+
+def classify_commits(commits: list[CommitShape]) -> list[str]:
+    """``round`` or ``compaction`` for each commit of a run, in order.
+
+    A commit is a compaction's when it writes a compaction task or a summary entry and
+    no model answer or tool result: the summary's progress and settling, and the
+    hand-over that places a summary at the post-tools boundary (a plain round merges its
+    hand-over into its last tool result's commit; a queued summary is placed by the
+    generation's own ``tools`` phase instead). Two more are the landing's: the wake of
+    the generation that hand-over ends (the commit that only reserves it for its
+    ``tools`` phase) and the successor's ``prepare`` commit (a plain round's successor
+    is pinned at ``request`` by the hand-over; one placed after a summary plans anew, on
+    the context the summary starts). A round in which a compaction *starts* has no
+    commit of its own: the start rides in the round's last result commit, which counts
+    as the round's.
+    """
+    from core.harness.compaction import COMPACTION
+    from core.harness.runs import GENERATION
+
+    def answers(c: CommitShape) -> bool:
+        return any(k in ("assistant", "tool_result") for k in c.entries)
+
+    landing: set[int] = set()  # generations a summary's hand-over ended or created
+    for c in commits:
+        if "compaction" in c.entries and not answers(c):
+            landing |= {
+                t[0]
+                for t in c.tasks
+                if t[1] == GENERATION and (t[2] == "Terminal" or t[3] == "prepare")
+            }
+    out = []
+    for c in commits:
+        compaction = not answers(c) and (
+            "compaction" in c.entries or any(t[1] == COMPACTION for t in c.tasks)
+        )
+        landed = (
+            all(k == "system" for k in c.entries)  # a pin may record a prompt change
+            and len(c.tasks) == 1
+            and c.tasks[0][1] == GENERATION
+            and c.tasks[0][0] in landing
+            and c.tasks[0][2:] in (("Running", "tools"), ("Running", "request"))
+        )
+        out.append("compaction" if compaction or landed else "round")
     return out
 
 
@@ -298,6 +355,10 @@ def loop_rows(cfg: Config, tmp: Path, *, long: bool) -> list[Row]:
                     out["compaction_commits"] / rounds, 2
                 )
                 row.notes["tool_round_commits_per_round"] = round(out["round_commits"] / rounds, 2)
+                row.notes["commits_in_rounds"] = (
+                    f"{out['round_commits']} tool round + {out['compaction_commits']} compaction"
+                    f" ({out['compactions']} compaction(s) in {rounds} rounds)"
+                )
             row.notes["statements_per_commit"] = round(
                 out["statements"] / max(1, out["commits"]), 2
             )
@@ -489,7 +550,7 @@ def targets(rows: list[Row]) -> list[dict[str, Any]]:
     check("agent loop ms/round <= 0.5x DBOS", ours, dbos * 0.5 if dbos else None)
     for r in rows:
         # Tool rounds' commits: those from round 1's model call to the answer's, but the
-        # background compactions' own summary commits (reported beside them).
+        # background compactions' own (see classify_commits; reported beside them).
         if r.workload == "agent_loop" and r.system == "perdure (safe tool)":
             check(
                 "commits per safe tool round <= 2",

@@ -5,11 +5,14 @@ commit (assistant entry, tool tasks, the generation waiting), for an unsafe tool
 intent, and the last result, which also hands the run over to the next generation.
 A safe tool's intent rides in the round commit (invariant 4 still holds: the intent
 is stored before the tool runs). Streaming progress commits (``live`` only) come on
-top and depend on how long the response streams.
+top and depend on how long the response streams. The round whose result crosses the
+background compaction threshold costs the same: the compaction starts in its last result
+commit.
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +103,98 @@ async def test_a_before_tool_hook_keeps_the_intent_commit_of_a_safe_tool(
         "replay": "safe",
         "attempt": 1,
     }
+
+
+@pytest.mark.parametrize(("replay", "commits"), [("safe", 2), ("unsafe", 3)])
+async def test_a_round_that_starts_a_background_compaction_takes_no_commit_more(
+    tmp_path: Path, replay: str, commits: int
+) -> None:
+    """The round whose result crosses the background threshold starts the compaction in
+    its last result commit, beside the hand-over: not in a hand-over of its own after a
+    separate wake of the generation (two commits more, as it was)."""
+    from core.harness.compaction import COMPACTION
+    from core.harness.runs import GENERATION
+    from tests.core.harness.test_compaction import MEDIUM, SETTINGS, SMALL, Router
+
+    router = Router(
+        answers=[
+            faux_message(faux_tool_call("look", {"text": "p0"}, id="c0"), usage=MEDIUM),
+            faux_message("done"),
+        ],
+        summaries=[faux_message("the user asked to look")],
+    )
+    rig = Rig(tmp_path, "sqlite", settings=SETTINGS, models=[SMALL])
+    rig.faux.respond(*[router] * 10)
+
+    async def look(args: Args, ctx: ToolContext) -> str:
+        return "r" * 200
+
+    rig.registry.install(extension("look", tool("look", look, replay=replay)))
+    h = await rig.open()
+    root = await h.root(agent={"model": SMALL.id})
+    structural: list[CommitEvent] = []
+    h.session.subscribe(lambda e: structural.append(e) if e.entries or e.tasks else None)
+    record = await (await root.submit("go")).wait()
+    assert record.status == "done"
+    await root.wait_for_idle()
+    await h.close()
+
+    def index(test: Any) -> int:
+        return next(i for i, e in enumerate(structural) if test(e))
+
+    answer = index(lambda e: any(x.kind == "assistant" for x in e.entries))
+    started = index(lambda e: any(t.kind == COMPACTION for t in e.tasks))
+    assert started - answer + 1 == commits  # the round's commits, the start included
+    last = structural[started]
+    assert [x.kind for x in last.entries] == ["tool_result"]
+    successors = [t for t in last.tasks if t.kind == GENERATION and t.checkpoint is not None]
+    assert any(t.checkpoint.get("phase") == "request" for t in successors)  # type: ignore[union-attr]
+
+
+async def test_a_round_in_the_band_while_a_compaction_summarizes_starts_no_second(
+    tmp_path: Path,
+) -> None:
+    """With a compaction in flight (noted in ``live``), the next round in the background
+    band must find it and start none: telling whether it is still in flight reads its
+    task, which the result commit cannot, so that round hands over from the
+    generation's ``tools`` phase."""
+    from core.harness import Usage
+    from tests.core.harness.test_compaction import MEDIUM, SETTINGS, SMALL, Router, compactions
+
+    released = asyncio.Event()
+
+    async def summary(request: Any, state: Any) -> Any:
+        await released.wait()  # still summarizing while round two's result commits
+        return faux_message("the user asked to look")
+
+    async def answer(request: Any, state: Any) -> Any:
+        released.set()
+        return faux_message("done")
+
+    router = Router(
+        answers=[
+            faux_message(faux_tool_call("look", {"text": "p0"}, id="c0"), usage=MEDIUM),
+            faux_message(
+                faux_tool_call("look", {"text": "p1"}, id="c1"), usage=Usage(input=2600, output=100)
+            ),
+            answer,
+        ],
+        summaries=[summary],
+    )
+    rig = Rig(tmp_path, "sqlite", settings=SETTINGS, models=[SMALL])
+    rig.faux.respond(*[router] * 10)
+
+    async def look(args: Args, ctx: ToolContext) -> str:
+        return "r" * 200
+
+    rig.registry.install(extension("look", tool("look", look, replay="safe")))
+    h = await rig.open()
+    root = await h.root(agent={"model": SMALL.id})
+    record = await (await root.submit("go")).wait()
+    assert record.status == "done"
+    await root.wait_for_idle()
+    assert rig.reports == []
+    assert len(await compactions(h)) == 1
+    tools = (await h.session.storage.scan_tasks(kind="perdure.tool")).items
+    assert [type(t.outcome).__name__ for t in tools] == ["Completed", "Completed"]
+    await h.close()
