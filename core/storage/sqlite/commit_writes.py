@@ -118,6 +118,9 @@ def apply_plan(
         )
     entry_rows: list[tuple[SqlValue, ...]] = []
     for entry, text in plan.entries:
+        if len(text) <= CHUNK_CHARS:  # _store's common case, inline: every commit has one
+            entry_rows.append((entry.id, entry.conversation_id, entry.head, text, 0))
+            continue
         record, parts = _store(ex, "entries", str(entry.id), text, chunked)
         entry_rows.append((entry.id, entry.conversation_id, entry.head, record, parts))
     _insert_rows(ex, _ENTRIES, entry_rows)
