@@ -424,3 +424,29 @@ async def test_a_schema_1_file_and_its_write_sets_carry_over_to_the_current_sche
         with pytest.raises(StorageCorrupt, match="cannot be replayed"):
             await fresh.apply_write_set({**log[0], "schema": too})
         await fresh.close()
+
+
+async def test_a_large_commit_splits_its_multi_row_statements_at_100_parameters(
+    tmp_path: Path,
+) -> None:
+    recorder = Recorder(tmp_path / "wide.sqlite")
+    storage = await SqliteStorage.open(recorder)
+    await storage.commit([ConversationRecord(1)])
+    ids = [await storage.mint_id() for _ in range(75)]
+    tasks, entries = ids[:30], ids[30:]
+    recorder.statements.clear()
+    await storage.commit([*(_task(t) for t in tasks), *(Entry(e, 1, "custom") for e in entries)])
+    inserts = [(s, p) for s, p in recorder.statements if s.startswith("INSERT")]
+    assert max(len(p) for _, p in inserts) <= 100
+    assert sum(s.startswith("INSERT INTO tasks") for s, _ in inserts) == 3  # 12 + 12 + 6 rows
+    assert sum(s.startswith("INSERT INTO entries") for s, _ in inserts) == 3  # 20 + 20 + 5
+    # Written again, the known task rows take the same upsert, and read back whole.
+    recorder.statements.clear()
+    running = [Task(t, 1, "k", 1, {"v": t}, Running({"phase": "q"})) for t in tasks]
+    await storage.commit(running)
+    written = [s for s, _ in recorder.statements if s.startswith(("INSERT", "UPDATE tasks"))]
+    assert sum(s.startswith("INSERT INTO tasks") for s in written) == 3
+    assert not any(s.startswith("UPDATE tasks") for s in written)
+    assert (await storage.scan_tasks(status="running", limit=100)).items == running
+    assert [e.id for e in (await storage.scan_entries(1, order="asc", limit=100)).items] == entries
+    await storage.close()
