@@ -155,6 +155,22 @@ class Entry:
     created_at: int | None = None
     commit_seq: int | None = None
 
+    def stamped(self, commit_seq: int) -> Entry:
+        """This entry as the commit ``commit_seq`` stores it (``dataclasses.replace``
+        without its generic overhead: storage stamps every entry it writes)."""
+        return Entry(
+            self.id,
+            self.conversation_id,
+            self.kind,
+            self.message,
+            self.data,
+            self.head,
+            self.edits,
+            self.by_task_id,
+            self.created_at,
+            commit_seq,
+        )
+
     def to_json(self) -> JsonObject:
         out: JsonObject = {
             "id": self.id,

@@ -167,7 +167,7 @@ def plan_commit(writes: Sequence[Write], view: BatchView, seq: int, next_id: int
     for w in writes:
         if isinstance(w, Entry):
             own(w.id, "entry", replaceable=False)
-            stamped = replace(w, commit_seq=seq)
+            stamped = w.stamped(seq)
             plan.entries.append((stamped, _encode(stamped.to_json(), f"entry {w.id}")))
         elif isinstance(w, Task):
             own(w.id, "task", replaceable=True)

@@ -130,7 +130,10 @@ async def test_sqlite_cross_table_damage_is_found(tmp_path: Path) -> None:
     await db.close()
     conn = sqlite3.connect(world.path, isolation_level=None)
     entry_id = conn.execute("SELECT max(id) FROM entries").fetchone()[0]
-    conn.execute("DELETE FROM record_ids WHERE id = ?", (entry_id,))
+    # The entry's id owned twice: a conversation row takes it too.
+    conn.execute(
+        "INSERT INTO conversations (id, record) VALUES (?, ?)", (entry_id, f'{{"id":{entry_id}}}')
+    )
     conn.execute(  # a stray chunk for a record stored inline
         "INSERT INTO record_parts (tbl, key, part, data) VALUES ('tasks', ("
         "SELECT CAST(min(id) AS TEXT) FROM tasks), 0, '{}')"

@@ -25,6 +25,40 @@ _TASK_COLUMNS = "(id, conversation_id, kind, status, abort_requested, background
 _SUBMISSION_COLUMNS = "(id, conversation_id, request_id, status, record, parts)"
 _EIGHT = "(?, ?, ?, ?, ?, ?, ?, ?)"
 _SIX = "(?, ?, ?, ?, ?, ?)"
+_MAX_PARAMS = 100  # the SqlExecutor contract's bound per statement
+
+_ENTRIES = "INSERT INTO entries (id, conversation_id, head, record, parts) VALUES "
+_REVISIONS = "INSERT INTO revisions (document_id, seq, base, version, content, parts) VALUES "
+_TASKS = f"INSERT INTO tasks {_TASK_COLUMNS} VALUES "
+# A task row this storage knows (new, or committed with the same conversation, kind and
+# background) changes only in these columns: an upsert of just them leaves the indexes
+# on the others untouched (SQLite rewrites an index whenever a SET names its column).
+_TASKS_UPSERT = (
+    " ON CONFLICT (id) DO UPDATE SET status = excluded.status,"
+    " abort_requested = excluded.abort_requested, record = excluded.record,"
+    " parts = excluded.parts"
+)
+_statements: dict[tuple[str, int, str], str] = {}
+
+
+def _insert_rows(
+    ex: Writer, head: str, rows: Sequence[tuple[SqlValue, ...]], tail: str = ""
+) -> None:
+    """Insert ``rows`` (all of one width) with as few statements as the parameter bound
+    allows: one per commit for the usual handful of rows. The texts are interned, so
+    the driver's statement cache sees the same few strings."""
+    if not rows:
+        return
+    per = _MAX_PARAMS // len(rows[0])
+    for start in range(0, len(rows), per):
+        chunk = rows[start : start + per]
+        key = (head, len(chunk), tail)
+        sql = _statements.get(key)
+        if sql is None:
+            width = len(chunk[0])
+            group = "(" + ", ".join(["?"] * width) + ")"
+            sql = _statements.setdefault(key, head + ", ".join([group] * len(chunk)) + tail)
+        ex.execute(sql, [value for row in chunk for value in row])
 
 
 class Writer(Protocol):
@@ -69,14 +103,6 @@ def apply_plan(
     task_rows: dict[int, tuple[int, str, int]] | None = None,
 ) -> None:
     """Write ``plan``; ``task_rows``: committed task rows' unchanging columns, where known."""
-    # One statement for the new ids (50 rows at most: 100 bound parameters).
-    new_ids = list(plan.new_ids.items())
-    for start in range(0, len(new_ids), 50):
-        rows = new_ids[start : start + 50]
-        ex.execute(
-            "INSERT INTO record_ids (id, type) VALUES " + ", ".join(["(?, ?)"] * len(rows)),
-            tuple(value for row in rows for value in row),
-        )
     for conv, text in plan.conversations:
         record, parts = _store(ex, "conversations", str(conv.id), text, chunked)
         ex.execute(
@@ -90,17 +116,21 @@ def apply_plan(
                 parts,
             ),
         )
+    entry_rows: list[tuple[SqlValue, ...]] = []
     for entry, text in plan.entries:
+        if len(text) <= CHUNK_CHARS:  # _store's common case, inline: every commit has one
+            entry_rows.append((entry.id, entry.conversation_id, entry.head, text, 0))
+            continue
         record, parts = _store(ex, "entries", str(entry.id), text, chunked)
-        ex.execute(
-            "INSERT INTO entries (id, conversation_id, head, record, parts) VALUES (?, ?, ?, ?, ?)",
-            (entry.id, entry.conversation_id, entry.head, record, parts),
-        )
+        entry_rows.append((entry.id, entry.conversation_id, entry.head, record, parts))
+    _insert_rows(ex, _ENTRIES, entry_rows)
     # Tasks and submissions are replaced whole, but an UPDATE of the columns that can
-    # change touches far fewer index b-trees than INSERT OR REPLACE (delete + insert);
-    # the replacement runs only for new rows or when an "immutable" column changed,
-    # which the second statement learns from changes() (rows the UPDATE matched), so
-    # the pair stays a pure write a replica can replay.
+    # change touches far fewer index b-trees than INSERT OR REPLACE (delete + insert).
+    # New task rows and rows this storage knows go in one upsert; for any other task
+    # row the replacement runs only when an "immutable" column changed, which the
+    # second statement of a pair learns from changes() (rows the UPDATE matched), so
+    # every statement stays a pure write a replica can replay.
+    known_rows: list[tuple[SqlValue, ...]] = []
     for task, text in plan.tasks.values():
         key = str(task.id)
         fresh = task.id in plan.new_ids
@@ -110,16 +140,12 @@ def apply_plan(
         kind = dumps(task.kind)
         status, aborting, background = task.status, int(task.abort_requested), int(task.background)
         row = (task.id, task.conversation_id, kind, status, aborting, background, record, parts)
-        if fresh:
-            ex.execute(f"INSERT OR REPLACE INTO tasks {_TASK_COLUMNS} VALUES {_EIGHT}", row)
-        elif task_rows is not None and task_rows.get(task.id) == task_row_key(task):
-            # The row exists with these very columns (this storage committed it): the
-            # UPDATE matches it, so the replacement below would do nothing.
-            ex.execute(
-                "UPDATE tasks SET status = ?, abort_requested = ?, record = ?, parts = ?"
-                " WHERE id = ?",
-                (status, aborting, record, parts, task.id),
-            )
+        if fresh or (
+            task_rows is not None and task_rows.get(task.id) == (row[1], kind, background)
+        ):
+            # No row yet (the id was nobody's), or one with these very unchanging
+            # columns (this storage committed it): the upsert writes it exactly.
+            known_rows.append(row)
         else:
             ex.execute(
                 "UPDATE tasks SET status = ?, abort_requested = ?, record = ?, parts = ?"
@@ -131,6 +157,7 @@ def apply_plan(
                 " WHERE changes() = 0",
                 row,
             )
+    _insert_rows(ex, _TASKS, known_rows, _TASKS_UPSERT)
     for sub, text in plan.submissions.values():
         key = str(sub.id)
         fresh = sub.id in plan.new_ids
@@ -169,14 +196,12 @@ def apply_plan(
                 plan.versions[doc.id],
             ),
         )
+    revision_rows: list[tuple[SqlValue, ...]] = []
     for rev in plan.revisions:
         key = f"{rev.document_id}:{rev.seq}"
         record, parts = _store(ex, "revisions", key, rev.content, chunked)
-        ex.execute(
-            "INSERT INTO revisions (document_id, seq, base, version, content, parts)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (rev.document_id, rev.seq, int(rev.base), rev.version, record, parts),
-        )
+        revision_rows.append((rev.document_id, rev.seq, int(rev.base), rev.version, record, parts))
+    _insert_rows(ex, _REVISIONS, revision_rows)
     for doc_id, version in plan.version_changes.items():
         ex.execute("UPDATE documents SET version = ? WHERE id = ?", (version, doc_id))
     for doc_id in plan.rebased_latest:

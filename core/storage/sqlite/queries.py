@@ -239,10 +239,16 @@ class SqliteQueries:
                 ("conversation_id", conversation_id),
                 ("kind", None if kind is None else dumps(kind)),
                 ("status", status),
-                ("abort_requested", None if abort_requested is None else int(abort_requested)),
-                ("background", None if background is None else int(background)),
             ]
         )
+        # The partial indexes of schema 2 serve a query only when its WHERE spells out
+        # theirs: the live-status term, and the flags as literals (0 or 1, from bools).
+        if status is not None and status != "terminal":
+            where += "status != 'terminal' AND "
+        if abort_requested is not None:
+            where += f"abort_requested = {int(bool(abort_requested))} AND "
+        if background is not None:
+            where += f"background = {int(bool(background))} AND "
         return await self._scan("tasks", filters, pos, "tasks", where, params, task_from_json)
 
     async def scan_submissions(

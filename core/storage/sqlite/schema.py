@@ -14,7 +14,10 @@ Layout notes:
   characters are bytes);
 * strings that are indexed (task kinds, request ids, document kinds and keys) are
   stored JSON-encoded so lone surrogates stay distinct;
-* every scan is served by an index (checked with ``EXPLAIN QUERY PLAN`` in the tests).
+* every scan is served by an index (checked with ``EXPLAIN QUERY PLAN`` in the tests);
+  a task scan for a value nearly every task holds (not aborting, not in the background,
+  terminal) follows the table's id order instead, where almost every row read is an
+  answer, and the rare values have partial indexes (see migration 2).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ __all__ = [
     "CHUNK_CHARS",
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "WRITE_SETS_SINCE",
     "apply_migrations",
     "open_schema",
     "schema_version",
@@ -120,9 +124,56 @@ MIGRATIONS: list[list[str]] = [
         ) STRICT""",
         "CREATE UNIQUE INDEX record_parts_by_key ON record_parts (tbl, key, part)",
     ],
+    # 2: fewer b-trees written per commit (each one a WAL page at least). Task indexes
+    # on a value most tasks share (``abort_requested = 0``, ``background = 0``,
+    # ``status = 'terminal'``) cost a page on every task write and serve scans for that
+    # value no better than the table's own id order, where nearly every row matches:
+    # the rare values keep partial indexes, and the status index holds live tasks only
+    # (what opening a session scans). Revisions are clustered by their key (WITHOUT
+    # ROWID: the table is the (document, seq) index) and have no other index: the
+    # newest base at or before a point is found walking back over the deltas after it,
+    # which the read that asked then reads anyway. Who owns an id is told by the record
+    # tables themselves (an id is each table's primary key), so ``record_ids`` becomes a
+    # view over them instead of a table every commit appends to; its INSTEAD OF trigger
+    # absorbs the inserts of write sets recorded on schema 1, which replay unchanged
+    # otherwise: no table lost or renamed a column (WRITE_SETS_SINCE).
+    [
+        "DROP TABLE record_ids",
+        """CREATE VIEW record_ids (id, type) AS
+            SELECT id, 'conversation' FROM conversations
+            UNION ALL SELECT id, 'entry' FROM entries
+            UNION ALL SELECT id, 'task' FROM tasks
+            UNION ALL SELECT id, 'submission' FROM submissions
+            UNION ALL SELECT id, 'document' FROM documents""",
+        "CREATE TRIGGER record_ids_implied INSTEAD OF INSERT ON record_ids BEGIN SELECT 1; END",
+        "DROP INDEX tasks_by_status",
+        "DROP INDEX tasks_by_abort",
+        "DROP INDEX tasks_by_background",
+        "CREATE INDEX tasks_live ON tasks (status, id) WHERE status != 'terminal'",
+        "CREATE INDEX tasks_aborting ON tasks (id) WHERE abort_requested = 1",
+        "CREATE INDEX tasks_in_background ON tasks (id) WHERE background = 1",
+        """CREATE TABLE revisions_clustered (
+            document_id INTEGER NOT NULL,
+            seq INTEGER NOT NULL,
+            base INTEGER NOT NULL,
+            version INTEGER NOT NULL,
+            content TEXT,
+            parts INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (document_id, seq)
+        ) STRICT, WITHOUT ROWID""",
+        "INSERT INTO revisions_clustered (document_id, seq, base, version, content, parts)"
+        " SELECT document_id, seq, base, version, content, parts FROM revisions",
+        "DROP TABLE revisions",
+        "ALTER TABLE revisions_clustered RENAME TO revisions",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+WRITE_SETS_SINCE = 1
+"""The oldest schema whose recorded write sets replay unchanged on this one: every
+migration since kept each table's name and columns (a host's log may hold write sets
+recorded before an upgrade, replayed onto a replica migrated at open)."""
 
 
 def schema_version(ex: SqlExecutor) -> int:

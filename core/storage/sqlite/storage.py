@@ -38,7 +38,7 @@ from core.storage.sqlite.commit_view import Known, PlannerView
 from core.storage.sqlite.commit_writes import apply_plan
 from core.storage.sqlite.database import SqlDatabase, SqlExecutor
 from core.storage.sqlite.queries import SqliteQueries
-from core.storage.sqlite.schema import SCHEMA_VERSION, open_schema
+from core.storage.sqlite.schema import SCHEMA_VERSION, WRITE_SETS_SINCE, open_schema
 from core.storage.sqlite.write_set import (
     WRITE_SET_FORMAT,
     CommitGate,
@@ -146,11 +146,13 @@ class SqliteStorage(SqliteQueries):
     async def apply_write_set(self, write_set: JsonObject) -> int:
         """Replay a write set recorded by a two-phase commit of a replica; return its seq.
 
-        This storage must hold exactly the state the write set was prepared against: the
-        same schema version and ``seq`` one below the write set's (the host replays its
-        log in order). Bypasses the gate — the write set is durable already. Raises
-        :class:`~core.errors.StorageCorrupt` for a malformed or out-of-order write set
-        and writes nothing then.
+        This storage must hold exactly the state the write set was prepared against:
+        ``seq`` one below the write set's (the host replays its log in order), on a
+        schema its statements still apply to — its own, or a later one reaching back to
+        it (:data:`~core.storage.sqlite.schema.WRITE_SETS_SINCE`: a log recorded before
+        an upgrade replays onto a replica migrated at open). Bypasses the gate — the
+        write set is durable already. Raises :class:`~core.errors.StorageCorrupt` for a
+        malformed, out-of-order or too old or new write set and writes nothing then.
         """
         self._check()
         async with self._commit_lock:
@@ -158,10 +160,10 @@ class SqliteStorage(SqliteQueries):
             seq, next_id = write_set.get("seq"), write_set.get("next_id")
             if write_set.get("format") != WRITE_SET_FORMAT:
                 raise StorageCorrupt(f"unknown write-set format {write_set.get('format')!r}")
-            if write_set.get("schema") != SCHEMA_VERSION:
+            schema = write_set.get("schema")
+            if type(schema) is not int or not WRITE_SETS_SINCE <= schema <= SCHEMA_VERSION:
                 raise StorageCorrupt(
-                    f"write set of schema {write_set.get('schema')!r} cannot be replayed on"
-                    f" schema {SCHEMA_VERSION}"
+                    f"write set of schema {schema!r} cannot be replayed on schema {SCHEMA_VERSION}"
                 )
             if type(seq) is not int or type(next_id) is not int:
                 raise StorageCorrupt("write set has no seq or next_id")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any, TypeVar
 import pytest
 
 from core.errors import StorageCorrupt
-from core.records import ConversationRecord, Entry, Pending, Task
+from core.records import Completed, ConversationRecord, Entry, Pending, Running, Task, Terminal
 from core.storage import DocumentChange, DocumentCreate, DocumentRetire, SqliteStorage
 from core.storage.sqlite import schema
 from core.storage.sqlite.database import Row, SqlExecutor, SqlValue
@@ -262,15 +263,22 @@ async def test_a_failure_inside_the_sql_transaction_leaves_nothing_behind(tmp_pa
     storage = await open_sqlite_storage(path)
     await storage.commit([ConversationRecord(1)])
     await storage.close()
-    for fail_at in range(1, 6):
+    # Each statement of the commit fails once, in turn, until the commit has none left.
+    for fail_at in itertools.count(1):
         recorder = Recorder(path)
         storage = await SqliteStorage.open(recorder)
         recorder.fail_at = recorder.executes + fail_at
         ids = [await storage.mint_id() for _ in range(3)]
-        with pytest.raises(OSError, match="mid-transaction"):
+        try:
             await storage.commit(
                 [Entry(ids[0], 1, "custom"), _task(ids[1]), Entry(ids[2], 1, "custom")]
             )
+        except OSError as e:
+            assert "mid-transaction" in str(e)
+        else:
+            assert fail_at > 3  # ids, entries, the task, the counters: all failed above
+            await storage.close()
+            break
         await storage.close()
         storage = await open_sqlite_storage(path)
         assert (await storage.scan_entries(1)).items == []
@@ -336,3 +344,109 @@ async def test_a_replayed_write_set_reproduces_the_file_row_for_row(tmp_path: Pa
     assert primary_rows == dump("r.sqlite")
     assert primary_rows["tasks"][0][2] == '"k"'  # the kind change was replaced back
     assert primary_rows["record_parts"] == []  # parts of replaced records were dropped
+
+
+async def test_a_schema_1_file_and_its_write_sets_carry_over_to_the_current_schema(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upgrade: a file written on schema 1 migrates at open keeping every row, and
+    the write sets a host logged on schema 1 replay onto a current file to the same
+    rows, so a replica rebuilt from an old snapshot and log after the upgrade is whole."""
+    log: list[Any] = []
+
+    class Keep:
+        async def make_durable(self, seq: int, write_set: Any) -> None:
+            log.append(write_set)
+
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
+    monkeypatch.setattr("core.storage.sqlite.storage.SCHEMA_VERSION", 1)
+    old = await SqliteStorage.open(Sqlite3Database.open(tmp_path / "old.sqlite"), gate=Keep())
+    await old.commit([ConversationRecord(1)])
+    a, b, c, d, e, r = [await old.mint_id() for _ in range(6)]
+    await old.commit(
+        [
+            Task(a, 1, "k", 1, {}, Pending({"phase": "p"}), abort_requested=True),
+            Task(b, 1, "k", 1, {}, Running({"phase": "p"}), background=True),
+            Task(c, 1, "other", 1, {}, Terminal(Completed(1))),
+            Entry(e, 1, "custom", data={"x": 1}),
+            DocumentCreate(d, "notes", "conversation", 1, None, "rewindable", 1, [1]),
+            DocumentCreate(r, "usage", "conversation", 1, "u", "latest", 1, {"n": 1}),
+        ]
+    )
+    at_base = await old.commit([DocumentChange(d, 1, ops=[["s", [1], 2]])])
+    await old.commit([DocumentChange(d, 1, value=[9]), DocumentChange(r, 1, value={"n": 2})])
+    await old.commit([DocumentChange(d, 1, ops=[["s", [1], 3]]), _task(b)])
+    await old.close()
+    monkeypatch.undo()
+    assert {ws["schema"] for ws in log} == {1}
+
+    migrated = await open_sqlite_storage(tmp_path / "old.sqlite")
+    replica = await SqliteStorage.open(Sqlite3Database.open(tmp_path / "new.sqlite"))
+    for ws in log:
+        await replica.apply_write_set(ws)
+    for storage in (migrated, replica):
+        assert storage.seq == at_base + 2
+        scans = [
+            (await storage.scan_tasks(**query)).items
+            for query in (
+                {"status": "pending"},
+                {"status": "terminal"},
+                {"abort_requested": True},
+                {"abort_requested": False},
+                {"background": True},
+                {"background": False, "kind": "k"},
+            )
+        ]
+        assert [[t.id for t in items] for items in scans] == [[a, b], [c], [a], [b, c], [], [a, b]]
+        now, then = await storage.document(d), await storage.document(d, at_base)
+        assert now is not None and now.value == [9, 3] and now.deltas_since_base == 1
+        assert then is not None and then.value == [1, 2]
+        usage = await storage.document(r)
+        assert usage is not None and usage.value == {"n": 2}
+        assert [x.id for x in (await storage.scan_entries(1)).items] == [e]
+    await migrated.close()
+    await replica.close()
+
+    def rows(name: str) -> tuple[list[Any], dict[str, list[Any]]]:
+        conn = sqlite3.connect(tmp_path / name)
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        version = conn.execute("SELECT version FROM perdure_schema").fetchall()
+        names = "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'perdure_schema'"
+        tables = [t for (t,) in conn.execute(names)]
+        out = {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in tables}
+        conn.close()
+        return version, out
+
+    assert rows("old.sqlite") == rows("new.sqlite")
+    assert rows("new.sqlite")[0] == [(schema.SCHEMA_VERSION,)]
+    for too in (schema.WRITE_SETS_SINCE - 1, schema.SCHEMA_VERSION + 1):
+        fresh = await SqliteStorage.open(Sqlite3Database.open(tmp_path / f"s{too}.sqlite"))
+        with pytest.raises(StorageCorrupt, match="cannot be replayed"):
+            await fresh.apply_write_set({**log[0], "schema": too})
+        await fresh.close()
+
+
+async def test_a_large_commit_splits_its_multi_row_statements_at_100_parameters(
+    tmp_path: Path,
+) -> None:
+    recorder = Recorder(tmp_path / "wide.sqlite")
+    storage = await SqliteStorage.open(recorder)
+    await storage.commit([ConversationRecord(1)])
+    ids = [await storage.mint_id() for _ in range(75)]
+    tasks, entries = ids[:30], ids[30:]
+    recorder.statements.clear()
+    await storage.commit([*(_task(t) for t in tasks), *(Entry(e, 1, "custom") for e in entries)])
+    inserts = [(s, p) for s, p in recorder.statements if s.startswith("INSERT")]
+    assert max(len(p) for _, p in inserts) <= 100
+    assert sum(s.startswith("INSERT INTO tasks") for s, _ in inserts) == 3  # 12 + 12 + 6 rows
+    assert sum(s.startswith("INSERT INTO entries") for s, _ in inserts) == 3  # 20 + 20 + 5
+    # Written again, the known task rows take the same upsert, and read back whole.
+    recorder.statements.clear()
+    running = [Task(t, 1, "k", 1, {"v": t}, Running({"phase": "q"})) for t in tasks]
+    await storage.commit(running)
+    written = [s for s, _ in recorder.statements if s.startswith(("INSERT", "UPDATE tasks"))]
+    assert sum(s.startswith("INSERT INTO tasks") for s in written) == 3
+    assert not any(s.startswith("UPDATE tasks") for s in written)
+    assert (await storage.scan_tasks(status="running", limit=100)).items == running
+    assert [e.id for e in (await storage.scan_entries(1, order="asc", limit=100)).items] == entries
+    await storage.close()
