@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from core.harness.messages import (
     AssistantMessage,
@@ -32,11 +33,16 @@ from core.harness.messages import (
     Usage,
     UserMessage,
     message_from_json,
+    message_to_json,
 )
 from core.jsonvalue import JsonValue
 from core.records import Entry
+from core.session.transaction import Tx
 
-__all__ = ["ActiveRange", "ContextView", "derive_context"]
+if TYPE_CHECKING:
+    from core.harness.services import HarnessServices
+
+__all__ = ["ActiveRange", "ContextView", "append_message", "derive_context"]
 
 MISSING_RESULT = "Tool result unavailable: the call did not finish."
 _NO_USAGE = Usage()
@@ -75,11 +81,13 @@ class ActiveRange:
     _full_only: bool = False
     _prompted: bool = False
 
-    def add(self, entry: Entry) -> None:
+    def add(self, entry: Entry, built: Message | None = None) -> None:
+        """Add a committed entry; ``built`` is its message as the harness built it (the
+        object whose JSON the entry holds), taken instead of parsing that JSON again."""
         position = bisect.bisect_right(self.ids, entry.id)
         self.ids.insert(position, entry.id)
         self.entries.insert(position, entry)
-        message = _parse(entry.message)
+        message = built if built is not None else _parse(entry.message)
         if (
             self.head is not None
             and entry.id < self.head
@@ -176,6 +184,27 @@ class ContextView:
     sections: dict[str, str]
     prompted: bool = False
     """Whether the range holds a ``system`` entry (a prompt was recorded in it)."""
+
+
+async def append_message(
+    h: HarnessServices,
+    tx: Tx,
+    conversation_id: int,
+    kind: str,
+    message: Message,
+    *,
+    data: JsonValue = None,
+    by_task_id: int | None = None,
+) -> Entry:
+    """Inside a commit: append an entry holding ``message``, a message whose JSON round
+    trip is exact (built by the harness from JSON values, or a model's answer made
+    servable). The context range takes the object itself once the commit lands: the
+    harness does not validate again what it built."""
+    entry = await tx.append_entry(
+        conversation_id, kind, message=message_to_json(message), data=data, by_task_id=by_task_id
+    )
+    h.built_message(entry, message)
+    return entry
 
 
 def _parse(message: JsonValue) -> Message | None:

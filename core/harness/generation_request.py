@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
 from core.harness.builtin_documents import LIVE
+from core.harness.context import append_message
 from core.harness.events import note_event, note_retry
 from core.harness.generation_end import fail_run
 from core.harness.generation_live import checkpoint_copy, is_current, live_section
@@ -250,7 +251,8 @@ async def _classify(
     final = response.final
     if final is None:
         return  # the stream stopped because the invocation is being cancelled
-    final = final.model_copy(update={"model": final.model or str(cp.get("model"))})
+    if not final.model:
+        final = final.model_copy(update={"model": str(cp.get("model"))})
     calls = final.tool_calls
     if calls and final.stop_reason != "error":
         await _tool_round(h, rt, final, offered)
@@ -262,9 +264,7 @@ async def _answer(h: HarnessServices, rt: TaskRuntime, message: AssistantMessage
     conv = rt.conversation_id
 
     async def answer(tx: Tx, current: Task) -> Completed:
-        entry = await tx.append_entry(
-            conv, "assistant", message=message_to_json(message), by_task_id=current.id
-        )
+        entry = await append_message(h, tx, conv, "assistant", message, by_task_id=current.id)
         await add_usage(tx, conv, message.usage, model=message.model)
         live = await tx.doc(LIVE, conv)
         if is_current(live, current.id):
@@ -287,9 +287,7 @@ async def _tool_round(
     )
 
     async def round_(tx: Tx, current: Task) -> Waiting:
-        entry = await tx.append_entry(
-            conv, "assistant", message=message_to_json(message), by_task_id=current.id
-        )
+        entry = await append_message(h, tx, conv, "assistant", message, by_task_id=current.id)
         await add_usage(tx, conv, message.usage, model=message.model)
         live = await tx.doc(LIVE, conv)
         live_section(live, "generation").pop("partial", None)
@@ -308,10 +306,12 @@ async def _tool_round(
                 content=f"[error] Tool {call.name} is not available",
                 is_error=True,
             )
-            await tx.append_entry(
+            await append_message(
+                h,
+                tx,
                 conv,
                 "tool_result",
-                message=message_to_json(result),
+                result,
                 data={
                     "call_id": call.id,
                     "diagnostics": [

@@ -60,7 +60,7 @@ from core.harness.tool_task import settle_tool, tool_task
 from core.harness.views import Views
 from core.harness.watch import Watch
 from core.jsonvalue import JsonObject, JsonValue
-from core.records import ROOT_CONVERSATION_ID, ConversationRecord, SubmissionRecord, Task
+from core.records import ROOT_CONVERSATION_ID, ConversationRecord, Entry, SubmissionRecord, Task
 from core.session.documents import DocDefinition
 from core.session.session import CommitEvent
 from core.session.transaction import Tx
@@ -120,6 +120,9 @@ class Harness:
         self.env_factory = env
         self.settings = settings
         self._ranges: dict[int, ActiveRange] = {}
+        self._built: dict[int, Message] = {}
+        """Messages of staged entries as the harness built them, by entry id: the
+        context range takes them when the commit lands instead of parsing them again."""
         self._agents: dict[int, tuple[object, int | None, object, ResolvedAgent]] = {}
         self._submission_waiters: WaiterRegistry[int, SubmissionRecord] = self.session.waiters()
         """Callers waiting for a submission to settle, by submission id."""
@@ -551,15 +554,23 @@ class Harness:
             active.add(entry)
         return active
 
+    def built_message(self, entry: Entry, message: Message) -> None:
+        built = self._built
+        if len(built) >= 1024:
+            built.clear()  # entries of commits that never landed: a bound, not a policy
+        built[entry.id] = message
+
     def _on_commit(self, event: CommitEvent) -> None:
+        built = self._built
         for entry in event.entries:
+            message = built.pop(entry.id, None) if built else None
             active = self._ranges.get(entry.conversation_id)
             if active is None:
                 continue
             if entry.head is not None:
                 self._ranges.pop(entry.conversation_id, None)  # a new range: reload lazily
             else:
-                active.add(entry)
+                active.add(entry, message)
         for sub in event.submissions:
             if sub.status in ("done", "unanswered"):
                 self._submission_waiters.settle(sub.id, sub)

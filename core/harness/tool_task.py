@@ -35,6 +35,7 @@ from pydantic import BaseModel, ValidationError
 from core.env import OP_ID_PATTERN, EnvUnavailable, ExecutionEnv, OpLost, OpRef
 from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
 from core.harness.builtin_documents import LIVE
+from core.harness.context import append_message
 from core.harness.events import note_event
 from core.harness.generation_hand_over import merge_hand_over, plan_merged_hand_over
 from core.harness.generation_request import round_intent
@@ -44,7 +45,6 @@ from core.harness.messages import (
     ToolCall,
     ToolResultMessage,
     message_from_json,
-    message_to_json,
 )
 from core.harness.registry import Block, ResolvedAgent, ToolDefinition
 from core.harness.runs import TOOL
@@ -191,10 +191,12 @@ class _Call:
         plan = None if aborted else await plan_merged_hand_over(self.h, self.task, message)
 
         async def record(tx: Tx, current: Task) -> Completed | Failed | Aborted:
-            entry = await tx.append_entry(
+            entry = await append_message(
+                self.h,
+                tx,
                 conv,
                 "tool_result",
-                message=message_to_json(message),
+                message,
                 data={"call_id": self.call.id, "diagnostics": [d.to_json() for d in diagnostics]},
                 by_task_id=current.id,
             )
