@@ -22,10 +22,9 @@ as a network read delivers a burst of events, not once per token.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias, cast
 
@@ -197,11 +196,10 @@ class FauxModel:
             self._deferred[handle] = (reply, reply.deferred)
             yield Deferred({"id": handle}, reply.poll_after_ms)
             return
-        # Closed explicitly: an inner generator left suspended (the caller stops reading
-        # at StreamDone) is finalized through the loop (a wake-up and a task each).
-        async with contextlib.aclosing(self._play(request, reply, signal)) as events:
-            async for event in events:
-                yield event
+        for event, hop in self._play(request, reply, signal):
+            if hop:
+                await self._pace()
+            yield event
 
     async def fetch(
         self, model_id: str, handle: JsonValue, signal: CancelSignal
@@ -218,11 +216,10 @@ class FauxModel:
         del self._deferred[key]
         yield StreamStart(model_id)
         request = self.state.requests[-1] if self.state.requests else None
-        async with contextlib.aclosing(
-            self._play(request, FauxReply(reply.message), signal)
-        ) as events:
-            async for event in events:
-                yield event
+        for event, hop in self._play(request, FauxReply(reply.message), signal):
+            if hop:
+                await self._pace()
+            yield event
 
     async def cancel_deferred(self, model_id: str, handle: JsonValue) -> None:
         self.state.cancelled_deferred.append(handle)
@@ -242,10 +239,17 @@ class FauxModel:
             step = await produced if inspect.isawaitable(produced) else produced
         return step
 
-    async def _play(
+    def _play(
         self, request: ModelRequest | None, reply: FauxReply, signal: CancelSignal
-    ) -> AsyncGenerator[StreamEvent, None]:
+    ) -> Iterator[tuple[StreamEvent, bool]]:
+        """The reply's events, each with whether the stream waits before it: paced,
+        before every token; unpaced, once per content block, as a network read delivers
+        a burst of events, its tokens then stream without further hops. A plain
+        generator under the adapter's one async generator (a nested async generator
+        would cost a second resumption per event). Stops when ``signal`` fires;
+        raises the scripted failure."""
         message = reply.message or faux_message("")
+        paced = bool(self.tokens_per_second and self._sleep is not None)
         tokens = 0
         for index, block in enumerate(message.content):
             pieces: list[StreamEvent]
@@ -257,33 +261,29 @@ class FauxModel:
                 args = json.dumps(block.arguments)
                 pieces = [ToolCallDelta(index, block.id, block.name, "")]
                 pieces += [ToolCallDelta(index, arguments=t) for t in self._tokens(args)]
-            sleep, rate = self._sleep, self.tokens_per_second
             for n, piece in enumerate(pieces):
                 if signal.cancelled:
                     return
                 if reply.fail_after is not None and tokens >= reply.fail_after:
                     raise reply.error or ModelError("faux stream failed")
-                if rate and sleep is not None:
-                    await sleep(1 / rate)
-                elif n == 0:
-                    # Unpaced, a block arrives as one read would deliver it: one hop to
-                    # the loop per block, its tokens then stream without further hops.
-                    await _yield()
                 tokens += 1
-                yield piece
+                yield piece, paced or n == 0
         if reply.fail_after is not None and tokens >= reply.fail_after:
             raise reply.error or ModelError("faux stream failed")
         usage = message.usage
         if usage == Usage():
             usage = self._estimator.usage(request, message)
-        yield StreamDone(
-            message.model_copy(
-                update={
-                    "usage": usage,
-                    "model": message.model or (request.model if request else None),
-                }
-            )
+        done = message.model_copy(
+            update={"usage": usage, "model": message.model or (request.model if request else None)}
         )
+        yield StreamDone(done), False
+
+    async def _pace(self) -> None:
+        rate, sleep = self.tokens_per_second, self._sleep
+        if rate and sleep is not None:
+            await sleep(1 / rate)
+        else:
+            await _yield()
 
     def _tokens(self, text: str) -> list[str]:
         size = self.token_size

@@ -3,11 +3,26 @@ of the conversation's ``live`` document, and whether it runs the current run."""
 
 from __future__ import annotations
 
-from core.jsonvalue import JsonObject
-from core.records import Task
-from core.session.documents import DocHandle
+from typing import Any
 
-__all__ = ["checkpoint_copy", "is_current", "live_section"]
+from core.jsonvalue import JsonObject, JsonValue
+from core.records import Task
+from core.session.documents import DocDefinition, DocHandle
+from core.session.session import Session
+
+__all__ = ["checkpoint_copy", "committed_value", "is_current", "live_section"]
+
+
+async def committed_value(
+    session: Session, definition: DocDefinition[Any], owner_id: int
+) -> JsonValue:
+    """A document's committed value for reading only — shared with the session's cache,
+    never to be mutated (no copy: most reads look at one field) —, or a detached copy
+    where it must be migrated or does not exist yet."""
+    state = await session.current_document(definition, owner_id, None)
+    if state is not None and state.version == definition.version:
+        return state.value
+    return await session.document_value(definition, owner_id)
 
 
 def checkpoint_copy(task: Task) -> JsonObject:

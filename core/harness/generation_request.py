@@ -15,7 +15,12 @@ from core.harness.builtin_documents import LIVE
 from core.harness.context import append_message
 from core.harness.events import note_event, note_retry
 from core.harness.generation_end import fail_run
-from core.harness.generation_live import checkpoint_copy, is_current, live_section
+from core.harness.generation_live import (
+    checkpoint_copy,
+    committed_value,
+    is_current,
+    live_section,
+)
 from core.harness.generation_prepare import compact_first
 from core.harness.live import Throttle
 from core.harness.messages import (
@@ -157,7 +162,7 @@ async def _keep_interrupted_partial(h: HarnessServices, rt: TaskRuntime) -> None
     """A crash cut a request short after some of it was committed: keep that partial as an
     aborted assistant entry (the transcript shows what was seen; context leaves it out)
     before the request is sent again."""
-    live = await h.session.document_value(LIVE, rt.conversation_id)
+    live = await committed_value(h.session, LIVE, rt.conversation_id)
     gen = live.get("generation") if isinstance(live, dict) else None
     if not isinstance(gen, dict) or gen.get("task") != rt.task_id or "partial" not in gen:
         return

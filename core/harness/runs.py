@@ -31,7 +31,7 @@ first table write.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from core.harness.builtin_documents import INBOX, LIVE, USAGE
 from core.harness.events import note_event
@@ -463,6 +463,18 @@ def queued_summary(inbox: JsonValue) -> bool:
     )
 
 
+_USAGE_FIELDS = tuple(Usage.model_fields)
+
+
+def _usage_shaped(value: JsonValue) -> bool:
+    """Whether ``value`` is a dumped :class:`Usage` exactly: its fields in order, ints and
+    a float cost."""
+    if type(value) is not dict or tuple(value) != _USAGE_FIELDS:
+        return False
+    *counts, cost = value.values()
+    return all(type(n) is int for n in counts) and type(cost) is float
+
+
 async def add_usage(
     tx: Tx, conversation_id: int, usage: Usage, *, model: str | None, tool: str | None = None
 ) -> None:
@@ -472,8 +484,14 @@ async def add_usage(
     ledger = await tx.doc(USAGE, conversation_id)
     value = _obj(ledger)
 
+    added: dict[str, Any] = usage.model_dump()
+
     def bump(bucket: JsonObject, key: str) -> None:
-        current = bucket.get(key)
+        current: Any = bucket.get(key)
+        if _usage_shaped(current):
+            # What the ledger always holds (written here): summed without revalidating.
+            bucket[key] = {k: current[k] + v for k, v in added.items()}
+            return
         base = Usage.model_validate(current) if isinstance(current, dict) else Usage()
         bucket[key] = (base + usage).model_dump()
 

@@ -250,7 +250,8 @@ async def _call(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
         )
         return
     arguments: JsonObject = dict(c.call.arguments)
-    args = _validate(tool, arguments)
+    # The call's arguments passed the JSON gate when its assistant entry was appended.
+    args = _validate(tool, arguments, gated=True)
     if isinstance(args, str):
         await c.finish(
             ToolResult(f"[error] {args}", is_error=True), [Diagnostic("invalid_arguments", args)]
@@ -281,7 +282,9 @@ async def _call(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
                 [Diagnostic("invalid_arguments", args)],
             )
             return
-    stored = json_copy(arguments, "tool arguments")
+    # Arguments a hook handed back are detached from it; the entry's are not shared
+    # with anyone who could change them.
+    stored = json_copy(arguments, "tool arguments") if hooked else arguments
     cp = task.checkpoint or {}
     if (
         cp.get("phase") == "execute"
@@ -304,13 +307,17 @@ async def _call(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     await _run(c, tool, args, 1)
 
 
-def _validate(tool: ToolDefinition, arguments: JsonObject) -> BaseModel | str:
-    # The JSON gate first: pydantic's str fields take lone surrogates, and a hook may
-    # hand back arguments that never went through an entry.
-    try:
-        json_copy(arguments, "arguments")
-    except InvalidJson as e:
-        return f"Invalid arguments for tool {tool.name}: {e}"
+def _validate(
+    tool: ToolDefinition, arguments: JsonObject, *, gated: bool = False
+) -> BaseModel | str:
+    # The JSON gate first (unless the arguments are known to have passed it: an entry's,
+    # a checkpoint's): pydantic's str fields take lone surrogates, and a hook may hand
+    # back arguments that never went through an entry.
+    if not gated:
+        try:
+            json_copy(arguments, "arguments")
+        except InvalidJson as e:
+            return f"Invalid arguments for tool {tool.name}: {e}"
     try:
         return tool.parameters.model_validate(arguments)
     except ValidationError as e:
