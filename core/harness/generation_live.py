@@ -1,5 +1,6 @@
 """The generation task's reads of its own state: a copy of its checkpoint, a section
-of the conversation's ``live`` document, and whether it runs the current run."""
+of the conversation's ``live`` document, whether it runs the current run, and
+documents read without copying them (committed, or as a commit stages them)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from core.jsonvalue import JsonObject, JsonValue
 from core.records import Task
 from core.session.documents import DocDefinition, DocHandle
 from core.session.session import Session
+from core.session.transaction import Tx
 
-__all__ = ["checkpoint_copy", "committed_value", "is_current", "live_section"]
+__all__ = ["checkpoint_copy", "committed_value", "is_current", "live_section", "staged_value"]
 
 
 async def committed_value(
@@ -23,6 +25,19 @@ async def committed_value(
     if state is not None and state.version == definition.version:
         return state.value
     return await session.document_value(definition, owner_id)
+
+
+async def staged_value(tx: Tx, definition: DocDefinition[Any], owner_id: int) -> JsonValue:
+    """Inside a commit: a document's value as ``tx`` sees it, for reading only (never to
+    be mutated). Unlike ``tx.doc`` it opens no handle when the commit has none, so a
+    document only looked at is neither copied nor compared at commit."""
+    handle = tx.docs.get((definition.kind, definition.scope, owner_id, None))
+    if handle is not None:
+        return handle.value
+    state = await tx.session.current_document(definition, owner_id, None)
+    if state is not None and state.version == definition.version:
+        return state.value
+    return (await tx.doc(definition, owner_id)).value
 
 
 def checkpoint_copy(task: Task) -> JsonObject:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from core.harness.builtin_documents import INBOX, LIVE, USAGE
 from core.harness.events import note_event
+from core.harness.generation_live import staged_value
 from core.harness.messages import Usage, UserMessage, message_to_json
 from core.jsonvalue import JsonObject, JsonValue
 from core.records import SubmissionRecord, Task
@@ -427,6 +428,8 @@ async def withdraw_inputs(tx: Tx, conversation_id: int) -> list[int]:
 async def post_tools_boundary(tx: Tx, conversation_id: int, settings: HarnessSettings) -> None:
     """Place queued writes (all but a reset) and steers; the steers join the current run.
     A compaction summary placed here starts the context the run continues in."""
+    if not inbox_items(await staged_value(tx, INBOX, conversation_id)):
+        return  # nothing queued (most boundaries): the inbox is not even opened
     inbox = await tx.doc(INBOX, conversation_id)
     placed = await _place(tx, conversation_id, _take(inbox, settings, ("steer",), "not_reset"))
     if placed:
@@ -438,6 +441,8 @@ async def post_tools_boundary(tx: Tx, conversation_id: int, settings: HarnessSet
 
 async def final_boundary(tx: Tx, conversation_id: int, settings: HarnessSettings) -> Task | None:
     """Place queued writes and user items after an answer; user items start the next run."""
+    if not inbox_items(await staged_value(tx, INBOX, conversation_id)):
+        return None
     inbox = await tx.doc(INBOX, conversation_id)
     placed = await _place(
         tx, conversation_id, _take(inbox, settings, ("steer", "follow_up"), "all")
