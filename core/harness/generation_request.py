@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
+from core.errors import InvocationEnded, SessionClosed, TaskStateError
 from core.harness.builtin_documents import LIVE
 from core.harness.context import append_message
 from core.harness.events import note_event, note_retry
@@ -45,7 +45,7 @@ from core.harness.models import (
 from core.harness.partial import Partial, close_stream
 from core.harness.registry import ResolvedAgent
 from core.harness.runs import TOOL, add_usage, final_boundary, settle_run
-from core.jsonvalue import JsonObject, JsonValue, dumps, json_copy
+from core.jsonvalue import JsonObject, JsonValue, dumps
 from core.records import Completed, Task, Waiting
 from core.session.session import ensure_outside_commit
 from core.session.transaction import Tx
@@ -368,8 +368,7 @@ def round_intent(agent: ResolvedAgent, call: ToolCall) -> JsonObject | None:
         return None
     if any(hooks.before_tool is not None for hooks in agent.hooks):
         return None
-    try:
-        arguments = json_copy(dict(call.arguments), "tool arguments")
-    except InvalidJson:
-        return None
+    # The arguments are the round's assistant entry's (JSON-gated with it); the commit
+    # copies the checkpoint it stages.
+    arguments: JsonObject = dict(call.arguments)
     return {"phase": "execute", "arguments": arguments, "replay": "safe", "attempt": 1}
