@@ -25,6 +25,7 @@ tool_error, truncated.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import inspect
 from collections.abc import Callable
@@ -98,11 +99,10 @@ class _Call:
         self.agent = agent
         self.tool = agent.tools.get(call.name)
         self.output = ""
-        self._throttle = Throttle(
-            h.clock, h.settings.progress.output_interval_ms, self._commit_output, h.report
-        )
+        self._throttle: Throttle | None = None  # made by the first output reported
+        self._stopped = False
 
-    @property
+    @functools.cached_property
     def op_id(self) -> str:
         raw = f"{self.task.id}:{self.call.id}"
         if OP_ID_PATTERN.fullmatch(raw):
@@ -125,6 +125,12 @@ class _Call:
     def _on_output(self, text: str) -> None:
         limit = self.h.settings.max_output_bytes * 2
         self.output = (self.output + text)[-limit:]
+        if self._stopped:
+            return  # reported after the call returned: its result commit has it or not
+        if self._throttle is None:
+            h = self.h
+            interval = h.settings.progress.output_interval_ms
+            self._throttle = Throttle(h.clock, interval, self._commit_output, h.report)
         self._throttle.changed()
 
     async def _commit_output(self) -> int:
@@ -142,7 +148,9 @@ class _Call:
         return len(snapshot)
 
     async def stop_output(self) -> None:
-        await self._throttle.close()
+        self._stopped = True
+        if self._throttle is not None:
+            await self._throttle.close()
 
     async def finish(
         self,
