@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import operator
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias, cast
@@ -331,11 +332,8 @@ class _Estimator:
         sent = 0
         if request is not None:
             messages = request.messages
-            shared = 0
-            for old, new in zip(self._last, messages, strict=False):
-                if old is not new:
-                    break
-                shared += 1
+            same = list(map(operator.is_, self._last, messages))  # compared in C
+            shared = same.index(False) if False in same else len(same)
             counts = self._counts[:shared] + [message_chars(m) for m in messages[shared:]]
             self._last, self._counts = list(messages), counts
             sent = sum(counts)

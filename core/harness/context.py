@@ -22,7 +22,6 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from core.harness.messages import (
     AssistantMessage,
@@ -33,16 +32,11 @@ from core.harness.messages import (
     Usage,
     UserMessage,
     message_from_json,
-    message_to_json,
 )
 from core.jsonvalue import JsonValue
 from core.records import Entry
-from core.session.transaction import Tx
 
-if TYPE_CHECKING:
-    from core.harness.services import HarnessServices
-
-__all__ = ["ActiveRange", "ContextView", "append_message", "derive_context"]
+__all__ = ["ActiveRange", "ContextView", "derive_context"]
 
 MISSING_RESULT = "Tool result unavailable: the call did not finish."
 _NO_USAGE = Usage()
@@ -193,27 +187,6 @@ class ContextView:
     sections: dict[str, str]
     prompted: bool = False
     """Whether the range holds a ``system`` entry (a prompt was recorded in it)."""
-
-
-async def append_message(
-    h: HarnessServices,
-    tx: Tx,
-    conversation_id: int,
-    kind: str,
-    message: Message,
-    *,
-    data: JsonValue = None,
-    by_task_id: int | None = None,
-) -> Entry:
-    """Inside a commit: append an entry holding ``message``, a message whose JSON round
-    trip is exact (built by the harness from JSON values, or a model's answer made
-    servable). The context range takes the object itself once the commit lands: the
-    harness does not validate again what it built."""
-    entry = await tx.append_entry(
-        conversation_id, kind, message=message_to_json(message), data=data, by_task_id=by_task_id
-    )
-    h.built_message(entry, message)
-    return entry
 
 
 def _parse(message: JsonValue) -> Message | None:

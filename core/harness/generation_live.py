@@ -1,18 +1,30 @@
-"""The generation task's reads of its own state: a copy of its checkpoint, a section
-of the conversation's ``live`` document, whether it runs the current run, and
-documents read without copying them (committed, or as a commit stages them)."""
+"""What the generation and tool tasks share: a copy of a checkpoint, a section of the
+conversation's ``live`` document, whether a generation runs the current run,
+documents read without copying them (committed, or as a commit stages them), and
+entries appended with the messages the harness built for them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from core.harness.messages import Message, message_to_json
 from core.jsonvalue import JsonObject, JsonValue
-from core.records import Task
+from core.records import Entry, Task
 from core.session.documents import DocDefinition, DocHandle
 from core.session.session import Session
 from core.session.transaction import Tx
 
-__all__ = ["checkpoint_copy", "committed_value", "is_current", "live_section", "staged_value"]
+if TYPE_CHECKING:
+    from core.harness.services import HarnessServices
+
+__all__ = [
+    "append_message",
+    "checkpoint_copy",
+    "committed_value",
+    "is_current",
+    "live_section",
+    "staged_value",
+]
 
 
 async def committed_value(
@@ -63,3 +75,24 @@ def is_current(live: DocHandle, task_id: int) -> bool:
     value = live.value
     run = value.get("run") if isinstance(value, dict) else None
     return isinstance(run, dict) and run.get("generation") == task_id
+
+
+async def append_message(
+    h: HarnessServices,
+    tx: Tx,
+    conversation_id: int,
+    kind: str,
+    message: Message,
+    *,
+    data: JsonValue = None,
+    by_task_id: int | None = None,
+) -> Entry:
+    """Inside a commit: append an entry holding ``message``, a message whose JSON round
+    trip is exact (built by the harness from JSON values, or a model's answer made
+    servable). The context range takes the object itself once the commit lands: the
+    harness does not validate again what it built."""
+    entry = await tx.append_entry(
+        conversation_id, kind, message=message_to_json(message), data=data, by_task_id=by_task_id
+    )
+    h.built_message(entry, message)
+    return entry

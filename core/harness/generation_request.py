@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from core.errors import InvocationEnded, SessionClosed, TaskStateError
 from core.harness.builtin_documents import LIVE
-from core.harness.context import append_message
 from core.harness.events import note_event, note_retry
 from core.harness.generation_end import fail_run
 from core.harness.generation_live import (
+    append_message,
     checkpoint_copy,
     committed_value,
     is_current,
