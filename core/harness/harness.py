@@ -123,7 +123,9 @@ class Harness:
         self._built: dict[int, Message] = {}
         """Messages of staged entries as the harness built them, by entry id: the
         context range takes them when the commit lands instead of parsing them again."""
-        self._agents: dict[int, tuple[object, int | None, object, ResolvedAgent]] = {}
+        self._agents: dict[int, tuple[object, int | None, object, ResolvedAgent, int | None]] = {}
+        """Resolved agents: (committed value, version, registry snapshot, agent, the
+        session's last commit when they were checked)."""
         self._submission_waiters: WaiterRegistry[int, SubmissionRecord] = self.session.waiters()
         """Callers waiting for a submission to settle, by submission id."""
         self._views = Views(self)
@@ -502,22 +504,32 @@ class Harness:
     async def agent(self, conversation_id: int) -> ResolvedAgent:
         # Resolved once per committed agent value and registry snapshot: both are
         # replaced, never mutated, so their identities say whether anything changed.
+        # No commit since the last look (several per round): the value is the same.
+        seq = self.session.last_seq
+        cached = self._agents.get(conversation_id)
+        if (
+            cached is not None
+            and seq is not None
+            and cached[4] == seq
+            and cached[2] is self.registry.extensions
+        ):
+            return cached[3]
         state = await self.session.current_document(AGENT, conversation_id, None)
         value = state.value if state is not None else None
         version = state.version if state is not None else None
         snapshot = self.registry.extensions
-        cached = self._agents.get(conversation_id)
         if (
             cached is not None
             and cached[0] is value
             and cached[1] == version
             and cached[2] is snapshot
         ):
+            self._agents[conversation_id] = (*cached[:4], seq)
             return cached[3]
         resolved = self.registry.resolve(await self.agent_doc(conversation_id))
         if len(self._agents) >= 4096:
             self._agents.clear()  # a bound, not a policy: misses only cost a resolve
-        self._agents[conversation_id] = (value, version, snapshot, resolved)
+        self._agents[conversation_id] = (value, version, snapshot, resolved, seq)
         return resolved
 
     async def agent_doc(self, conversation_id: int) -> JsonObject:
