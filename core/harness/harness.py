@@ -121,11 +121,9 @@ class Harness:
         self.settings = settings
         self._ranges: dict[int, ActiveRange] = {}
         self._built: dict[int, Message] = {}
-        """Messages of staged entries as the harness built them, by entry id: the
-        context range takes them when the commit lands instead of parsing them again."""
+        """Staged entries' messages as built, by entry id (see ``built_message``)."""
         self._agents: dict[int, tuple[object, int | None, object, ResolvedAgent, int | None]] = {}
-        """Resolved agents: (committed value, version, registry snapshot, agent, the
-        session's last commit when they were checked)."""
+        """Resolved agents: (committed value, version, registry, agent, last commit seen)."""
         self._submission_waiters: WaiterRegistry[int, SubmissionRecord] = self.session.waiters()
         """Callers waiting for a submission to settle, by submission id."""
         self._views = Views(self)
