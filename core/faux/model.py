@@ -22,10 +22,10 @@ as a network read delivers a burst of events, not once per token.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+import operator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias, cast
 
@@ -178,50 +178,62 @@ class FauxModel:
     def info(self, model_id: str) -> ModelInfo | None:
         return self._models.get(model_id)
 
-    async def stream(
-        self, request: ModelRequest, signal: CancelSignal
-    ) -> AsyncIterator[StreamEvent]:
-        self.state.call_count += 1
-        if self._record:
-            self.state.requests.append(request)
-        step = await self._next_step(request)
-        yield StreamStart(request.model)
-        if isinstance(step, ModelError):
-            raise step
-        reply = step if isinstance(step, FauxReply) else FauxReply(cast(AssistantMessage, step))
-        if reply.block:
-            await signal.wait()
-            return
-        if reply.deferred is not None:
-            handle = len(self._deferred) + 1
-            self._deferred[handle] = (reply, reply.deferred)
-            yield Deferred({"id": handle}, reply.poll_after_ms)
-            return
-        # Closed explicitly: an inner generator left suspended (the caller stops reading
-        # at StreamDone) is finalized through the loop (a wake-up and a task each).
-        async with contextlib.aclosing(self._play(request, reply, signal)) as events:
-            async for event in events:
-                yield event
+    def stream(self, request: ModelRequest, signal: CancelSignal) -> AsyncIterator[StreamEvent]:
+        return self._respond(signal, request=request)
 
-    async def fetch(
+    def fetch(
         self, model_id: str, handle: JsonValue, signal: CancelSignal
     ) -> AsyncIterator[StreamEvent]:
-        self.state.deferred_fetches += 1
-        key = handle.get("id") if isinstance(handle, dict) else None
-        if not isinstance(key, int) or key not in self._deferred:
-            raise ModelError(f"unknown deferred response {handle!r}")
-        reply, left = self._deferred[key]
-        if left > 0:
-            self._deferred[key] = (reply, left - 1)
-            yield Deferred(handle, reply.poll_after_ms)
-            return
-        del self._deferred[key]
-        yield StreamStart(model_id)
-        request = self.state.requests[-1] if self.state.requests else None
-        async with contextlib.aclosing(
-            self._play(request, FauxReply(reply.message), signal)
-        ) as events:
-            async for event in events:
+        return self._respond(signal, polled=(model_id, handle))
+
+    async def _respond(
+        self,
+        signal: CancelSignal,
+        *,
+        request: ModelRequest | None = None,
+        polled: tuple[str, JsonValue] | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """What ``stream(request)`` or ``fetch(*polled)`` yields: one async generator,
+        its script's bursts iterated in place (a nested generator would cost a second
+        resumption per event)."""
+        if polled is None:
+            assert request is not None
+            self.state.call_count += 1
+            if self._record:
+                self.state.requests.append(request)
+            step = await self._next_step(request)
+            yield StreamStart(request.model)
+            if isinstance(step, ModelError):
+                raise step
+            reply = step if isinstance(step, FauxReply) else FauxReply(cast(AssistantMessage, step))
+            if reply.block:
+                await signal.wait()
+                return
+            if reply.deferred is not None:
+                handle = len(self._deferred) + 1
+                self._deferred[handle] = (reply, reply.deferred)
+                yield Deferred({"id": handle}, reply.poll_after_ms)
+                return
+        else:
+            model_id, polled_handle = polled
+            self.state.deferred_fetches += 1
+            key = polled_handle.get("id") if isinstance(polled_handle, dict) else None
+            if not isinstance(key, int) or key not in self._deferred:
+                raise ModelError(f"unknown deferred response {polled_handle!r}")
+            deferred, left = self._deferred[key]
+            if left > 0:
+                self._deferred[key] = (deferred, left - 1)
+                yield Deferred(polled_handle, deferred.poll_after_ms)
+                return
+            del self._deferred[key]
+            yield StreamStart(model_id)
+            request = self.state.requests[-1] if self.state.requests else None
+            reply = FauxReply(deferred.message)
+        paced = bool(self.tokens_per_second and self._sleep is not None)
+        for burst, waits in self._bursts(request, reply):
+            for n, event in enumerate(burst):
+                if waits and (n == 0 or paced) and not await self._pace(signal):
+                    return
                 yield event
 
     async def cancel_deferred(self, model_id: str, handle: JsonValue) -> None:
@@ -242,11 +254,15 @@ class FauxModel:
             step = await produced if inspect.isawaitable(produced) else produced
         return step
 
-    async def _play(
-        self, request: ModelRequest | None, reply: FauxReply, signal: CancelSignal
-    ) -> AsyncGenerator[StreamEvent, None]:
+    def _bursts(
+        self, request: ModelRequest | None, reply: FauxReply
+    ) -> Iterator[tuple[list[StreamEvent], bool]]:
+        """The reply's events in bursts, each with whether the stream waits for it: one
+        per content block (its deltas, ``token_size`` characters each), then the final
+        message (sent with the last block, no wait). Raises the scripted failure once
+        ``fail_after`` tokens have gone out (after the burst that reached it)."""
         message = reply.message or faux_message("")
-        tokens = 0
+        left = reply.fail_after  # tokens before the failure
         for index, block in enumerate(message.content):
             pieces: list[StreamEvent]
             if isinstance(block, TextBlock):
@@ -257,33 +273,31 @@ class FauxModel:
                 args = json.dumps(block.arguments)
                 pieces = [ToolCallDelta(index, block.id, block.name, "")]
                 pieces += [ToolCallDelta(index, arguments=t) for t in self._tokens(args)]
-            sleep, rate = self._sleep, self.tokens_per_second
-            for n, piece in enumerate(pieces):
-                if signal.cancelled:
-                    return
-                if reply.fail_after is not None and tokens >= reply.fail_after:
-                    raise reply.error or ModelError("faux stream failed")
-                if rate and sleep is not None:
-                    await sleep(1 / rate)
-                elif n == 0:
-                    # Unpaced, a block arrives as one read would deliver it: one hop to
-                    # the loop per block, its tokens then stream without further hops.
-                    await _yield()
-                tokens += 1
-                yield piece
-        if reply.fail_after is not None and tokens >= reply.fail_after:
-            raise reply.error or ModelError("faux stream failed")
+            if left is not None and len(pieces) >= left:
+                if left:
+                    yield pieces[:left], True
+                raise reply.error or ModelError("faux stream failed")
+            if left is not None:
+                left -= len(pieces)
+            if pieces:
+                yield pieces, True
         usage = message.usage
         if usage == Usage():
             usage = self._estimator.usage(request, message)
-        yield StreamDone(
-            message.model_copy(
-                update={
-                    "usage": usage,
-                    "model": message.model or (request.model if request else None),
-                }
-            )
+        done = message.model_copy(
+            update={"usage": usage, "model": message.model or (request.model if request else None)}
         )
+        yield [StreamDone(done)], False
+
+    async def _pace(self, signal: CancelSignal) -> bool:
+        """Wait before the next event (paced: a token's time; unpaced: one hop to the
+        loop, as the next network read would be); whether the stream goes on."""
+        rate, sleep = self.tokens_per_second, self._sleep
+        if rate and sleep is not None:
+            await sleep(1 / rate)
+        else:
+            await _yield()
+        return not signal.cancelled
 
     def _tokens(self, text: str) -> list[str]:
         size = self.token_size
@@ -318,11 +332,8 @@ class _Estimator:
         sent = 0
         if request is not None:
             messages = request.messages
-            shared = 0
-            for old, new in zip(self._last, messages, strict=False):
-                if old is not new:
-                    break
-                shared += 1
+            same = list(map(operator.is_, self._last, messages))  # compared in C
+            shared = same.index(False) if False in same else len(same)
             counts = self._counts[:shared] + [message_chars(m) for m in messages[shared:]]
             self._last, self._counts = list(messages), counts
             sent = sum(counts)

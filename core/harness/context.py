@@ -74,12 +74,17 @@ class ActiveRange:
     _stable: int = 0
     _full_only: bool = False
     _prompted: bool = False
+    _latest: ContextView | None = None
+    """The view of the whole range, until an entry is added (views are read-only)."""
 
-    def add(self, entry: Entry) -> None:
+    def add(self, entry: Entry, built: Message | None = None) -> None:
+        """Add a committed entry; ``built`` is its message as the harness built it (the
+        object whose JSON the entry holds), taken instead of parsing that JSON again."""
         position = bisect.bisect_right(self.ids, entry.id)
         self.ids.insert(position, entry.id)
         self.entries.insert(position, entry)
-        message = _parse(entry.message)
+        self._latest = None
+        message = built if built is not None else _parse(entry.message)
         if (
             self.head is not None
             and entry.id < self.head
@@ -100,6 +105,8 @@ class ActiveRange:
 
     def view(self, cutoff: int | None) -> ContextView:
         end = len(self.ids) if cutoff is None else bisect.bisect_right(self.ids, cutoff)
+        if end == len(self.ids) and self._latest is not None:
+            return self._latest
         if end == len(self.ids) and not self._full_only:
             self._fold()
         if end < len(self.ids) or self._full_only:
@@ -109,13 +116,14 @@ class ActiveRange:
             tail.append(m)
             if isinstance(m, AssistantMessage):
                 tail.extend(self._result_for(c) for c in m.content if isinstance(c, ToolCall))
-        return ContextView(
+        self._latest = ContextView(
             self.head,
             self.entries,
             _system_first(self._flat + tail),
             dict(self._sections),
             self._prompted,
         )
+        return self._latest
 
     def _fold(self) -> None:
         for entry, message in zip(
@@ -170,6 +178,9 @@ class ActiveRange:
 
 @dataclass(frozen=True)
 class ContextView:
+    """A derived context. Read-only: the range hands the same view to every caller
+    until an entry is added."""
+
     head: int | None
     entries: list[Entry]
     messages: list[Message]

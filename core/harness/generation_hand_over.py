@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, cast
 
 from core.harness.builtin_documents import INBOX, LIVE
 from core.harness.context import ContextView
-from core.harness.generation_live import checkpoint_copy, is_current, live_section
+from core.harness.generation_live import checkpoint_copy, is_current, live_section, staged_value
 from core.harness.generation_prepare import Plan, pin_request, plan_request
 from core.harness.messages import Message, ToolResultMessage
 from core.harness.runs import GENERATION, TOOL, post_tools_boundary
@@ -155,7 +155,7 @@ async def merge_hand_over(h: HarnessServices, tx: Tx, tool: Task, plan: Plan | s
     gen = _round_closes(h, tool, tx.tasks)
     if gen is None:
         return False
-    inbox = (await tx.doc(INBOX, gen.conversation_id)).value
+    inbox = await staged_value(tx, INBOX, gen.conversation_id)
     if isinstance(inbox, dict) and inbox.get("items"):
         # Items wait for this boundary (a steer, a write, a summary to land): placing them
         # reads tables (the context range's start), which this commit, past its first

@@ -1,13 +1,55 @@
-"""The generation task's reads of its own state: a copy of its checkpoint, a section
-of the conversation's ``live`` document, and whether it runs the current run."""
+"""What the generation and tool tasks share: a copy of a checkpoint, a section of the
+conversation's ``live`` document, whether a generation runs the current run,
+documents read without copying them (committed, or as a commit stages them), and
+entries appended with the messages the harness built for them."""
 
 from __future__ import annotations
 
-from core.jsonvalue import JsonObject
-from core.records import Task
-from core.session.documents import DocHandle
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["checkpoint_copy", "is_current", "live_section"]
+from core.harness.messages import Message, message_to_json
+from core.jsonvalue import JsonObject, JsonValue
+from core.records import Entry, Task
+from core.session.documents import DocDefinition, DocHandle
+from core.session.session import Session
+from core.session.transaction import Tx
+
+if TYPE_CHECKING:
+    from core.harness.services import HarnessServices
+
+__all__ = [
+    "append_message",
+    "checkpoint_copy",
+    "committed_value",
+    "is_current",
+    "live_section",
+    "staged_value",
+]
+
+
+async def committed_value(
+    session: Session, definition: DocDefinition[Any], owner_id: int
+) -> JsonValue:
+    """A document's committed value for reading only — shared with the session's cache,
+    never to be mutated (no copy: most reads look at one field) —, or a detached copy
+    where it must be migrated or does not exist yet."""
+    state = await session.current_document(definition, owner_id, None)
+    if state is not None and state.version == definition.version:
+        return state.value
+    return await session.document_value(definition, owner_id)
+
+
+async def staged_value(tx: Tx, definition: DocDefinition[Any], owner_id: int) -> JsonValue:
+    """Inside a commit: a document's value as ``tx`` sees it, for reading only (never to
+    be mutated). Unlike ``tx.doc`` it opens no handle when the commit has none, so a
+    document only looked at is neither copied nor compared at commit."""
+    handle = tx.docs.get((definition.kind, definition.scope, owner_id, None))
+    if handle is not None:
+        return handle.value
+    state = await tx.session.current_document(definition, owner_id, None)
+    if state is not None and state.version == definition.version:
+        return state.value
+    return (await tx.doc(definition, owner_id)).value
 
 
 def checkpoint_copy(task: Task) -> JsonObject:
@@ -33,3 +75,24 @@ def is_current(live: DocHandle, task_id: int) -> bool:
     value = live.value
     run = value.get("run") if isinstance(value, dict) else None
     return isinstance(run, dict) and run.get("generation") == task_id
+
+
+async def append_message(
+    h: HarnessServices,
+    tx: Tx,
+    conversation_id: int,
+    kind: str,
+    message: Message,
+    *,
+    data: JsonValue = None,
+    by_task_id: int | None = None,
+) -> Entry:
+    """Inside a commit: append an entry holding ``message``, a message whose JSON round
+    trip is exact (built by the harness from JSON values, or a model's answer made
+    servable). The context range takes the object itself once the commit lands: the
+    harness does not validate again what it built."""
+    entry = await tx.append_entry(
+        conversation_id, kind, message=message_to_json(message), data=data, by_task_id=by_task_id
+    )
+    h.built_message(entry, message)
+    return entry

@@ -17,7 +17,12 @@ from core.harness.compaction import (
 )
 from core.harness.context import ContextView
 from core.harness.generation_end import fail_run
-from core.harness.generation_live import checkpoint_copy, is_current, live_section
+from core.harness.generation_live import (
+    checkpoint_copy,
+    committed_value,
+    is_current,
+    live_section,
+)
 from core.harness.messages import Message, SystemMessage, message_to_json
 from core.harness.prompt import PromptChange, plan_prompt, render_sections
 from core.harness.registry import ResolvedAgent, SectionContext
@@ -137,10 +142,10 @@ async def prepare_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None
 
 async def _summary_waits(h: HarnessServices, conv: int, task_id: int) -> bool:
     """Whether a compaction summary is queued while this generation runs the run."""
-    inbox = await h.session.document_value(INBOX, conv)
+    inbox = await committed_value(h.session, INBOX, conv)
     if not queued_summary(inbox):
         return False
-    live = await h.session.document_value(LIVE, conv)
+    live = await committed_value(h.session, LIVE, conv)
     run = live.get("run") if isinstance(live, dict) else None
     return isinstance(run, dict) and run.get("generation") == task_id
 

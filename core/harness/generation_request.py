@@ -10,11 +10,17 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
+from core.errors import InvocationEnded, SessionClosed, TaskStateError
 from core.harness.builtin_documents import LIVE
 from core.harness.events import note_event, note_retry
 from core.harness.generation_end import fail_run
-from core.harness.generation_live import checkpoint_copy, is_current, live_section
+from core.harness.generation_live import (
+    append_message,
+    checkpoint_copy,
+    committed_value,
+    is_current,
+    live_section,
+)
 from core.harness.generation_prepare import compact_first
 from core.harness.live import Throttle
 from core.harness.messages import (
@@ -39,7 +45,7 @@ from core.harness.models import (
 from core.harness.partial import Partial, close_stream
 from core.harness.registry import ResolvedAgent
 from core.harness.runs import TOOL, add_usage, final_boundary, settle_run
-from core.jsonvalue import JsonObject, JsonValue, dumps, json_copy
+from core.jsonvalue import JsonObject, JsonValue, dumps
 from core.records import Completed, Task, Waiting
 from core.session.session import ensure_outside_commit
 from core.session.transaction import Tx
@@ -156,7 +162,7 @@ async def _keep_interrupted_partial(h: HarnessServices, rt: TaskRuntime) -> None
     """A crash cut a request short after some of it was committed: keep that partial as an
     aborted assistant entry (the transcript shows what was seen; context leaves it out)
     before the request is sent again."""
-    live = await h.session.document_value(LIVE, rt.conversation_id)
+    live = await committed_value(h.session, LIVE, rt.conversation_id)
     gen = live.get("generation") if isinstance(live, dict) else None
     if not isinstance(gen, dict) or gen.get("task") != rt.task_id or "partial" not in gen:
         return
@@ -250,7 +256,8 @@ async def _classify(
     final = response.final
     if final is None:
         return  # the stream stopped because the invocation is being cancelled
-    final = final.model_copy(update={"model": final.model or str(cp.get("model"))})
+    if not final.model:
+        final = final.model_copy(update={"model": str(cp.get("model"))})
     calls = final.tool_calls
     if calls and final.stop_reason != "error":
         await _tool_round(h, rt, final, offered)
@@ -262,9 +269,7 @@ async def _answer(h: HarnessServices, rt: TaskRuntime, message: AssistantMessage
     conv = rt.conversation_id
 
     async def answer(tx: Tx, current: Task) -> Completed:
-        entry = await tx.append_entry(
-            conv, "assistant", message=message_to_json(message), by_task_id=current.id
-        )
+        entry = await append_message(h, tx, conv, "assistant", message, by_task_id=current.id)
         await add_usage(tx, conv, message.usage, model=message.model)
         live = await tx.doc(LIVE, conv)
         if is_current(live, current.id):
@@ -287,9 +292,7 @@ async def _tool_round(
     )
 
     async def round_(tx: Tx, current: Task) -> Waiting:
-        entry = await tx.append_entry(
-            conv, "assistant", message=message_to_json(message), by_task_id=current.id
-        )
+        entry = await append_message(h, tx, conv, "assistant", message, by_task_id=current.id)
         await add_usage(tx, conv, message.usage, model=message.model)
         live = await tx.doc(LIVE, conv)
         live_section(live, "generation").pop("partial", None)
@@ -308,10 +311,12 @@ async def _tool_round(
                 content=f"[error] Tool {call.name} is not available",
                 is_error=True,
             )
-            await tx.append_entry(
+            await append_message(
+                h,
+                tx,
                 conv,
                 "tool_result",
-                message=message_to_json(result),
+                result,
                 data={
                     "call_id": call.id,
                     "diagnostics": [
@@ -363,8 +368,7 @@ def round_intent(agent: ResolvedAgent, call: ToolCall) -> JsonObject | None:
         return None
     if any(hooks.before_tool is not None for hooks in agent.hooks):
         return None
-    try:
-        arguments = json_copy(dict(call.arguments), "tool arguments")
-    except InvalidJson:
-        return None
+    # The arguments are the round's assistant entry's (JSON-gated with it); the commit
+    # copies the checkpoint it stages.
+    arguments: JsonObject = dict(call.arguments)
     return {"phase": "execute", "arguments": arguments, "replay": "safe", "attempt": 1}

@@ -60,7 +60,7 @@ from core.harness.tool_task import settle_tool, tool_task
 from core.harness.views import Views
 from core.harness.watch import Watch
 from core.jsonvalue import JsonObject, JsonValue
-from core.records import ROOT_CONVERSATION_ID, ConversationRecord, SubmissionRecord, Task
+from core.records import ROOT_CONVERSATION_ID, ConversationRecord, Entry, SubmissionRecord, Task
 from core.session.documents import DocDefinition
 from core.session.session import CommitEvent
 from core.session.transaction import Tx
@@ -120,7 +120,10 @@ class Harness:
         self.env_factory = env
         self.settings = settings
         self._ranges: dict[int, ActiveRange] = {}
-        self._agents: dict[int, tuple[object, int | None, object, ResolvedAgent]] = {}
+        self._built: dict[int, Message] = {}
+        """Staged entries' messages as built, by entry id (see ``built_message``)."""
+        self._agents: dict[int, tuple[object, int | None, object, ResolvedAgent, int | None]] = {}
+        """Resolved agents: (committed value, version, registry, agent, last commit seen)."""
         self._submission_waiters: WaiterRegistry[int, SubmissionRecord] = self.session.waiters()
         """Callers waiting for a submission to settle, by submission id."""
         self._views = Views(self)
@@ -499,22 +502,32 @@ class Harness:
     async def agent(self, conversation_id: int) -> ResolvedAgent:
         # Resolved once per committed agent value and registry snapshot: both are
         # replaced, never mutated, so their identities say whether anything changed.
+        # No commit since the last look (several per round): the value is the same.
+        seq = self.session.last_seq
+        cached = self._agents.get(conversation_id)
+        if (
+            cached is not None
+            and seq is not None
+            and cached[4] == seq
+            and cached[2] is self.registry.extensions
+        ):
+            return cached[3]
         state = await self.session.current_document(AGENT, conversation_id, None)
         value = state.value if state is not None else None
         version = state.version if state is not None else None
         snapshot = self.registry.extensions
-        cached = self._agents.get(conversation_id)
         if (
             cached is not None
             and cached[0] is value
             and cached[1] == version
             and cached[2] is snapshot
         ):
+            self._agents[conversation_id] = (*cached[:4], seq)
             return cached[3]
         resolved = self.registry.resolve(await self.agent_doc(conversation_id))
         if len(self._agents) >= 4096:
             self._agents.clear()  # a bound, not a policy: misses only cost a resolve
-        self._agents[conversation_id] = (value, version, snapshot, resolved)
+        self._agents[conversation_id] = (value, version, snapshot, resolved, seq)
         return resolved
 
     async def agent_doc(self, conversation_id: int) -> JsonObject:
@@ -551,15 +564,23 @@ class Harness:
             active.add(entry)
         return active
 
+    def built_message(self, entry: Entry, message: Message) -> None:
+        built = self._built
+        if len(built) >= 1024:
+            built.clear()  # entries of commits that never landed: a bound, not a policy
+        built[entry.id] = message
+
     def _on_commit(self, event: CommitEvent) -> None:
+        built = self._built
         for entry in event.entries:
+            message = built.pop(entry.id, None) if built else None
             active = self._ranges.get(entry.conversation_id)
             if active is None:
                 continue
             if entry.head is not None:
                 self._ranges.pop(entry.conversation_id, None)  # a new range: reload lazily
             else:
-                active.add(entry)
+                active.add(entry, message)
         for sub in event.submissions:
             if sub.status in ("done", "unanswered"):
                 self._submission_waiters.settle(sub.id, sub)

@@ -10,11 +10,13 @@ under ``perdure_*`` keys that OpenAI-compatible servers ignore.
 from __future__ import annotations
 
 import json
+import math
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from core.jsonvalue import JsonObject, JsonValue, scrub_json
+from core.errors import InvalidJson
+from core.jsonvalue import JsonObject, JsonValue, json_copy, scrub_json, scrub_text
 
 __all__ = [
     "AssistantMessage",
@@ -143,14 +145,39 @@ def message_from_json(value: JsonValue) -> Message:
 
 
 def servable_message(message: AssistantMessage) -> AssistantMessage:
-    """``message`` with lone surrogates replaced by U+FFFD (the same object when it has
-    none): a model's answer is outside input that must still be stored and served back,
-    so it is repaired rather than refused."""
-    value = message_to_json(message)
-    clean = scrub_json(value)
-    if clean == value:
+    """``message`` with lone surrogates replaced by U+FFFD: a model's answer is outside
+    input that must still be stored and served back, so it is repaired rather than
+    refused. The result's JSON round trip is exact (the harness keeps it as its entry's
+    parsed message): it is ``message`` itself when every string is clean and every
+    argument a plain JSON value (the common case, checked without serializing),
+    otherwise the message rebuilt from its repaired JSON."""
+    if _plain(message):
         return message
-    return AssistantMessage.model_validate(clean)
+    return AssistantMessage.model_validate(scrub_json(message_to_json(message)))
+
+
+def _plain(message: AssistantMessage) -> bool:
+    """Whether ``message`` holds only clean strings, finite usage and plain JSON tool
+    arguments (exactly what its JSON form says, read back)."""
+    texts: list[str | None] = [message.model, message.error]
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            texts.append(block.text)
+        elif isinstance(block, ThinkingBlock):
+            texts += (block.thinking, block.signature)
+        else:
+            texts += (block.id, block.name)
+            try:
+                json_copy(block.arguments, "arguments")
+            except InvalidJson:
+                return False
+    for text in texts:
+        if text is not None and not text.isascii() and scrub_text(text) != text:
+            return False
+    usage = message.usage
+    return math.isfinite(usage.cost) and all(
+        type(n) is int for n in (usage.input, usage.output, usage.cache_read, usage.cache_write)
+    )
 
 
 def message_chars(message: Message) -> int:

@@ -86,21 +86,25 @@ class StreamStart:
     model: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TextDelta:
-    """More answer text, to append to what came before."""
+    """More answer text, to append to what came before.
+
+    The delta events are read-only by convention, not frozen: an adapter makes one per
+    streamed token, and a frozen dataclass's constructor costs more than twice as much.
+    """
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ThinkingDelta:
     """More reasoning text, to append to what came before."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolCallDelta:
     """Part of the ``index``-th tool call: its id and name arrive first, arguments in pieces."""
 

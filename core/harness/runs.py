@@ -31,10 +31,11 @@ first table write.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from core.harness.builtin_documents import INBOX, LIVE, USAGE
 from core.harness.events import note_event
+from core.harness.generation_live import staged_value
 from core.harness.messages import Usage, UserMessage, message_to_json
 from core.jsonvalue import JsonObject, JsonValue
 from core.records import SubmissionRecord, Task
@@ -427,6 +428,8 @@ async def withdraw_inputs(tx: Tx, conversation_id: int) -> list[int]:
 async def post_tools_boundary(tx: Tx, conversation_id: int, settings: HarnessSettings) -> None:
     """Place queued writes (all but a reset) and steers; the steers join the current run.
     A compaction summary placed here starts the context the run continues in."""
+    if not inbox_items(await staged_value(tx, INBOX, conversation_id)):
+        return  # nothing queued (most boundaries): the inbox is not even opened
     inbox = await tx.doc(INBOX, conversation_id)
     placed = await _place(tx, conversation_id, _take(inbox, settings, ("steer",), "not_reset"))
     if placed:
@@ -438,6 +441,8 @@ async def post_tools_boundary(tx: Tx, conversation_id: int, settings: HarnessSet
 
 async def final_boundary(tx: Tx, conversation_id: int, settings: HarnessSettings) -> Task | None:
     """Place queued writes and user items after an answer; user items start the next run."""
+    if not inbox_items(await staged_value(tx, INBOX, conversation_id)):
+        return None
     inbox = await tx.doc(INBOX, conversation_id)
     placed = await _place(
         tx, conversation_id, _take(inbox, settings, ("steer", "follow_up"), "all")
@@ -463,6 +468,18 @@ def queued_summary(inbox: JsonValue) -> bool:
     )
 
 
+_USAGE_FIELDS = tuple(Usage.model_fields)
+
+
+def _usage_shaped(value: JsonValue) -> bool:
+    """Whether ``value`` is a dumped :class:`Usage` exactly: its fields in order, ints and
+    a float cost."""
+    if type(value) is not dict or tuple(value) != _USAGE_FIELDS:
+        return False
+    *counts, cost = value.values()
+    return all(type(n) is int for n in counts) and type(cost) is float
+
+
 async def add_usage(
     tx: Tx, conversation_id: int, usage: Usage, *, model: str | None, tool: str | None = None
 ) -> None:
@@ -472,8 +489,14 @@ async def add_usage(
     ledger = await tx.doc(USAGE, conversation_id)
     value = _obj(ledger)
 
+    added: dict[str, Any] = usage.model_dump()
+
     def bump(bucket: JsonObject, key: str) -> None:
-        current = bucket.get(key)
+        current: Any = bucket.get(key)
+        if _usage_shaped(current):
+            # What the ledger always holds (written here): summed without revalidating.
+            bucket[key] = {k: current[k] + v for k, v in added.items()}
+            return
         base = Usage.model_validate(current) if isinstance(current, dict) else Usage()
         bucket[key] = (base + usage).model_dump()
 

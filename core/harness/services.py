@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from core.harness.models import Models
     from core.harness.registry import Registry, ResolvedAgent
     from core.harness.settings import HarnessSettings
+    from core.records import Entry
     from core.session.transaction import Tx
 
 __all__ = ["HarnessServices"]
@@ -78,6 +79,12 @@ class HarnessServices(ToolServices, Protocol):
     def cached_message(self, conversation_id: int, entry_id: int) -> Message | None:
         """The parsed message of a committed entry of the in-memory active range, or
         ``None`` (then read the storage). Never reads the storage itself."""
+        ...
+
+    def built_message(self, entry: Entry, message: Message) -> None:
+        """``entry``, staged in the commit being built, holds ``message`` as the harness
+        built it (its JSON round trip is exact): once that commit lands, the context
+        range takes this object instead of parsing the entry's JSON again. Pure."""
         ...
 
     def env_for(self, conversation_id: int, cwd: str | None) -> ExecutionEnv | None:

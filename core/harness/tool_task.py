@@ -25,6 +25,7 @@ tool_error, truncated.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import inspect
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateEr
 from core.harness.builtin_documents import LIVE
 from core.harness.events import note_event
 from core.harness.generation_hand_over import merge_hand_over, plan_merged_hand_over
+from core.harness.generation_live import append_message
 from core.harness.generation_request import round_intent
 from core.harness.live import Throttle
 from core.harness.messages import (
@@ -44,7 +46,6 @@ from core.harness.messages import (
     ToolCall,
     ToolResultMessage,
     message_from_json,
-    message_to_json,
 )
 from core.harness.registry import Block, ResolvedAgent, ToolDefinition
 from core.harness.runs import TOOL
@@ -98,11 +99,10 @@ class _Call:
         self.agent = agent
         self.tool = agent.tools.get(call.name)
         self.output = ""
-        self._throttle = Throttle(
-            h.clock, h.settings.progress.output_interval_ms, self._commit_output, h.report
-        )
+        self._throttle: Throttle | None = None  # made by the first output reported
+        self._stopped = False
 
-    @property
+    @functools.cached_property
     def op_id(self) -> str:
         raw = f"{self.task.id}:{self.call.id}"
         if OP_ID_PATTERN.fullmatch(raw):
@@ -125,6 +125,12 @@ class _Call:
     def _on_output(self, text: str) -> None:
         limit = self.h.settings.max_output_bytes * 2
         self.output = (self.output + text)[-limit:]
+        if self._stopped:
+            return  # reported after the call returned: its result commit has it or not
+        if self._throttle is None:
+            h = self.h
+            interval = h.settings.progress.output_interval_ms
+            self._throttle = Throttle(h.clock, interval, self._commit_output, h.report)
         self._throttle.changed()
 
     async def _commit_output(self) -> int:
@@ -142,7 +148,9 @@ class _Call:
         return len(snapshot)
 
     async def stop_output(self) -> None:
-        await self._throttle.close()
+        self._stopped = True
+        if self._throttle is not None:
+            await self._throttle.close()
 
     async def finish(
         self,
@@ -191,10 +199,12 @@ class _Call:
         plan = None if aborted else await plan_merged_hand_over(self.h, self.task, message)
 
         async def record(tx: Tx, current: Task) -> Completed | Failed | Aborted:
-            entry = await tx.append_entry(
+            entry = await append_message(
+                self.h,
+                tx,
                 conv,
                 "tool_result",
-                message=message_to_json(message),
+                message,
                 data={"call_id": self.call.id, "diagnostics": [d.to_json() for d in diagnostics]},
                 by_task_id=current.id,
             )
@@ -248,7 +258,8 @@ async def _call(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
         )
         return
     arguments: JsonObject = dict(c.call.arguments)
-    args = _validate(tool, arguments)
+    # The call's arguments passed the JSON gate when its assistant entry was appended.
+    args = _validate(tool, arguments, gated=True)
     if isinstance(args, str):
         await c.finish(
             ToolResult(f"[error] {args}", is_error=True), [Diagnostic("invalid_arguments", args)]
@@ -279,7 +290,9 @@ async def _call(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
                 [Diagnostic("invalid_arguments", args)],
             )
             return
-    stored = json_copy(arguments, "tool arguments")
+    # Arguments a hook handed back are detached from it; the entry's are not shared
+    # with anyone who could change them.
+    stored = json_copy(arguments, "tool arguments") if hooked else arguments
     cp = task.checkpoint or {}
     if (
         cp.get("phase") == "execute"
@@ -302,13 +315,17 @@ async def _call(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     await _run(c, tool, args, 1)
 
 
-def _validate(tool: ToolDefinition, arguments: JsonObject) -> BaseModel | str:
-    # The JSON gate first: pydantic's str fields take lone surrogates, and a hook may
-    # hand back arguments that never went through an entry.
-    try:
-        json_copy(arguments, "arguments")
-    except InvalidJson as e:
-        return f"Invalid arguments for tool {tool.name}: {e}"
+def _validate(
+    tool: ToolDefinition, arguments: JsonObject, *, gated: bool = False
+) -> BaseModel | str:
+    # The JSON gate first (unless the arguments are known to have passed it: an entry's,
+    # a checkpoint's): pydantic's str fields take lone surrogates, and a hook may hand
+    # back arguments that never went through an entry.
+    if not gated:
+        try:
+            json_copy(arguments, "arguments")
+        except InvalidJson as e:
+            return f"Invalid arguments for tool {tool.name}: {e}"
     try:
         return tool.parameters.model_validate(arguments)
     except ValidationError as e:

@@ -156,6 +156,11 @@ def bound_output(
     """Keep the head of ``text`` within the limits; say what was dropped."""
     lines = max_lines or DEFAULT_MAX_LINES
     size = max_bytes or DEFAULT_MAX_BYTES
+    if (
+        text.count("\n") < lines
+        and (len(text) if text.isascii() else len(text.encode("utf-8"))) <= size
+    ):
+        return text, None  # within both limits (most results): nothing to split and join
     cut = truncate_head(text, lines, size)
     if not cut.truncated:
         return text, None

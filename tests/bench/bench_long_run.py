@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import operator
 import pstats
 import sys
 import tempfile
@@ -118,11 +119,8 @@ async def long_run(
         (the same objects) plus a few: the shared prefix's counts are reused, so the
         check itself does not grow with the context it checks."""
         last, counts = sizes[_is_summary(request)]
-        shared = 0
-        for old, new in zip(last, request.messages, strict=False):
-            if old is not new:
-                break
-            shared += 1
+        same = list(map(operator.is_, last, request.messages))  # compared in C
+        shared = same.index(False) if False in same else len(same)
         counts = counts[:shared] + [estimate_tokens(m) for m in request.messages[shared:]]
         sizes[_is_summary(request)] = (list(request.messages), counts)
         return sum(counts)
