@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from core import SqliteStorage
@@ -71,15 +70,16 @@ class LocalStore:
 
     async def open(self, name: str, *, create: bool) -> _LocalLease:
         db, lock_path = actor_paths(self.data_dir, name)
-        # The lock and the file are made and opened on the opening threads, not the loop:
-        # a file system op takes a millisecond or more, and a host whose clients name a
-        # hundred new actors at once would make every request wait for all of them.
-        job = _OPENING.submit(_lock, db, lock_path, create)
-        try:
-            lock, existed = await asyncio.wrap_future(job)
-        except asyncio.CancelledError:
-            job.add_done_callback(_release_unused)  # the thread may take the lock still
-            raise
+        if not create and not db.exists():
+            raise UnknownActor(f"no actor {name!r}")  # before the lock: no file is made
+        # Taken on the loop, in the requester's own step: of two requests for one actor
+        # (a host's wake-up and another process's request, say) the first asked wins.
+        lock = ActorLock.acquire(lock_path)
+        # Checked again under the lock: no other process creates or discards it meanwhile.
+        existed = db.exists()
+        if not existed and not create:
+            lock.release(unlink=True)  # it was discarded since the first check
+            raise UnknownActor(f"no actor {name!r}")
         try:
             storage = await open_sqlite_storage(db, synchronous=self.synchronous, executor=_OPENING)
         except BaseException:
@@ -88,25 +88,7 @@ class LocalStore:
         return _LocalLease(storage, db, lock, fresh=not existed)
 
 
-def _lock(db: Path, lock_path: Path, create: bool) -> tuple[ActorLock, bool]:
-    """Take the actor's lock; whether its file existed (checked under the lock: no other
-    process creates or discards it meanwhile)."""
-    if not create and not db.exists():
-        raise UnknownActor(f"no actor {db.stem!r}")  # before the lock: no file is made
-    lock = ActorLock.acquire(lock_path)
-    existed = db.exists()
-    if not existed and not create:
-        lock.release(unlink=True)  # it was discarded since the first check
-        raise UnknownActor(f"no actor {db.stem!r}")
-    return lock, existed
-
-
-def _release_unused(job: Future[tuple[ActorLock, bool]]) -> None:
-    if not job.cancelled() and job.exception() is None:
-        job.result()[0].release()
-
-
 _OPENING = ThreadPoolExecutor(max_workers=32, thread_name_prefix="perdure-actor-open")
-"""The threads that lock, create and open actors' files. More than the default executor
+"""The threads that create and open actors' SQLite files. More than the default executor
 (cores + 4): an open mostly waits on the file system (creating files, an fdatasync), so a
 burst of opens overlaps its waits instead of queueing behind a handful of threads."""
