@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
@@ -225,13 +224,11 @@ async def open_sqlite_storage(
     *,
     synchronous: Synchronous = "NORMAL",
     driver: Literal["auto", "aiosqlite", "sqlite3"] = "auto",
-    executor: Executor | None = None,
 ) -> SqliteStorage:
     """Open (creating and migrating if needed) the SQLite storage at ``path``.
 
     ``driver="auto"`` picks the inline sqlite3 facade for ``NORMAL`` and aiosqlite for
-    ``FULL`` (see the module docstring). ``executor``: where the sqlite3 facade's open
-    runs (default: the loop's default executor).
+    ``FULL`` (see the module docstring).
     """
     if driver == "auto":
         driver = "sqlite3" if synchronous == "NORMAL" else "aiosqlite"
@@ -243,8 +240,7 @@ async def open_sqlite_storage(
         # on the loop. One worker job for all of it: a host opening a hundred actors at
         # once queues a hundred jobs on the default executor, and with one job per step
         # every open would wait behind every other open's earlier steps.
-        loop = asyncio.get_running_loop()
-        db, state = await loop.run_in_executor(executor, _open_and_migrate, path, synchronous)
+        db, state = await asyncio.to_thread(_open_and_migrate, path, synchronous)
         return SqliteStorage(db, *state)
     else:
         raise ValueError(f"unknown SQLite driver {driver!r}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from core import SqliteStorage
@@ -72,8 +71,6 @@ class LocalStore:
         db, lock_path = actor_paths(self.data_dir, name)
         if not create and not db.exists():
             raise UnknownActor(f"no actor {name!r}")  # before the lock: no file is made
-        # Taken on the loop, in the requester's own step: of two requests for one actor
-        # (a host's wake-up and another process's request, say) the first asked wins.
         lock = ActorLock.acquire(lock_path)
         # Checked again under the lock: no other process creates or discards it meanwhile.
         existed = db.exists()
@@ -81,14 +78,8 @@ class LocalStore:
             lock.release(unlink=True)  # it was discarded since the first check
             raise UnknownActor(f"no actor {name!r}")
         try:
-            storage = await open_sqlite_storage(db, synchronous=self.synchronous, executor=_OPENING)
+            storage = await open_sqlite_storage(db, synchronous=self.synchronous)
         except BaseException:
             lock.release()
             raise
         return _LocalLease(storage, db, lock, fresh=not existed)
-
-
-_OPENING = ThreadPoolExecutor(max_workers=32, thread_name_prefix="perdure-actor-open")
-"""The threads that create and open actors' SQLite files. More than the default executor
-(cores + 4): an open mostly waits on the file system (creating files, an fdatasync), so a
-burst of opens overlaps its waits instead of queueing behind a handful of threads."""
