@@ -3,10 +3,11 @@
 Creating a database the ordinary way (switch it to WAL, run every migration's DDL) costs
 a few fsyncs and a few milliseconds of Python on one thread. A host whose hundred clients
 each name a new actor at once creates a hundred files at once, and each of those first
-submissions waits for the files before it: that was most of the local host's acceptance
-p99 (``tests/bench/suite.py --only host``). Every empty database of one schema version is
-the same bytes (no id, no time is written at creation), so the process builds one, keeps
-its bytes, and writes them into each new file: one write and one ``fdatasync``.
+submissions waits for the files before it: a large part of the local host's acceptance
+p99 (``tests/bench/suite.py --only host``), whose worst samples are those first ones.
+Every empty database of one schema version is the same bytes (no id, no time is written
+at creation), so the process builds one, keeps its bytes, and writes them into each new
+file: one write and one ``fdatasync``.
 
 The ``fdatasync`` keeps what SQLite's own creation promises under ``synchronous=NORMAL``:
 after a power loss the file may miss its newest commits (they are in the WAL, not
@@ -29,12 +30,13 @@ _lock = threading.Lock()
 _bytes: bytes | None = None
 
 
-def _template(build: Callable[[Path], sqlite3.Connection]) -> bytes:
-    """The bytes of an empty database made by ``build`` (once per process)."""
+def _template(build: Callable[[Path], sqlite3.Connection], where: Path) -> bytes:
+    """The bytes of an empty database made by ``build`` (once per process), made in a
+    scratch directory under ``where`` (writable: the new file goes there)."""
     global _bytes
     with _lock:
         if _bytes is None:
-            with tempfile.TemporaryDirectory(prefix="perdure-template-") as tmp:
+            with tempfile.TemporaryDirectory(prefix=".perdure-template-", dir=where) as tmp:
                 path = Path(tmp) / "empty.sqlite"
                 conn = build(path)
                 try:
@@ -51,7 +53,7 @@ def write_new_database(path: Path, build: Callable[[Path], sqlite3.Connection]) 
     connection to a new file and migrates it; it runs once per process). Returns False,
     writing nothing, when ``path`` already exists: only a new file is written, and the
     caller holds the actor's lock, so nobody else creates it meanwhile."""
-    data = _template(build)
+    data = _template(build, path.parent)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
