@@ -29,7 +29,6 @@ import aiosqlite
 
 from core.storage.sqlite import Row, SqlExecutor, SqliteStorage, SqlValue, open_schema
 from runtimes.local.checkpointer import BACKSTOP_PAGES, EVERY, checkpointer
-from runtimes.local.template import write_new_database
 
 __all__ = [
     "AioSqliteDatabase",
@@ -255,28 +254,13 @@ async def open_sqlite_storage(
 def _open_and_migrate(
     path: str | Path, synchronous: Synchronous
 ) -> tuple[Sqlite3Database, tuple[int, int, set[str]]]:
-    """On a worker thread: open the file (a new one is a copy of the process's empty
-    template, see :mod:`runtimes.local.template`), bring its schema up to date, read its
-    counters."""
-    if str(path) != ":memory:" and not str(path).startswith("file:"):
-        write_new_database(Path(path), _new_empty_database)
+    """On a worker thread: open the file, bring its schema up to date, read its counters."""
     db = Sqlite3Database.open(path, synchronous=synchronous, background_checkpoints=True)
     try:
         return db, _transaction(db._conn, open_schema, True)
     except BaseException:
         db._conn.close()
         raise
-
-
-def _new_empty_database(path: Path) -> sqlite3.Connection:
-    """A connection to a new, migrated database at ``path`` (the template's maker)."""
-    conn = _connect(path, "NORMAL")
-    try:
-        _transaction(conn, open_schema, True)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
 
 
 if TYPE_CHECKING:  # mypy proves the adapter satisfies its port
