@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Protocol, TypeVar
 
 from core import Clock
@@ -29,6 +29,9 @@ class Host(Protocol):
       gone again before the error propagates. Another writer holding the actor raises
       :class:`~runtimes.actor.ActorLocked`; a host shutting down raises
       :class:`~runtimes.actor.HostClosed`.
+    * ``accepting()`` is held while a submission is being accepted: the host may hold its
+      answering work back meanwhile, so acceptance is not queued behind it (the pool's
+      :class:`~runtimes.actor.pacing.AcceptFirst`).
     * ``until_shutdown(aw)`` awaits ``aw`` unless shutdown begins first:
       ``(True, result)`` or ``(False, None)`` (``aw`` cancelled). Long polls and streams
       wait through it, so a shutdown never waits on a client.
@@ -55,6 +58,8 @@ class Host(Protocol):
     def clock(self) -> Clock: ...
 
     def use(self, actor: str, *, create: bool = False) -> AbstractAsyncContextManager[Harness]: ...
+
+    def accepting(self) -> AbstractContextManager[None]: ...
 
     async def until_shutdown(self, awaitable: Awaitable[T]) -> tuple[bool, T | None]: ...
 

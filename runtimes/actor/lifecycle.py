@@ -26,16 +26,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Coroutine
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from core import Clock, Storage, TimerHandle
-from core.harness import Harness, Registry
+from core.harness import Harness, Models, Registry
 from core.telemetry import NO_TELEMETRY
 from runtimes.actor.config import ActorConfig, Reporter
 from runtimes.actor.errors import HostClosed, ListingUnsupported, UnknownActor
 from runtimes.actor.ids import check_actor_id
+from runtimes.actor.pacing import AcceptFirst, PacedModels
 
 __all__ = [
     "POISONED_RETRY_MS",
@@ -134,10 +135,12 @@ class OpenActor:
         clock: Clock,
         report: Reporter,
         create: bool,
+        models: Models | None = None,
     ) -> OpenActor:
         """Take the actor from ``store``, enter its env and ``Harness.open`` it; nothing
         runs until :meth:`activate`. On any failure everything taken so far is released
-        (and a storage this call created is discarded)."""
+        (and a storage this call created is discarded). ``models`` (default:
+        ``config.models``) is what the harness requests through (the pool's are paced)."""
         lease = await store.open(name, create=create)
         stack = AsyncExitStack()
         try:
@@ -151,7 +154,7 @@ class OpenActor:
             # Harness.open closes the storage itself when it fails.
             harness = await Harness.open(
                 lease.storage,
-                models=config.models,
+                models=config.models if models is None else models,
                 registry=registry,
                 env=env,
                 clock=clock,
@@ -244,6 +247,10 @@ class ActorPool:
         self.clock = clock
         self.registry = registry or Registry(config.extensions)
         self.report: Reporter = config.report or _log_report
+        self.pacer = AcceptFirst()
+        """Acceptance first: every actor's model requests wait while submissions are
+        being accepted (:mod:`runtimes.actor.pacing`)."""
+        self._models = PacedModels(config.models, self.pacer)
         self._actors: dict[str, OpenActor] = {}
         self._slots: dict[str, _Slot] = {}
         self._jobs: set[asyncio.Task[None]] = set()
@@ -363,6 +370,11 @@ class ActorPool:
                 job = self._spawn(self._retire(entry))
                 await asyncio.shield(job)
 
+    def accepting(self) -> AbstractContextManager[None]:
+        """Hold for the block: a submission is being accepted, so answering work waits
+        (see :class:`~runtimes.actor.pacing.AcceptFirst`)."""
+        return self.pacer.accepting()
+
     async def until_shutdown(self, awaitable: Awaitable[T]) -> tuple[bool, T | None]:
         """Await ``awaitable`` unless the host starts shutting down first.
 
@@ -439,6 +451,7 @@ class ActorPool:
             clock=self.clock,
             report=self.report,
             create=create,
+            models=self._models,
         )
 
     def admit(self, entry: OpenActor) -> OpenActor:

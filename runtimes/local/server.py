@@ -78,6 +78,8 @@ def make_server(
     uvicorn_config = uvicorn.Config(
         app,
         loop="asyncio",
+        # httptools (a dependency) rather than h11: a few times cheaper per request.
+        http="httptools",
         ws="none",
         lifespan="on",
         log_level=log_level,

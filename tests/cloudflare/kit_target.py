@@ -17,7 +17,7 @@ import asyncio
 import hashlib
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Mapping
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import TypeVar
 
@@ -88,6 +88,10 @@ class DurableNamespaceHost:
         # Each object lists its own actor; the stand-in asks every object it made.
         names = [n for obj in self._objects.values() for n in await obj.actors(after=after)]
         return sorted(names)[:limit]
+
+    def accepting(self) -> AbstractContextManager[None]:
+        # Each object paces its own actor (its pool's AcceptFirst); nothing is shared.
+        return nullcontext()
 
     async def until_shutdown(self, awaitable: Awaitable[T]) -> tuple[bool, T | None]:
         work = asyncio.ensure_future(awaitable)

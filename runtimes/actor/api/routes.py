@@ -123,6 +123,13 @@ async def submit(
     if not isinstance(body, InputSubmission):
         # Checked before the actor is opened: a refused write creates no actor.
         write_draft(body.content.kind, message=body.content.message_json(), data=body.content.data)
+    # While it is accepted the host holds answering work back (acceptance first).
+    with host.accepting():
+        submission = await _admit(host, actor, cid, body)
+    return SubmissionAccepted.of(_committed(submission))
+
+
+async def _admit(host: Host, actor: str, cid: int, body: SubmissionBody) -> Submission:
     # Only the root conversation may be created by a submission, so only then may the
     # actor itself be created: a request for an unknown conversation writes nothing. The
     # root is created in the same commit as the submission's admission.
@@ -139,7 +146,7 @@ async def submit(
                 data=body.content.data,
                 request_id=body.request_id,
             )
-    return SubmissionAccepted.of(_committed(submission))
+    return submission
 
 
 @router.get("/submissions/{submission_id}", response_model=SubmissionState)
