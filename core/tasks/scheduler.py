@@ -1,8 +1,12 @@
 """The scheduler: reserves runnable tasks and runs their phases, driven by commits.
 
 No polling. Every commit that touches a task, every registry change, every invocation
-end and every due timer *kicks* one coalesced drain, scheduled on the loop (never
-nested inside a commit listener). A drain is one commit that
+end and every due timer asks for a drain; a drain runs as a task on the loop (never
+nested inside a commit listener), coalesced with any drain already running, and only
+if it has something to do: the tasks that commit, end or timer touched are checked at
+once (:func:`decisions.needs_line`), and most commits — whose successors were reserved
+eagerly — need none. What is checked is what changed, not every live task: each check
+costs the same however many tasks are live. A drain is one commit that
 
 1. derives what ownership implies: abort marks below owners with cancellation intent,
    marks on the remaining members of a failed ``fail_fast`` wait, and ``completing``
@@ -33,13 +37,24 @@ this module is the loop: drains, eager reservations, waiters and timers.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+import heapq
+from collections.abc import Awaitable, Callable, Container, Iterable
 from typing import TYPE_CHECKING, Literal
 
 from core.clock import Clock, TimerHandle
 from core.errors import SessionClosed, StorageRejected, TaskNotFound
 from core.jsonvalue import JsonObject, JsonValue, json_copy
-from core.records import Completing, Orphaned, Outcome, Pending, Running, Task, Terminal, Waiting
+from core.records import (
+    Completed,
+    Completing,
+    Orphaned,
+    Outcome,
+    Pending,
+    Running,
+    Task,
+    Terminal,
+    Waiting,
+)
 from core.session.session import CommitEvent, Session
 from core.session.transaction import TaskLayer, Tx
 from core.session.waiters import WaiterRegistry
@@ -93,6 +108,16 @@ class Scheduler:
         self._dirty = False
         self._draining = False
         self._drain_job: asyncio.Task[None] | None = None
+        self._attention: set[int] = set()
+        """Live tasks that may need the line (:func:`decisions.needs_line`) since a check
+        last looked at them: what commits, invocation ends and due timers touched."""
+        self._look_at_all = True
+        """The next check looks at every live task (at open, on resume, when definitions
+        change, when a timer fires: what is not tracked task by task)."""
+        self._untils: list[tuple[int, int]] = []
+        """A heap of ``(until, task_id)`` of timed waits, pruned lazily: an entry counts
+        while its task is live and still waits until then."""
+        self._untils_loaded = False
         self._runs = Invocations(self)
         self._outcomes: dict[int, Outcome] = {}
         self._failed_migrations: set[tuple[int, int]] = set()
@@ -143,12 +168,37 @@ class Scheduler:
         return self._enabled
 
     def kick(self) -> None:
-        """Ask for a drain; coalesced with any drain already scheduled or running."""
+        """Ask for a drain that looks at every live task; coalesced with any drain
+        already scheduled or running."""
+        self._look_at_all = True
+        self._request()
+
+    def _request(self) -> None:
         self._dirty = True
         if self._draining or not self._enabled or self.closing:
             return
         self._draining = True
         self._drain_job = asyncio.get_running_loop().create_task(self._drain())
+
+    def _check(self) -> None:
+        """Start a drain only if the tasks touched since the last check need one: the
+        common case (the successors of a commit were reserved in it) costs no task and
+        no loop hop."""
+        if self._draining:
+            self._dirty = True  # the running drain checks again before it ends
+            return
+        if not self._enabled or self.closing:
+            return
+        if self._quiet(self.clock.now()):
+            self._arm_timer()
+        else:
+            self._request()
+
+    def ended(self, task_id: int, *, healthy: bool) -> None:
+        """An invocation ended (see :meth:`Driver.ended`)."""
+        self._attention.add(task_id)
+        if healthy:
+            self._check()
 
     async def close(self) -> None:
         """Stop without writing outcomes: cancel every invocation and join it."""
@@ -196,8 +246,10 @@ class Scheduler:
 
     async def before_prepare(self, tx: Tx) -> None:
         """The scheduler's part in every commit that stages task writes (the session
-        calls it at its commit site): reserve, in that commit, what it made runnable."""
+        calls it at its commit site): reserve, in that commit, what it made runnable,
+        and check what else it touched once it has landed and those have started."""
         await self._reserve_eagerly(tx)
+        tx.after_commit.append(self._check)
 
     async def _join_all(self) -> None:
         await self._runs.join_all()
@@ -216,9 +268,8 @@ class Scheduler:
         try:
             while self._dirty and self._enabled and not self.closing:
                 self._dirty = False
-                now = self.clock.now()
-                if decisions.quiet(self.session.tasks, self._invocations, now, self._outcomes):
-                    continue  # most kicks: a commit whose successors were reserved eagerly
+                if self._quiet(self.clock.now()):
+                    continue
                 await self._prefetch_outcomes()
                 try:
                     reservations = await self.session.commit(self._reserve)
@@ -237,7 +288,28 @@ class Scheduler:
             if not self.closing:
                 self._arm_timer()
                 if self._dirty and self._enabled:
-                    self.kick()
+                    self._request()
+
+    def _quiet(self, now: int) -> bool:
+        """Whether no live task needs the line (:func:`decisions.quiet`), looking only at
+        the tasks touched since the last look; those that need it stay to be looked at."""
+        tasks = self.session.tasks
+        if self._look_at_all:
+            self._look_at_all = False
+            self._attention = set(tasks)
+        attention = self._attention
+        if not attention:
+            return True
+        invoked = self._invocations
+        seen: list[int] = []
+        for task_id in attention:
+            task = tasks.get(task_id)
+            if task is not None and decisions.needs_line(task, invoked, now, tasks, self._outcomes):
+                attention.difference_update(seen)
+                return False
+            seen.append(task_id)
+        attention.clear()
+        return True
 
     async def _reserve(self, tx: Tx) -> list[Invocation]:
         now = tx.now()
@@ -285,7 +357,8 @@ class Scheduler:
         blocked tasks, timers) is left to the next drain."""
         if not self._enabled or self.closing:
             return
-        view = decisions.live_view(self.session.tasks, tx.tasks)
+        # Read through, not copied: this runs in every commit that stages a task.
+        view = decisions.StagedView(self.session.tasks, tx.tasks)
         settled = {t.id for t in tx.tasks.values() if isinstance(t.state, Terminal)}
         candidates = [t for t in tx.tasks.values() if t.id in view]
         if settled:
@@ -296,9 +369,10 @@ class Scheduler:
                     candidates.append(t)
         now = tx.now()
         started: list[Invocation] = []
+        starting: set[int] = set()
+        running = _Either(self._invocations, starting)
         for task in candidates:
             current = view.get(task.id)
-            running = self._invocations.keys() | {inv.task_id for inv in started}
             if current is None or not decisions.startable(
                 current, now, view, running=running, outcomes=self._outcomes
             ):
@@ -308,7 +382,7 @@ class Scheduler:
                 continue
             fresh = current.id not in self.session.tasks  # created by this commit
             started.append(await self._reservation(tx, current, res, "run", now, fresh=fresh))
-            view = decisions.live_view(self.session.tasks, tx.tasks)
+            starting.add(current.id)
         if started:
 
             def start_all() -> None:
@@ -349,15 +423,27 @@ class Scheduler:
     def _on_commit(self, event: CommitEvent) -> None:
         if not event.tasks:
             return
+        attention = self._attention
         for task in event.tasks:
-            if isinstance(task.state, Terminal):
-                self._outcomes[task.id] = task.state.outcome
+            state = task.state
+            if isinstance(state, Terminal):
+                waiters = self.session.waiting_on(task.id)
+                attention.update(waiters)  # their wait may be over
+                if waiters or not isinstance(state.outcome, Completed):
+                    # A missing outcome reads as completed (decisions.failed): only a
+                    # failure, or one a live wait names, is worth keeping.
+                    self._remember(task.id, state.outcome)
                 self._task_waiters.settle(task.id, task)
+            else:
+                attention.add(task.id)
+                if isinstance(state, Waiting) and state.until is not None:
+                    heapq.heappush(self._untils, (state.until, task.id))
             if task.abort_requested:
                 self._runs.abort_marked(task.id)
         if self._idle_waiters and self.idle():
             self._idle_waiters.settle(None, None)
-        self.kick()
+        if self.session.task_layer is not self:
+            self._check()  # otherwise before_prepare queued the check after this commit
 
     # ------------------------------------------------------------------ public API
 
@@ -528,7 +614,12 @@ class Scheduler:
                     continue
                 rec = await self.session.task(member)
                 if rec is not None and isinstance(rec.state, Terminal):
-                    self._outcomes[member] = rec.state.outcome
+                    self._remember(member, rec.state.outcome)
+
+    def _remember(self, task_id: int, outcome: Outcome) -> None:
+        """Keep a settled task's outcome for the waits that name it; past 4,096 kept,
+        only those of members of live waits stay (amortized: one scan per 4,096)."""
+        self._outcomes[task_id] = outcome
         if len(self._outcomes) > 4096:
             wanted = {
                 m
@@ -541,13 +632,38 @@ class Scheduler:
     # ------------------------------------------------------------------ timers
 
     def _arm_timer(self) -> None:
-        earliest = decisions.earliest_until(self.session.tasks.values(), self.clock.now())
+        earliest = self._earliest_until(self.clock.now())
         if earliest == self._timer_at:
             return
         self._cancel_timer()
         if earliest is not None:
             self._timer_at = earliest
             self._timer = self.clock.call_at(earliest, self._on_timer)
+
+    def _earliest_until(self, now: int) -> int | None:
+        """:func:`decisions.earliest_until` of the live tasks, from the heap: waits
+        whose time has come are handed to a check (a timer armed for them may be
+        cancelled here), stale entries are dropped."""
+        tasks = self.session.tasks
+        heap = self._untils
+        if not self._untils_loaded:
+            self._untils_loaded = True
+            for live in tasks.values():
+                if isinstance(live.state, Waiting) and live.state.until is not None:
+                    heapq.heappush(heap, (live.state.until, live.id))
+        due = False
+        while heap:
+            until, task_id = heap[0]
+            task = tasks.get(task_id)
+            if task is not None and isinstance(task.state, Waiting) and task.state.until == until:
+                if until > now:
+                    break
+                self._attention.add(task_id)
+                due = True
+            heapq.heappop(heap)
+        if due:
+            self._request()
+        return heap[0][0] if heap else None
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -559,6 +675,20 @@ class Scheduler:
             self._timer.cancel()
         self._timer = None
         self._timer_at = None
+
+
+class _Either(Container[int]):
+    """Ids in either of two containers (the running invocations and those a commit is
+    about to start), without building their union."""
+
+    __slots__ = ("_a", "_b")
+
+    def __init__(self, a: Container[int], b: Container[int]) -> None:
+        self._a = a
+        self._b = b
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._a or item in self._b
 
 
 if TYPE_CHECKING:  # mypy proves the scheduler is a task layer and a runtime's runner
