@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, overload
@@ -48,6 +48,7 @@ from core.records import (
     Waiting,
 )
 from core.session.documents import DocDefinition, DocHandle
+from core.session.landing import land_shielded
 from core.session.transaction import TaskLayer, Tx
 from core.session.waiters import WaiterRegistry
 from core.storage.paging import scan_all
@@ -245,7 +246,7 @@ class Session:
             if batch is None or not batch[0]:
                 return result
             handed_over = True  # _land releases the line, even if we are cancelled now
-            await _land_shielded(self._land(tx, *batch))
+            await land_shielded(self._land(tx, *batch))
             return result
         finally:
             if not handed_over:
@@ -512,49 +513,6 @@ class Session:
         async with self._line:
             self._closed = True
         await self.storage.close()
-
-
-async def _land_shielded(landing: Coroutine[Any, Any, None]) -> None:
-    """Run ``landing`` to its end even if the caller is cancelled meanwhile.
-
-    It starts on the caller's stack: a storage whose commit does not suspend (the
-    inline sqlite3 facade) lands it right here, with no task of its own and no loop hop
-    (two hops and a task per commit otherwise). Cancellation can reach a coroutine only
-    where it suspends, so until then there is nothing to shield; if it does suspend, the
-    rest runs in a task of its own that the caller awaits shielded, as before.
-    """
-    try:
-        waiting_for = landing.send(None)
-    except StopIteration:
-        return
-    await asyncio.shield(asyncio.ensure_future(_Resumed(landing, waiting_for)))
-
-
-class _Resumed:
-    """The rest of a coroutine that has run up to its first suspension, on
-    ``waiting_for``: the task awaiting this drives it on exactly as it would have."""
-
-    __slots__ = ("_coro", "_waiting_for")
-
-    def __init__(self, coro: Coroutine[Any, Any, None], waiting_for: object) -> None:
-        self._coro = coro
-        self._waiting_for = waiting_for
-
-    def __await__(self) -> Generator[object, None, None]:
-        pending = self._waiting_for
-        while True:
-            try:
-                yield pending
-            except BaseException as e:  # thrown into the task (its cancellation): pass it on
-                try:
-                    pending = self._coro.throw(e)
-                except StopIteration:
-                    return
-                continue
-            try:
-                pending = self._coro.send(None)
-            except StopIteration:
-                return
 
 
 def _document_writes(handle: DocHandle) -> tuple[list[Write], DocumentEvent | None]:

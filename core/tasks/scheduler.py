@@ -37,24 +37,13 @@ this module is the loop: drains, eager reservations, waiters and timers.
 from __future__ import annotations
 
 import asyncio
-import heapq
-from collections.abc import Awaitable, Callable, Container, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Literal
 
 from core.clock import Clock, TimerHandle
 from core.errors import SessionClosed, StorageRejected, TaskNotFound
 from core.jsonvalue import JsonObject, JsonValue, json_copy
-from core.records import (
-    Completed,
-    Completing,
-    Orphaned,
-    Outcome,
-    Pending,
-    Running,
-    Task,
-    Terminal,
-    Waiting,
-)
+from core.records import Completing, Orphaned, Outcome, Pending, Running, Task, Terminal, Waiting
 from core.session.session import CommitEvent, Session
 from core.session.transaction import TaskLayer, Tx
 from core.session.waiters import WaiterRegistry
@@ -63,8 +52,10 @@ from core.tasks.creation import TaskFactory
 from core.tasks.decisions import Inspection, Mode, Resolution, TaskView
 from core.tasks.definition import TaskDefinition
 from core.tasks.invocation import Driver, Invocation, Invocations
+from core.tasks.outcomes import KnownOutcomes
 from core.tasks.ownership import has_owned_live_work, owners, settle_state
 from core.tasks.registry import TaskSource
+from core.tasks.wakeups import Either, Wakeups
 
 __all__ = ["Inspection", "ReconcileHook", "Scheduler", "SettleHook", "TaskView"]
 
@@ -108,18 +99,10 @@ class Scheduler:
         self._dirty = False
         self._draining = False
         self._drain_job: asyncio.Task[None] | None = None
-        self._attention: set[int] = set()
-        """Live tasks that may need the line (:func:`decisions.needs_line`) since a check
-        last looked at them: what commits, invocation ends and due timers touched."""
-        self._look_at_all = True
-        """The next check looks at every live task (at open, on resume, when definitions
-        change, when a timer fires: what is not tracked task by task)."""
-        self._untils: list[tuple[int, int]] = []
-        """A heap of ``(until, task_id)`` of timed waits, pruned lazily: an entry counts
-        while its task is live and still waits until then."""
-        self._untils_loaded = False
+        self._wakeups = Wakeups()
+        """The tasks commits, invocation ends and due timers touched, and timed waits."""
         self._runs = Invocations(self)
-        self._outcomes: dict[int, Outcome] = {}
+        self._outcomes = KnownOutcomes()
         self._failed_migrations: set[tuple[int, int]] = set()
         self._reported: set[tuple[int, str, int]] = set()
         self._timer: TimerHandle | None = None
@@ -170,7 +153,7 @@ class Scheduler:
     def kick(self) -> None:
         """Ask for a drain that looks at every live task; coalesced with any drain
         already scheduled or running."""
-        self._look_at_all = True
+        self._wakeups.touch_all()
         self._request()
 
     def _request(self) -> None:
@@ -196,7 +179,7 @@ class Scheduler:
 
     def ended(self, task_id: int, *, healthy: bool) -> None:
         """An invocation ended (see :meth:`Driver.ended`)."""
-        self._attention.add(task_id)
+        self._wakeups.touch((task_id,))
         if healthy:
             self._check()
 
@@ -291,25 +274,9 @@ class Scheduler:
                     self._request()
 
     def _quiet(self, now: int) -> bool:
-        """Whether no live task needs the line (:func:`decisions.quiet`), looking only at
-        the tasks touched since the last look; those that need it stay to be looked at."""
+        """Whether no live task needs the line, looking only at the touched ones."""
         tasks = self.session.tasks
-        if self._look_at_all:
-            self._look_at_all = False
-            self._attention = set(tasks)
-        attention = self._attention
-        if not attention:
-            return True
-        invoked = self._invocations
-        seen: list[int] = []
-        for task_id in attention:
-            task = tasks.get(task_id)
-            if task is not None and decisions.needs_line(task, invoked, now, tasks, self._outcomes):
-                attention.difference_update(seen)
-                return False
-            seen.append(task_id)
-        attention.clear()
-        return True
+        return self._wakeups.quiet(tasks, self._invocations, now, self._outcomes)
 
     async def _reserve(self, tx: Tx) -> list[Invocation]:
         now = tx.now()
@@ -370,7 +337,7 @@ class Scheduler:
         now = tx.now()
         started: list[Invocation] = []
         starting: set[int] = set()
-        running = _Either(self._invocations, starting)
+        running = Either(self._invocations, starting)
         for task in candidates:
             current = view.get(task.id)
             if current is None or not decisions.startable(
@@ -423,21 +390,15 @@ class Scheduler:
     def _on_commit(self, event: CommitEvent) -> None:
         if not event.tasks:
             return
-        attention = self._attention
+        wakeups = self._wakeups
         for task in event.tasks:
             state = task.state
             if isinstance(state, Terminal):
-                waiters = self.session.waiting_on(task.id)
-                attention.update(waiters)  # their wait may be over
-                if waiters or not isinstance(state.outcome, Completed):
-                    # A missing outcome reads as completed (decisions.failed): only a
-                    # failure, or one a live wait names, is worth keeping.
-                    self._remember(task.id, state.outcome)
+                wakeups.touch(self.session.waiting_on(task.id))  # their wait may be over
+                self._outcomes.settled(self.session, task)
                 self._task_waiters.settle(task.id, task)
             else:
-                attention.add(task.id)
-                if isinstance(state, Waiting) and state.until is not None:
-                    heapq.heappush(self._untils, (state.until, task.id))
+                wakeups.committed(task)
             if task.abort_requested:
                 self._runs.abort_marked(task.id)
         if self._idle_waiters and self.idle():
@@ -603,67 +564,21 @@ class Scheduler:
             self.report(RuntimeError(message))
 
     async def _prefetch_outcomes(self) -> None:
-        """Load the outcomes of settled members of live ``fail_fast`` waits (after a
-        reopen they are not in memory), so deriving readiness stays synchronous."""
-        for task in list(self.session.tasks.values()):
-            state = task.state
-            if not isinstance(state, Waiting) or state.policy != "fail_fast":
-                continue
-            for member in state.on:
-                if member in self.session.tasks or member in self._outcomes:
-                    continue
-                rec = await self.session.task(member)
-                if rec is not None and isinstance(rec.state, Terminal):
-                    self._remember(member, rec.state.outcome)
-
-    def _remember(self, task_id: int, outcome: Outcome) -> None:
-        """Keep a settled task's outcome for the waits that name it; past 4,096 kept,
-        only those of members of live waits stay (amortized: one scan per 4,096)."""
-        self._outcomes[task_id] = outcome
-        if len(self._outcomes) > 4096:
-            wanted = {
-                m
-                for t in self.session.tasks.values()
-                if isinstance(t.state, Waiting)
-                for m in t.state.on
-            }
-            self._outcomes = {k: v for k, v in self._outcomes.items() if k in wanted}
+        """So deriving readiness stays synchronous (see :class:`KnownOutcomes`)."""
+        await self._outcomes.prefetch(self.session)
 
     # ------------------------------------------------------------------ timers
 
     def _arm_timer(self) -> None:
-        earliest = self._earliest_until(self.clock.now())
+        earliest, due = self._wakeups.earliest_until(self.session.tasks, self.clock.now())
+        if due:
+            self._request()  # a wait's time came before its timer fired
         if earliest == self._timer_at:
             return
         self._cancel_timer()
         if earliest is not None:
             self._timer_at = earliest
             self._timer = self.clock.call_at(earliest, self._on_timer)
-
-    def _earliest_until(self, now: int) -> int | None:
-        """:func:`decisions.earliest_until` of the live tasks, from the heap: waits
-        whose time has come are handed to a check (a timer armed for them may be
-        cancelled here), stale entries are dropped."""
-        tasks = self.session.tasks
-        heap = self._untils
-        if not self._untils_loaded:
-            self._untils_loaded = True
-            for live in tasks.values():
-                if isinstance(live.state, Waiting) and live.state.until is not None:
-                    heapq.heappush(heap, (live.state.until, live.id))
-        due = False
-        while heap:
-            until, task_id = heap[0]
-            task = tasks.get(task_id)
-            if task is not None and isinstance(task.state, Waiting) and task.state.until == until:
-                if until > now:
-                    break
-                self._attention.add(task_id)
-                due = True
-            heapq.heappop(heap)
-        if due:
-            self._request()
-        return heap[0][0] if heap else None
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -675,20 +590,6 @@ class Scheduler:
             self._timer.cancel()
         self._timer = None
         self._timer_at = None
-
-
-class _Either(Container[int]):
-    """Ids in either of two containers (the running invocations and those a commit is
-    about to start), without building their union."""
-
-    __slots__ = ("_a", "_b")
-
-    def __init__(self, a: Container[int], b: Container[int]) -> None:
-        self._a = a
-        self._b = b
-
-    def __contains__(self, item: object) -> bool:
-        return item in self._a or item in self._b
 
 
 if TYPE_CHECKING:  # mypy proves the scheduler is a task layer and a runtime's runner
