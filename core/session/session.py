@@ -48,6 +48,7 @@ from core.records import (
     Waiting,
 )
 from core.session.documents import DocDefinition, DocHandle
+from core.session.landing import land_shielded
 from core.session.transaction import TaskLayer, Tx
 from core.session.waiters import WaiterRegistry
 from core.storage.paging import scan_all
@@ -244,9 +245,8 @@ class Session:
                 tx.settle()
             if batch is None or not batch[0]:
                 return result
-            landing = asyncio.ensure_future(self._land(tx, *batch))
             handed_over = True  # _land releases the line, even if we are cancelled now
-            await asyncio.shield(landing)
+            await land_shielded(self._land(tx, *batch))
             return result
         finally:
             if not handed_over:

@@ -11,7 +11,7 @@ can be finalized, when to wake, what a step does next. The scheduler
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Container, Iterable, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -34,6 +34,7 @@ __all__ = [
     "Mode",
     "Previous",
     "Resolution",
+    "StagedView",
     "Step",
     "TaskView",
     "abort_marks",
@@ -45,6 +46,7 @@ __all__ = [
     "finalizable",
     "inspect_tasks",
     "live_view",
+    "needs_line",
     "next_step",
     "next_wake",
     "owners_of_work",
@@ -114,6 +116,38 @@ def live_view(committed: Mapping[int, Task], staged: Mapping[int, Task]) -> dict
     return view
 
 
+class StagedView(Mapping[int, Task]):
+    """:func:`live_view` read through instead of copied: a lookup costs the same
+    however many tasks are live (a transaction's step looks up a handful of them).
+    ``staged`` may keep changing (records the transaction stages later show)."""
+
+    __slots__ = ("_committed", "_staged")
+
+    def __init__(self, committed: Mapping[int, Task], staged: Mapping[int, Task]) -> None:
+        self._committed = committed
+        self._staged = staged
+
+    def __getitem__(self, task_id: int) -> Task:
+        task = self._staged.get(task_id)
+        if task is None:
+            return self._committed[task_id]
+        if isinstance(task.state, Terminal):
+            raise KeyError(task_id)
+        return task
+
+    def __contains__(self, task_id: object) -> bool:
+        task = self._staged.get(task_id)  # type: ignore[call-overload]
+        if task is None:
+            return task_id in self._committed
+        return not isinstance(task.state, Terminal)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(live_view(self._committed, self._staged))
+
+    def __len__(self) -> int:
+        return len(live_view(self._committed, self._staged))
+
+
 def cancel_intent(task: Task) -> bool:
     """An owner whose work below it must stop: abort-marked, or holding a failed outcome."""
     if task.abort_requested:
@@ -146,23 +180,34 @@ def quiet(
     tasks: Mapping[int, Task], invoked: Container[int], now: int, outcomes: Mapping[int, Outcome]
 ) -> bool:
     """Whether a drain's reservation commit would stage nothing, decided without taking
-    the line: every live task is being invoked, or waits (not yet ready) on an
-    ``all_settled`` wait. Conservative: abort marks, held outcomes and ``fail_fast``
-    waits always take the line. Reading committed state outside the line is sound:
-    task state changes only by commits, each of which kicks a drain again, and time
-    waits arm the scheduler's timer."""
-    for task in tasks.values():
-        state = task.state
-        if task.abort_requested or isinstance(state, Completing):
-            return False
-        if isinstance(state, Waiting):
-            if state.policy != "all_settled":
-                return False
-            if task.id not in invoked and ready(task, now, tasks, outcomes):
-                return False
-        elif task.id not in invoked:
-            return False  # pending, or running without an invocation
-    return True
+    the line: no live task :func:`needs_line`. Reading committed state outside the line
+    is sound: task state changes only by commits, each of which kicks a drain again, and
+    time waits arm the scheduler's timer."""
+    return not any(needs_line(t, invoked, now, tasks, outcomes) for t in tasks.values())
+
+
+def needs_line(
+    task: Task,
+    invoked: Container[int],
+    now: int,
+    view: Mapping[int, Task],
+    outcomes: Mapping[int, Outcome],
+) -> bool:
+    """Whether a drain must take the line for this live task: it is neither being
+    invoked nor waiting (not yet ready) on an ``all_settled`` wait. Conservative: abort
+    marks, held outcomes and ``fail_fast`` waits always take the line.
+
+    Only a commit of the task, the end of its invocation, a member of its wait leaving
+    ``view``, its ``until`` passing or a change of definitions can turn this from false
+    to true: what lets the scheduler re-check only the tasks those touched."""
+    state = task.state
+    if task.abort_requested or isinstance(state, Completing):
+        return True
+    if isinstance(state, Waiting):
+        if state.policy != "all_settled":
+            return True
+        return task.id not in invoked and ready(task, now, view, outcomes)
+    return task.id not in invoked  # pending, or running without an invocation
 
 
 def owners_of_work(view: Mapping[int, Task], owners: Owners) -> set[int]:
@@ -260,7 +305,7 @@ def startable(
     now: int,
     view: Mapping[int, Task],
     *,
-    running: Collection[int],
+    running: Container[int],
     outcomes: Mapping[int, Outcome],
 ) -> bool:
     """Whether a task a commit creates or wakes can be reserved in that same commit:

@@ -41,8 +41,12 @@ class Driver(Runner, Protocol):
         """Where failures that are no task's outcome go (the host's logger)."""
         ...
 
-    def kick(self) -> None:
-        """Ask for a drain (an invocation ended: something may be runnable)."""
+    def ended(self, task_id: int, *, healthy: bool) -> None:
+        """An invocation of the task ended: something may be runnable. ``healthy``: it
+        ended as task code or a cancellation ended it; otherwise its step failed (a
+        rejected commit, say), and the task is looked at again only at the next wake-up
+        (any commit, timer or invocation end), not at once, which would spin on a
+        failure that persists."""
         ...
 
     async def settle(self, tx: Tx, task: Task, outcome: Outcome) -> None:
@@ -91,9 +95,7 @@ class Invocations:
     def start(self, inv: Invocation) -> None:
         self.running[inv.task_id] = inv
         inv.job = asyncio.get_running_loop().create_task(self._invoke(inv))
-        # A job cancelled before its first step never runs ``_invoke``'s ``finally``:
-        # without this callback close() would wait for its ``done`` forever.
-        inv.job.add_done_callback(lambda _job: self._ended(inv))
+        inv.job.add_done_callback(lambda _job: self._job_done(inv))
 
     def abort_marked(self, task_id: int) -> None:
         """A durable abort mark landed on the task: stop its run invocation."""
@@ -113,13 +115,23 @@ class Invocations:
         while self.running:
             await asyncio.wait([inv.done for inv in self.running.values()])
 
-    def _ended(self, inv: Invocation) -> None:
-        """The invocation is over (idempotent)."""
+    def _job_done(self, inv: Invocation) -> None:
+        # A job cancelled before its first step (an abort mark landing in the same loop
+        # step as the reservation) never runs ``_invoke``'s ``finally``: without this,
+        # close() would wait for its ``done`` forever, and nothing would kick the drain
+        # that must now reserve the task again (its abort, say).
+        if self._ended(inv):
+            self.driver.ended(inv.task_id, healthy=True)
+
+    def _ended(self, inv: Invocation) -> bool:
+        """The invocation is over (idempotent); whether this call ended it."""
         inv.runtime.ended = True
-        if self.running.get(inv.task_id) is inv:
+        ending = self.running.get(inv.task_id) is inv
+        if ending:
             del self.running[inv.task_id]
         if not inv.done.done():
             inv.done.set_result(None)
+        return ending
 
     async def _invoke(self, inv: Invocation) -> None:
         healthy = True
@@ -134,14 +146,12 @@ class Invocations:
             pass
         except Exception as e:
             # The step itself failed (its commit was rejected, say). The task stays
-            # running without an invocation and is reserved again at the next wake-up —
-            # not at once, which would spin on a failure that persists.
+            # running without an invocation and is reserved again at the next wake-up.
             healthy = False
             self.driver.report(e)
         finally:
             self._ended(inv)
-            if healthy:
-                self.driver.kick()
+            self.driver.ended(inv.task_id, healthy=healthy)
 
     async def _run(self, inv: Invocation) -> None:
         session = self.driver.session

@@ -1,8 +1,12 @@
 """The scheduler: reserves runnable tasks and runs their phases, driven by commits.
 
 No polling. Every commit that touches a task, every registry change, every invocation
-end and every due timer *kicks* one coalesced drain, scheduled on the loop (never
-nested inside a commit listener). A drain is one commit that
+end and every due timer asks for a drain; a drain runs as a task on the loop (never
+nested inside a commit listener), coalesced with any drain already running, and only
+if it has something to do: the tasks that commit, end or timer touched are checked at
+once (:func:`decisions.needs_line`), and most commits — whose successors were reserved
+eagerly — need none. What is checked is what changed, not every live task: each check
+costs the same however many tasks are live. A drain is one commit that
 
 1. derives what ownership implies: abort marks below owners with cancellation intent,
    marks on the remaining members of a failed ``fail_fast`` wait, and ``completing``
@@ -48,8 +52,10 @@ from core.tasks.creation import TaskFactory
 from core.tasks.decisions import Inspection, Mode, Resolution, TaskView
 from core.tasks.definition import TaskDefinition
 from core.tasks.invocation import Driver, Invocation, Invocations
+from core.tasks.outcomes import KnownOutcomes
 from core.tasks.ownership import has_owned_live_work, owners, settle_state
 from core.tasks.registry import TaskSource
+from core.tasks.wakeups import Either, Wakeups
 
 __all__ = ["Inspection", "ReconcileHook", "Scheduler", "SettleHook", "TaskView"]
 
@@ -93,8 +99,10 @@ class Scheduler:
         self._dirty = False
         self._draining = False
         self._drain_job: asyncio.Task[None] | None = None
+        self._wakeups = Wakeups()
+        """The tasks commits, invocation ends and due timers touched, and timed waits."""
         self._runs = Invocations(self)
-        self._outcomes: dict[int, Outcome] = {}
+        self._outcomes = KnownOutcomes()
         self._failed_migrations: set[tuple[int, int]] = set()
         self._reported: set[tuple[int, str, int]] = set()
         self._timer: TimerHandle | None = None
@@ -143,12 +151,37 @@ class Scheduler:
         return self._enabled
 
     def kick(self) -> None:
-        """Ask for a drain; coalesced with any drain already scheduled or running."""
+        """Ask for a drain that looks at every live task; coalesced with any drain
+        already scheduled or running."""
+        self._wakeups.touch_all()
+        self._request()
+
+    def _request(self) -> None:
         self._dirty = True
         if self._draining or not self._enabled or self.closing:
             return
         self._draining = True
         self._drain_job = asyncio.get_running_loop().create_task(self._drain())
+
+    def _check(self) -> None:
+        """Start a drain only if the tasks touched since the last check need one: the
+        common case (the successors of a commit were reserved in it) costs no task and
+        no loop hop."""
+        if self._draining:
+            self._dirty = True  # the running drain checks again before it ends
+            return
+        if not self._enabled or self.closing:
+            return
+        if self._quiet(self.clock.now()):
+            self._arm_timer()
+        else:
+            self._request()
+
+    def ended(self, task_id: int, *, healthy: bool) -> None:
+        """An invocation ended (see :meth:`Driver.ended`)."""
+        self._wakeups.touch((task_id,))
+        if healthy:
+            self._check()
 
     async def close(self) -> None:
         """Stop without writing outcomes: cancel every invocation and join it."""
@@ -196,8 +229,10 @@ class Scheduler:
 
     async def before_prepare(self, tx: Tx) -> None:
         """The scheduler's part in every commit that stages task writes (the session
-        calls it at its commit site): reserve, in that commit, what it made runnable."""
+        calls it at its commit site): reserve, in that commit, what it made runnable,
+        and check what else it touched once it has landed and those have started."""
         await self._reserve_eagerly(tx)
+        tx.after_commit.append(self._check)
 
     async def _join_all(self) -> None:
         await self._runs.join_all()
@@ -216,9 +251,8 @@ class Scheduler:
         try:
             while self._dirty and self._enabled and not self.closing:
                 self._dirty = False
-                now = self.clock.now()
-                if decisions.quiet(self.session.tasks, self._invocations, now, self._outcomes):
-                    continue  # most kicks: a commit whose successors were reserved eagerly
+                if self._quiet(self.clock.now()):
+                    continue
                 await self._prefetch_outcomes()
                 try:
                     reservations = await self.session.commit(self._reserve)
@@ -237,7 +271,12 @@ class Scheduler:
             if not self.closing:
                 self._arm_timer()
                 if self._dirty and self._enabled:
-                    self.kick()
+                    self._request()
+
+    def _quiet(self, now: int) -> bool:
+        """Whether no live task needs the line, looking only at the touched ones."""
+        tasks = self.session.tasks
+        return self._wakeups.quiet(tasks, self._invocations, now, self._outcomes)
 
     async def _reserve(self, tx: Tx) -> list[Invocation]:
         now = tx.now()
@@ -285,7 +324,8 @@ class Scheduler:
         blocked tasks, timers) is left to the next drain."""
         if not self._enabled or self.closing:
             return
-        view = decisions.live_view(self.session.tasks, tx.tasks)
+        # Read through, not copied: this runs in every commit that stages a task.
+        view = decisions.StagedView(self.session.tasks, tx.tasks)
         settled = {t.id for t in tx.tasks.values() if isinstance(t.state, Terminal)}
         candidates = [t for t in tx.tasks.values() if t.id in view]
         if settled:
@@ -296,9 +336,10 @@ class Scheduler:
                     candidates.append(t)
         now = tx.now()
         started: list[Invocation] = []
+        starting: set[int] = set()
+        running = Either(self._invocations, starting)
         for task in candidates:
             current = view.get(task.id)
-            running = self._invocations.keys() | {inv.task_id for inv in started}
             if current is None or not decisions.startable(
                 current, now, view, running=running, outcomes=self._outcomes
             ):
@@ -308,7 +349,7 @@ class Scheduler:
                 continue
             fresh = current.id not in self.session.tasks  # created by this commit
             started.append(await self._reservation(tx, current, res, "run", now, fresh=fresh))
-            view = decisions.live_view(self.session.tasks, tx.tasks)
+            starting.add(current.id)
         if started:
 
             def start_all() -> None:
@@ -349,15 +390,21 @@ class Scheduler:
     def _on_commit(self, event: CommitEvent) -> None:
         if not event.tasks:
             return
+        wakeups = self._wakeups
         for task in event.tasks:
-            if isinstance(task.state, Terminal):
-                self._outcomes[task.id] = task.state.outcome
+            state = task.state
+            if isinstance(state, Terminal):
+                wakeups.touch(self.session.waiting_on(task.id))  # their wait may be over
+                self._outcomes.settled(self.session, task)
                 self._task_waiters.settle(task.id, task)
+            else:
+                wakeups.committed(task)
             if task.abort_requested:
                 self._runs.abort_marked(task.id)
         if self._idle_waiters and self.idle():
             self._idle_waiters.settle(None, None)
-        self.kick()
+        if self.session.task_layer is not self:
+            self._check()  # otherwise before_prepare queued the check after this commit
 
     # ------------------------------------------------------------------ public API
 
@@ -517,31 +564,15 @@ class Scheduler:
             self.report(RuntimeError(message))
 
     async def _prefetch_outcomes(self) -> None:
-        """Load the outcomes of settled members of live ``fail_fast`` waits (after a
-        reopen they are not in memory), so deriving readiness stays synchronous."""
-        for task in list(self.session.tasks.values()):
-            state = task.state
-            if not isinstance(state, Waiting) or state.policy != "fail_fast":
-                continue
-            for member in state.on:
-                if member in self.session.tasks or member in self._outcomes:
-                    continue
-                rec = await self.session.task(member)
-                if rec is not None and isinstance(rec.state, Terminal):
-                    self._outcomes[member] = rec.state.outcome
-        if len(self._outcomes) > 4096:
-            wanted = {
-                m
-                for t in self.session.tasks.values()
-                if isinstance(t.state, Waiting)
-                for m in t.state.on
-            }
-            self._outcomes = {k: v for k, v in self._outcomes.items() if k in wanted}
+        """So deriving readiness stays synchronous (see :class:`KnownOutcomes`)."""
+        await self._outcomes.prefetch(self.session)
 
     # ------------------------------------------------------------------ timers
 
     def _arm_timer(self) -> None:
-        earliest = decisions.earliest_until(self.session.tasks.values(), self.clock.now())
+        earliest, due = self._wakeups.earliest_until(self.session.tasks, self.clock.now())
+        if due:
+            self._request()  # a wait's time came before its timer fired
         if earliest == self._timer_at:
             return
         self._cancel_timer()

@@ -643,7 +643,9 @@ async def check_deltas_long_poll(target: KitTarget) -> None:
                     view = apply_ops(view, frame["ops"])
                     seen.append(frame["seq"])
                 cursor = page["next"]
-                assert cursor == seen[-1], page
+                # At least the newest frame's commit: a commit that changes nothing in
+                # the view (a phase's checkpoint) may have landed after it, frameless.
+                assert cursor >= seen[-1], page
                 state = (await client.get(f"/v1/actors/kit-d/submissions/{second['id']}")).json()
                 if (
                     state["status"] == "done"
