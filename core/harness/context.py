@@ -20,6 +20,7 @@ told so far (the prompt planner diffs against it).
 from __future__ import annotations
 
 import bisect
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -36,7 +37,7 @@ from core.harness.messages import (
 from core.jsonvalue import JsonValue
 from core.records import Entry
 
-__all__ = ["ActiveRange", "ContextView", "derive_context"]
+__all__ = ["ActiveRange", "ContextView", "RangeCache", "derive_context"]
 
 MISSING_RESULT = "Tool result unavailable: the call did not finish."
 _NO_USAGE = Usage()
@@ -296,3 +297,45 @@ def _fold_sections(sections: dict[str, str], entry: Entry) -> None:
             sections[key] = text
         else:
             sections.pop(key, None)
+
+
+class RangeCache:
+    """The active ranges a harness keeps in memory, by conversation id: at most
+    ``limit``, the least recently used dropped first.
+
+    A range only caches committed entries and reloads from storage on its next use, so
+    dropping one is always safe; the bound trades that reload for memory. Without it a
+    long-lived host keeps the parsed transcript of every conversation it ever served
+    (about 85 KB each in the concurrency benchmark), and the garbage collector walks all
+    of it. ``limit`` is far above the conversations one harness drives at once, so the
+    busy ones stay.
+    """
+
+    def __init__(self, limit: int = 256) -> None:
+        self.limit = limit
+        self._ranges: OrderedDict[int, ActiveRange] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._ranges)
+
+    def get(self, conversation_id: int) -> ActiveRange | None:
+        """The kept range, if any (not counted as a use: commits extend ranges)."""
+        return self._ranges.get(conversation_id)
+
+    def use(self, conversation_id: int) -> ActiveRange | None:
+        """The kept range, if any, now the most recently used."""
+        active = self._ranges.get(conversation_id)
+        if active is not None:
+            self._ranges.move_to_end(conversation_id)
+        return active
+
+    def keep(self, conversation_id: int, active: ActiveRange) -> None:
+        """Keep ``active`` as the most recently used, dropping the least beyond ``limit``."""
+        self._ranges[conversation_id] = active
+        self._ranges.move_to_end(conversation_id)
+        while len(self._ranges) > self.limit:
+            self._ranges.popitem(last=False)
+
+    def drop(self, conversation_id: int) -> None:
+        """Forget the range (it reloads on its next use)."""
+        self._ranges.pop(conversation_id, None)

@@ -36,7 +36,7 @@ from core.errors import (
 from core.harness.agents import agent_change
 from core.harness.builtin_documents import AGENT, USAGE
 from core.harness.compaction import COMPACTION, compaction_task, settle_compaction
-from core.harness.context import ActiveRange, ContextView
+from core.harness.context import ActiveRange, ContextView, RangeCache
 from core.harness.conversation import Conversation, WhenBusy
 from core.harness.events import note_abort, note_event, note_restart
 from core.harness.forks import document_definition, fork_conversation
@@ -119,7 +119,7 @@ class Harness:
         self.registry = registry
         self.env_factory = env
         self.settings = settings
-        self._ranges: dict[int, ActiveRange] = {}
+        self._ranges = RangeCache()
         self._built: dict[int, Message] = {}
         """Staged entries' messages as built, by entry id (see ``built_message``)."""
         self._agents: dict[int, tuple[object, int | None, object, ResolvedAgent, int | None]] = {}
@@ -539,10 +539,10 @@ class Harness:
 
     async def context(self, conversation_id: int, cutoff: int | None = None) -> ContextView:
         """The derived context of a conversation (up to entry ``cutoff``)."""
-        active = self._ranges.get(conversation_id)
+        active = self._ranges.use(conversation_id)
         if active is None:
             active = await self._load_range(conversation_id)
-            self._ranges[conversation_id] = active
+            self._ranges.keep(conversation_id, active)
         return active.view(cutoff)
 
     def cached_message(self, conversation_id: int, entry_id: int) -> Message | None:
@@ -578,7 +578,7 @@ class Harness:
             if active is None:
                 continue
             if entry.head is not None:
-                self._ranges.pop(entry.conversation_id, None)  # a new range: reload lazily
+                self._ranges.drop(entry.conversation_id)  # a new range: reload lazily
             else:
                 active.add(entry, message)
         for sub in event.submissions:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.harness.context import MISSING_RESULT, ActiveRange, derive_context
+from core.faux import faux_message
+from core.harness.context import MISSING_RESULT, ActiveRange, RangeCache, derive_context
 from core.harness.messages import (
     AssistantMessage,
     SystemMessage,
@@ -18,6 +20,7 @@ from core.harness.messages import (
     message_to_json,
 )
 from core.records import Entry
+from tests.core.harness.support import MODEL, Rig
 
 
 def entry(i: int, message: Any = None, kind: str = "custom", **kw: Any) -> Entry:
@@ -245,3 +248,39 @@ def test_incremental_views_of_a_compacted_range_equal_full_derivation(
         next_id += 1
     check()
     assert not active._full_only  # the summary joined the flattened prefix
+
+
+def test_the_range_cache_keeps_the_most_recently_used_up_to_its_limit() -> None:
+    cache = RangeCache(limit=2)
+    one, two, three = ActiveRange(head=None), ActiveRange(head=None), ActiveRange(head=None)
+    cache.keep(1, one)
+    cache.keep(2, two)
+    assert cache.use(1) is one  # 2 is now the least recently used
+    assert cache.get(2) is two  # a look from the commit path is not a use
+    cache.keep(3, three)
+    assert (cache.get(1), cache.get(2), cache.get(3), len(cache)) == (one, None, three, 2)
+    cache.drop(3)
+    assert cache.use(3) is None and len(cache) == 1
+
+
+async def test_a_conversation_whose_range_was_dropped_asks_with_its_whole_context(
+    tmp_path: Path,
+) -> None:
+    """More conversations than the harness keeps ranges of: each reloads its range from
+    storage, and every request still carries the conversation's full history."""
+    rig = Rig(tmp_path, "sqlite", steps=[faux_message(f"answer {i}") for i in range(6)])
+    h = await rig.open()
+    h._ranges.limit = 1
+    a = await h.root(agent={"model": MODEL})
+    b = await h.create_conversation(agent={"model": MODEL})
+    for turn in range(3):
+        for name, conversation in (("a", a), ("b", b)):
+            record = await (await conversation.submit(f"{name}{turn}")).wait()
+            assert record.status == "done"
+    assert len(h._ranges) == 1
+    users = [
+        [m.content for m in request.messages if m.role == "user"]
+        for request in rig.faux.state.requests
+    ]
+    assert users[-2] == ["a0", "a1", "a2"] and users[-1] == ["b0", "b1", "b2"]
+    await h.close()
