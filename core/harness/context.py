@@ -20,7 +20,6 @@ told so far (the prompt planner diffs against it).
 from __future__ import annotations
 
 import bisect
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -300,41 +299,37 @@ def _fold_sections(sections: dict[str, str], entry: Entry) -> None:
 
 
 class RangeCache:
-    """The active ranges a harness keeps in memory, by conversation id: at most
-    ``limit``, the least recently used dropped first.
+    """The active ranges a harness keeps in memory, by conversation id.
 
     A range only caches committed entries and reloads from storage on its next use, so
-    dropping one is always safe; the bound trades that reload for memory. Without it a
+    dropping one is always safe; what it costs is that reload. Without a bound a
     long-lived host keeps the parsed transcript of every conversation it ever served
-    (about 85 KB each in the concurrency benchmark), and the garbage collector walks all
-    of it. ``limit`` is far above the conversations one harness drives at once, so the
-    busy ones stay.
+    (about 85 KB each in the concurrency benchmark) and the garbage collector walks all
+    of it. So beyond ``limit`` ranges, a conversation's range is dropped when one of its
+    submissions settles: then it is most likely idle, and the reload comes with its next
+    submission, not in the middle of a run (dropping the least recently used instead
+    reloads every range on every round once more than ``limit`` conversations run
+    round-robin). The ranges of running conversations, the working set, are all kept.
     """
 
     def __init__(self, limit: int = 256) -> None:
         self.limit = limit
-        self._ranges: OrderedDict[int, ActiveRange] = OrderedDict()
+        self._ranges: dict[int, ActiveRange] = {}
 
     def __len__(self) -> int:
         return len(self._ranges)
 
     def get(self, conversation_id: int) -> ActiveRange | None:
-        """The kept range, if any (not counted as a use: commits extend ranges)."""
+        """The kept range, if any."""
         return self._ranges.get(conversation_id)
 
-    def use(self, conversation_id: int) -> ActiveRange | None:
-        """The kept range, if any, now the most recently used."""
-        active = self._ranges.get(conversation_id)
-        if active is not None:
-            self._ranges.move_to_end(conversation_id)
-        return active
-
     def keep(self, conversation_id: int, active: ActiveRange) -> None:
-        """Keep ``active`` as the most recently used, dropping the least beyond ``limit``."""
         self._ranges[conversation_id] = active
-        self._ranges.move_to_end(conversation_id)
-        while len(self._ranges) > self.limit:
-            self._ranges.popitem(last=False)
+
+    def settled(self, conversation_id: int) -> None:
+        """A submission of the conversation settled: drop its range if over the limit."""
+        if len(self._ranges) > self.limit:
+            self._ranges.pop(conversation_id, None)
 
     def drop(self, conversation_id: int) -> None:
         """Forget the range (it reloads on its next use)."""

@@ -11,8 +11,7 @@ Opening runs nothing: ``resume()`` — or any call that waits for progress (``su
 ``Submission.wait``, ``wait_for_task``, ``wait_for_idle``) — starts scheduling.
 Handles (:class:`Conversation`, :class:`Submission`) are stateless: after a restart,
 get them again with :meth:`Harness.conversation` and :meth:`Harness.submission`
-(the handle classes live in :mod:`~core.harness.conversation` and
-:mod:`~core.harness.submission`).
+(their classes live in :mod:`~core.harness.conversation`, :mod:`~core.harness.submission`).
 
 This module is the facade and the lifecycle (opening, closing, waiters, the commit
 listener); forks are made in :mod:`~core.harness.forks`, views and watches in
@@ -539,7 +538,7 @@ class Harness:
 
     async def context(self, conversation_id: int, cutoff: int | None = None) -> ContextView:
         """The derived context of a conversation (up to entry ``cutoff``)."""
-        active = self._ranges.use(conversation_id)
+        active = self._ranges.get(conversation_id)
         if active is None:
             active = await self._load_range(conversation_id)
             self._ranges.keep(conversation_id, active)
@@ -584,6 +583,7 @@ class Harness:
         for sub in event.submissions:
             if sub.status in ("done", "unanswered"):
                 self._submission_waiters.settle(sub.id, sub)
+                self._ranges.settled(sub.conversation_id)
         self._views.on_commit(event)
         if event.tasks and self._idle_waiters:
             for conversation_id in self._idle_waiters.waited():

@@ -160,11 +160,13 @@ def _peak_rss_mb() -> float:
 
 
 async def concurrency(path: Path, *, conversations: int = 1000, rounds: int = 20) -> dict[str, Any]:
-    counts: dict[int, int] = {}
+    counts: dict[object, int] = {}
 
     def step(request: ModelRequest, state: FauxState) -> AssistantMessage:
+        # The conversation's first message (its submission, unique per conversation)
+        # identifies it; by content, since a harness may reload a range it dropped.
         first = request.messages[0] if request.messages else None
-        key = id(first)  # the conversation's first message identifies it cheaply
+        key = first.content if isinstance(first, UserMessage) else None
         n = counts.get(key, 0)
         counts[key] = n + 1
         if n < rounds:

@@ -250,17 +250,19 @@ def test_incremental_views_of_a_compacted_range_equal_full_derivation(
     assert not active._full_only  # the summary joined the flattened prefix
 
 
-def test_the_range_cache_keeps_the_most_recently_used_up_to_its_limit() -> None:
+def test_the_range_cache_drops_a_settled_conversations_range_only_over_its_limit() -> None:
     cache = RangeCache(limit=2)
     one, two, three = ActiveRange(head=None), ActiveRange(head=None), ActiveRange(head=None)
     cache.keep(1, one)
     cache.keep(2, two)
-    assert cache.use(1) is one  # 2 is now the least recently used
-    assert cache.get(2) is two  # a look from the commit path is not a use
-    cache.keep(3, three)
-    assert (cache.get(1), cache.get(2), cache.get(3), len(cache)) == (one, None, three, 2)
+    cache.settled(1)  # within the limit: kept
+    cache.keep(3, three)  # a running conversation's range is kept beyond it
+    assert (cache.get(1), cache.get(2), cache.get(3), len(cache)) == (one, two, three, 3)
+    cache.settled(2)
+    assert (cache.get(2), len(cache)) == (None, 2)
+    cache.settled(1)  # at the limit again: kept
     cache.drop(3)
-    assert cache.use(3) is None and len(cache) == 1
+    assert cache.get(3) is None and cache.get(1) is one
 
 
 async def test_a_conversation_whose_range_was_dropped_asks_with_its_whole_context(
