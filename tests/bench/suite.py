@@ -494,23 +494,26 @@ def run_suite(cfg: Config) -> dict[str, Any]:
     started = time.perf_counter()
     compile_bytecode()
     rows: list[Row] = []
+    took: dict[str, float] = {}  # seconds per workload: where the suite's time goes
     with tempfile.TemporaryDirectory(prefix="perdure-suite-") as name:
         tmp = Path(name)
-        if "floor" in cfg.only:
-            rows += floor_rows(cfg, tmp)
-        if "agent_loop" in cfg.only:
-            rows += loop_rows(cfg, tmp, long=False)
-        if "long_run" in cfg.only and cfg.long_rounds:
-            rows += loop_rows(cfg, tmp, long=True)
-        if "recovery" in cfg.only:
-            rows += recovery_rows(cfg, tmp)
-        if "concurrency" in cfg.only:
-            rows += concurrency_rows(cfg, tmp)
-        if "host" in cfg.only:
-            rows += host_rows(cfg)
+        workloads: dict[str, Any] = {
+            "floor": lambda: floor_rows(cfg, tmp),
+            "agent_loop": lambda: loop_rows(cfg, tmp, long=False),
+            "long_run": lambda: loop_rows(cfg, tmp, long=True) if cfg.long_rounds else [],
+            "recovery": lambda: recovery_rows(cfg, tmp),
+            "concurrency": lambda: concurrency_rows(cfg, tmp),
+            "host": lambda: host_rows(cfg),
+        }
+        for workload, measure in workloads.items():
+            if workload in cfg.only:
+                began = time.perf_counter()
+                rows += measure()
+                took[workload] = round(time.perf_counter() - began, 1)
     return {
         "config": {k: v for k, v in vars(cfg).items()},
         "seconds": round(time.perf_counter() - started, 1),
+        "seconds_per_workload": took,
         "peers": cfg.peers,
         "rows": [
             {
@@ -592,9 +595,10 @@ def render(result: dict[str, Any]) -> str:
     by_workload: dict[str, list[dict[str, Any]]] = {}
     for row in result["rows"]:
         by_workload.setdefault(row["workload"], []).append(row)
+    took = result.get("seconds_per_workload", {})
     for workload, rows in by_workload.items():
         lines.append("")
-        lines.append(f"== {workload}")
+        lines.append(f"== {workload}" + (f" ({took[workload]} s)" if workload in took else ""))
         ours = next((r for r in rows if r["system"].startswith("perdure")), None)
         for row in rows:
             cells = []
