@@ -279,7 +279,7 @@ def plan_commit(writes: Sequence[Write], view: BatchView, seq: int, next_id: int
 def _encode(value: JsonValue, where: str) -> str:
     try:
         return dumps(value)
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, RecursionError) as e:  # RecursionError: a cycle
         raise StorageRejected(f"{where} is not plain JSON: {e}") from None
 
 
