@@ -82,7 +82,9 @@ try:
     from _json import encode_basestring_ascii as _c_string
     from _json import make_encoder as _c_make_encoder
 
-    _c_encode: Any = _c_make_encoder(None, _not_json, _c_string, None, ":", ",", False, False, False)
+    _c_encode: Any = _c_make_encoder(
+        None, _not_json, _c_string, None, ":", ",", False, False, False
+    )
 except (ImportError, TypeError):  # no C accelerator, or another signature: the plain path
     _c_encode = None
 
@@ -96,7 +98,7 @@ def dumps(value: JsonValue) -> str:
     if _c_encode is None:
         return _encoder.encode(value)
     if type(value) is str:  # task kinds, request ids, document keys: several per commit
-        return _c_string(value)  # type: ignore[no-any-return]
+        return _c_string(value)
     return "".join(_c_encode(value, 0))
 
 
