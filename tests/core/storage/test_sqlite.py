@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from core.errors import StorageCorrupt
+from core.errors import StorageCorrupt, StorageRejected
 from core.records import Completed, ConversationRecord, Entry, Pending, Running, Task, Terminal
 from core.storage import DocumentChange, DocumentCreate, DocumentRetire, SqliteStorage
 from core.storage.sqlite import schema
@@ -284,6 +284,25 @@ async def test_a_failure_inside_the_sql_transaction_leaves_nothing_behind(tmp_pa
         assert (await storage.scan_entries(1)).items == []
         assert (await storage.scan_tasks()).items == []
         await storage.close()
+
+
+async def test_a_value_that_contains_itself_is_rejected_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    # The session's JSON gate never lets a cycle through; a caller of the storage port
+    # itself can, and the encoder (no circular check) meets it as a RecursionError.
+    storage = await open_sqlite_storage(tmp_path / "cycle.sqlite")
+    await storage.commit([ConversationRecord(1)])
+    seq = storage.seq
+    loop: list[Any] = []
+    loop.append({"again": loop})
+    entry_id = await storage.mint_id()
+    with pytest.raises(StorageRejected, match="not plain JSON"):
+        await storage.commit([Entry(entry_id, 1, "custom", data=loop)])
+    assert storage.seq == seq
+    assert await storage.entry(entry_id) is None
+    await storage.commit([Entry(entry_id, 1, "custom", data={"fine": True})])  # still usable
+    await storage.close()
 
 
 @pytest.mark.parametrize("driver", ["sqlite3", "aiosqlite"])
