@@ -469,3 +469,22 @@ async def test_a_large_commit_splits_its_multi_row_statements_at_100_parameters(
     assert (await storage.scan_tasks(status="running", limit=100)).items == running
     assert [e.id for e in (await storage.scan_entries(1, order="asc", limit=100)).items] == entries
     await storage.close()
+
+
+def test_the_planner_writes_a_task_as_its_json_would_encode() -> None:
+    # plan_commit writes task rows without building Task.to_json(); the text must not drift.
+    from core.jsonvalue import dumps
+    from core.records import Completing, ErrorInfo, Failed, Pending, Waiting
+    from core.storage.batch import _task_text
+
+    states = [
+        Running({"phase": "run", "args": [1, 2.5, None, "é"]}),
+        Pending({"phase": "start"}),
+        Waiting({"phase": "wait"}, (3, 4), "all_settled", 12),
+        Waiting({"phase": "wait"}, (), "fail_fast", None),
+        Completing(Failed(ErrorInfo("it broke", {"d": 1}), {"partial": True})),
+        Terminal(Completed({"r": 1})),
+    ]
+    for state, owner, memos in itertools.product(states, (None, 7), ({}, {"m": {"x": 1}})):
+        task = Task(12, 3, "tool", 1, {"n": [1]}, state, owner, False, True, 100, None, memos)
+        assert _task_text(task) == dumps(task.to_json())
