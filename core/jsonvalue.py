@@ -67,11 +67,39 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+# The C encoder ``JSONEncoder.encode`` builds afresh on every call (with its Python
+# frames and float closure around it), built once: storage encodes every record it
+# writes, so this is on every commit. No circular check (``markers=None``): a cycle
+# raises RecursionError instead of ValueError, and values admitted by ``json_copy``
+# are trees anyway. Same output as ``_encoder`` (compact, ASCII, no NaN).
+
+
+def _not_json(value: object) -> None:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+try:
+    from _json import encode_basestring_ascii as _c_string
+    from _json import make_encoder as _c_make_encoder
+
+    _c_encode: Any = _c_make_encoder(
+        None, _not_json, _c_string, None, ":", ",", False, False, False
+    )
+except (ImportError, TypeError):  # no C accelerator, or another signature: the plain path
+    _c_encode = None
 
 
 def dumps(value: JsonValue) -> str:
-    """Encode compactly as ASCII (values admitted by :func:`json_copy` always encode)."""
-    return _encoder.encode(value)
+    """Encode compactly as ASCII (values admitted by :func:`json_copy` always encode).
+
+    Raises ``TypeError`` or ``ValueError`` for a value that is not JSON, and
+    ``RecursionError`` for one that contains itself.
+    """
+    if _c_encode is None:
+        return _encoder.encode(value)
+    if type(value) is str:  # task kinds, request ids, document keys: several per commit
+        return _c_string(value)
+    return "".join(_c_encode(value, 0))
 
 
 def loads(text: str) -> Any:

@@ -339,13 +339,14 @@ class Session:
                 prev = self._docs.get(rec.id)
                 deltas = 0 if ev.ops is None else (prev.deltas_since_base + 1 if prev else 1)
                 self._docs[rec.id] = _CachedDoc(rec, ev.version, ev.value, deltas)
-            stamped.append(replace(ev, record=rec))
+            # Only a creation or retirement stamps the record; a change's event is final.
+            stamped.append(ev if rec is ev.record else replace(ev, record=rec))
         for task_id in ended_tasks:
             self._task_docs.pop(task_id, None)
         event = CommitEvent(
             seq=seq,
             conversations=list(tx.conversations.values()),
-            entries=[replace(e, commit_seq=seq) for e in tx.entries],
+            entries=[e.stamped(seq) for e in tx.entries],
             tasks=list(tx.tasks.values()),
             submissions=list(tx.submissions.values()),
             documents=stamped,

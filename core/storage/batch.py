@@ -22,8 +22,11 @@ from core.records import (
     DocumentRecord,
     DocumentState,
     Entry,
+    Pending,
+    Running,
     SubmissionRecord,
     Task,
+    state_to_json,
 )
 from core.storage.port import (
     DocumentChange,
@@ -171,7 +174,7 @@ def plan_commit(writes: Sequence[Write], view: BatchView, seq: int, next_id: int
             plan.entries.append((stamped, _encode(stamped.to_json(), f"entry {w.id}")))
         elif isinstance(w, Task):
             own(w.id, "task", replaceable=True)
-            plan.tasks[w.id] = (w, _encode(w.to_json(), f"task {w.id}"))
+            plan.tasks[w.id] = (w, _task_text(w))
         elif isinstance(w, SubmissionRecord):
             own(w.id, "submission", replaceable=True)
             if w.request_id is not None:
@@ -276,10 +279,49 @@ def plan_commit(writes: Sequence[Write], view: BatchView, seq: int, next_id: int
     return plan
 
 
+def _field(value: object) -> str:
+    # An exact int encodes as its repr (what the JSON encoder writes); anything else,
+    # True and False included, goes through the encoder.
+    return str(value) if type(value) is int else dumps(value)  # type: ignore[arg-type]
+
+
+def _task_text(task: Task) -> str:
+    """``dumps(task.to_json())``, the same text, without building the dict or encoding
+    its constant keys on every commit (a commit writes several task records, and the
+    encoder makes a new string of each key every time). Keys, their order and the
+    optional ones are ``Task.to_json``'s; a payload that is not JSON is rejected."""
+    try:
+        state = task.state
+        if type(state) is Running or type(state) is Pending:
+            state_text = (
+                f'{{"status":{dumps(state.status)},"checkpoint":{dumps(state.checkpoint)}}}'
+            )
+        else:
+            state_text = dumps(state_to_json(state))
+        text = (
+            f'{{"id":{_field(task.id)},"conversation_id":{_field(task.conversation_id)},'
+            f'"kind":{_field(task.kind)},"version":{_field(task.version)},'
+            f'"input":{dumps(task.input)},"state":{state_text},'
+            f'"background":{_field(task.background)},'
+            f'"abort_requested":{_field(task.abort_requested)}'
+        )
+        if task.owner is not None:
+            text += f',"owner":{_field(task.owner)}'
+        if task.started_at is not None:
+            text += f',"started_at":{_field(task.started_at)}'
+        if task.ended_at is not None:
+            text += f',"ended_at":{_field(task.ended_at)}'
+        if task.memos:
+            text += f',"memos":{dumps(task.memos)}'
+        return text + "}"
+    except (TypeError, ValueError, RecursionError) as e:
+        raise StorageRejected(f"task {task.id} is not plain JSON: {e}") from None
+
+
 def _encode(value: JsonValue, where: str) -> str:
     try:
         return dumps(value)
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, RecursionError) as e:  # RecursionError: a cycle
         raise StorageRejected(f"{where} is not plain JSON: {e}") from None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import math
 
 import pytest
@@ -35,6 +36,24 @@ def test_applying_the_diff_turns_the_old_value_into_the_new_one(a: JsonValue, b:
     # Ops are plain JSON, so they can be stored and replayed later.
     assert json_equal(apply_ops(copy.deepcopy(a), loads(dumps(ops))), b)
     assert (ops == []) == json_equal(a, b)
+
+
+_REFERENCE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values | st.text())
+def test_dumps_writes_what_the_reference_encoder_writes(value: JsonValue) -> None:
+    # dumps drives the C encoder directly; its text must not drift from the stdlib's.
+    assert dumps(value) == _REFERENCE.encode(value)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, b"x", {"k": {1, 2}}, object()])
+def test_dumps_refuses_what_the_reference_encoder_refuses(bad: object) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        _REFERENCE.encode(bad)
+    with pytest.raises((TypeError, ValueError)):
+        dumps(bad)  # type: ignore[arg-type]
 
 
 @settings(max_examples=200, deadline=None)

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from core.errors import StorageCorrupt
+from core.errors import StorageCorrupt, StorageRejected
 from core.records import Completed, ConversationRecord, Entry, Pending, Running, Task, Terminal
 from core.storage import DocumentChange, DocumentCreate, DocumentRetire, SqliteStorage
 from core.storage.sqlite import schema
@@ -286,6 +286,25 @@ async def test_a_failure_inside_the_sql_transaction_leaves_nothing_behind(tmp_pa
         await storage.close()
 
 
+async def test_a_value_that_contains_itself_is_rejected_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    # The session's JSON gate never lets a cycle through; a caller of the storage port
+    # itself can, and the encoder (no circular check) meets it as a RecursionError.
+    storage = await open_sqlite_storage(tmp_path / "cycle.sqlite")
+    await storage.commit([ConversationRecord(1)])
+    seq = storage.seq
+    loop: list[Any] = []
+    loop.append({"again": loop})
+    entry_id = await storage.mint_id()
+    with pytest.raises(StorageRejected, match="not plain JSON"):
+        await storage.commit([Entry(entry_id, 1, "custom", data=loop)])
+    assert storage.seq == seq
+    assert await storage.entry(entry_id) is None
+    await storage.commit([Entry(entry_id, 1, "custom", data={"fine": True})])  # still usable
+    await storage.close()
+
+
 @pytest.mark.parametrize("driver", ["sqlite3", "aiosqlite"])
 @pytest.mark.parametrize("case", two_phase_cases(), ids=[c.name for c in two_phase_cases()])
 async def test_two_phase_conformance(case: TwoPhaseCase, driver: str, tmp_path: Path) -> None:
@@ -450,3 +469,22 @@ async def test_a_large_commit_splits_its_multi_row_statements_at_100_parameters(
     assert (await storage.scan_tasks(status="running", limit=100)).items == running
     assert [e.id for e in (await storage.scan_entries(1, order="asc", limit=100)).items] == entries
     await storage.close()
+
+
+def test_the_planner_writes_a_task_as_its_json_would_encode() -> None:
+    # plan_commit writes task rows without building Task.to_json(); the text must not drift.
+    from core.jsonvalue import dumps
+    from core.records import Completing, ErrorInfo, Failed, Pending, Waiting
+    from core.storage.batch import _task_text
+
+    states = [
+        Running({"phase": "run", "args": [1, 2.5, None, "é"]}),
+        Pending({"phase": "start"}),
+        Waiting({"phase": "wait"}, (3, 4), "all_settled", 12),
+        Waiting({"phase": "wait"}, (), "fail_fast", None),
+        Completing(Failed(ErrorInfo("it broke", {"d": 1}), {"partial": True})),
+        Terminal(Completed({"r": 1})),
+    ]
+    for state, owner, memos in itertools.product(states, (None, 7), ({}, {"m": {"x": 1}})):
+        task = Task(12, 3, "tool", 1, {"n": [1]}, state, owner, False, True, 100, None, memos)
+        assert _task_text(task) == dumps(task.to_json())
