@@ -90,6 +90,7 @@ async def _consume(
         h.report,
         quiet_ms=progress.partial_after_ms,
         quiet_bytes=progress.partial_after_bytes,
+        pace=h.progress_pace,
     )
     response = _Response()
     ensure_outside_commit("a model request")

@@ -9,14 +9,13 @@
 
 Opening runs nothing: ``resume()`` — or any call that waits for progress (``submit``,
 ``Submission.wait``, ``wait_for_task``, ``wait_for_idle``) — starts scheduling.
-Handles (:class:`Conversation`, :class:`Submission`) are stateless: after a restart,
-get them again with :meth:`Harness.conversation` and :meth:`Harness.submission`
-(their classes live in :mod:`~core.harness.conversation`, :mod:`~core.harness.submission`).
+Handles (:class:`Conversation`, :class:`Submission`, in :mod:`~core.harness.conversation`
+and :mod:`~core.harness.submission`) are stateless: after a restart, get them again with
+:meth:`Harness.conversation` and :meth:`Harness.submission`.
 
 This module is the facade and the lifecycle (opening, closing, waiters, the commit
 listener); forks are made in :mod:`~core.harness.forks`, views and watches in
-:mod:`~core.harness.views`, task graphs in :mod:`~core.harness.task_graph`.
-"""
+:mod:`~core.harness.views`, task graphs in :mod:`~core.harness.task_graph`."""
 
 from __future__ import annotations
 
@@ -40,6 +39,7 @@ from core.harness.conversation import Conversation, WhenBusy
 from core.harness.events import note_abort, note_event, note_restart
 from core.harness.forks import document_definition, fork_conversation
 from core.harness.generation import generation_task, settle_generation
+from core.harness.live import ProgressPace
 from core.harness.messages import Message, Usage
 from core.harness.models import Models
 from core.harness.registry import Registry, ResolvedAgent
@@ -118,9 +118,9 @@ class Harness:
         self.registry = registry
         self.env_factory = env
         self.settings = settings
+        self.progress_pace = ProgressPace(settings.progress.partial_commits_per_s)
         self._ranges = RangeCache()
-        self._built: dict[int, Message] = {}
-        """Staged entries' messages as built, by entry id (see ``built_message``)."""
+        self._built: dict[int, Message] = {}  # staged entries' messages as built, by id
         self._agents: dict[int, tuple[object, int | None, object, ResolvedAgent, int | None]] = {}
         """Resolved agents: (committed value, version, registry, agent, last commit seen)."""
         self._submission_waiters: WaiterRegistry[int, SubmissionRecord] = self.session.waiters()

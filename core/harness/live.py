@@ -7,6 +7,13 @@ progress at all (its outcome commit carries everything). After each commit the n
 waits at least ``interval_ms`` and at least as long as writing its bytes takes at
 100 KiB/s; changes made in between coalesce into that next commit. A crash loses at
 most the changes of the current window (the quiet start is one such window).
+Throttles that share a :class:`ProgressPace` (a harness's model responses) share a budget
+of progress commits per second: while more of them stream at once than the budget
+feeds at ``interval_ms``, each one's windows (its quiet start included) lengthen in
+proportion, so a process streaming a thousand responses writes about as many progress
+commits per second as one streaming a few — each of them would otherwise cost a full
+commit per window per stream, more than the streams' own work. A crash then loses at
+most a longer window of each stream; outcomes are not delayed.
 ``close()`` stops the timer and waits for the commit in flight, so no stale progress
 lands after the outcome; a commit that was started but has not begun to run yet (the
 stream never yielded to the loop since) is dropped instead: the outcome commit that
@@ -20,9 +27,25 @@ from collections.abc import Awaitable, Callable
 
 from core.clock import Clock, TimerHandle
 
-__all__ = ["Throttle"]
+__all__ = ["ProgressPace", "Throttle"]
 
 _BYTES_PER_MS = 100 * 1024 / 1000
+
+
+class ProgressPace:
+    """The progress-commit budget shared by the throttles streaming at once."""
+
+    __slots__ = ("_per_s", "streaming")
+
+    def __init__(self, commits_per_s: int) -> None:
+        """``commits_per_s`` <= 0: no budget (every throttle keeps its own windows)."""
+        self._per_s = commits_per_s
+        self.streaming = 0  # throttles made with this pace and not closed yet
+
+    def window_ms(self) -> int:
+        """Each stream's share of the budget: the shortest window that keeps the
+        streams' progress commits, all together, within ``commits_per_s``."""
+        return self.streaming * 1000 // self._per_s if self._per_s > 0 else 0
 
 
 class Throttle:
@@ -35,13 +58,19 @@ class Throttle:
         *,
         quiet_ms: int = 0,
         quiet_bytes: int | None = None,
+        pace: ProgressPace | None = None,
     ) -> None:
         """``commit()`` writes the latest state and returns how many bytes it wrote;
-        ``quiet_ms`` / ``quiet_bytes``: see the module docstring."""
+        ``quiet_ms`` / ``quiet_bytes`` / ``pace``: see the module docstring. A throttle
+        made with a ``pace`` must be closed (it counts as streaming until then)."""
         self._clock = clock
         self._interval = interval_ms
         self._commit = commit
         self._report = report
+        self._pace = pace
+        if pace is not None:
+            pace.streaming += 1
+            quiet_ms = max(quiet_ms, pace.window_ms()) if quiet_ms > 0 else 0
         self._next_at = clock.now() + quiet_ms if quiet_ms > 0 else 0
         self._quiet_bytes = quiet_bytes if quiet_ms > 0 else None
         self._timer: TimerHandle | None = None
@@ -89,6 +118,8 @@ class Throttle:
         try:
             written = await self._commit()
             delay = max(self._interval, int(written / _BYTES_PER_MS))
+            if self._pace is not None:
+                delay = max(delay, self._pace.window_ms())
             self._next_at = self._clock.now() + delay
         except Exception as e:  # progress is best effort; the outcome commit is not
             self._report(e)
@@ -98,6 +129,8 @@ class Throttle:
             self.changed()
 
     async def close(self) -> None:
+        if self._pace is not None and not self._closed:
+            self._pace.streaming -= 1
         self._closed = True
         if self._timer is not None:
             self._timer.cancel()

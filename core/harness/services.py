@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from core.engine import Engine
     from core.env import ExecutionEnv
     from core.harness.context import ContextView
+    from core.harness.live import ProgressPace
     from core.harness.messages import Message
     from core.harness.models import Models
     from core.harness.registry import Registry, ResolvedAgent
@@ -59,6 +60,11 @@ class HarnessServices(ToolServices, Protocol):
     @property
     def clock(self) -> Clock:
         """The session's clock (the only source of time in ``core``)."""
+        ...
+
+    @property
+    def progress_pace(self) -> ProgressPace:
+        """The budget of partial commits the harness's streaming responses share."""
         ...
 
     def report(self, error: BaseException) -> None:

@@ -35,11 +35,17 @@ class ProgressSettings:
     or grown to ``partial_after_bytes`` characters, whichever comes first; later ones
     at most every ``partial_interval_ms``. A response that completes sooner commits no
     partial: its outcome commit records all of it. Either way a crash loses at most the
-    current window of a stream."""
+    current window of a stream.
+
+    ``partial_commits_per_s`` is the budget of partial commits all of a harness's
+    streaming responses share (see :mod:`core.harness.live`): up to about ten responses
+    streaming at once commit at ``partial_interval_ms``; with more, each one's windows
+    lengthen in proportion. ``0``: no shared budget."""
 
     partial_interval_ms: int = 100
     partial_after_ms: int = 100
     partial_after_bytes: int = 4096
+    partial_commits_per_s: int = 100
     output_interval_ms: int = 100
     watch_wake_ms: int = 20
 
