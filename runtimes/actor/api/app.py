@@ -16,7 +16,7 @@ from runtimes.actor.api.deltas import DeltaFeeds
 from runtimes.actor.api.deltas import router as deltas_router
 from runtimes.actor.api.errors import install_error_handlers
 from runtimes.actor.api.middleware import BearerAuth
-from runtimes.actor.api.openapi import complete_openapi
+from runtimes.actor.api.openapi import AUTH_PREFIX, complete_openapi
 from runtimes.actor.api.routes import ApiSettings, router
 from runtimes.actor.host import Host
 
@@ -99,7 +99,7 @@ def create_app(
     app.openapi = openapi  # type: ignore[method-assign]
     # Added last = outermost: authentication first, then the body limit.
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
-    app.add_middleware(BearerAuth, token=config.token)
+    app.add_middleware(BearerAuth, token=config.token, prefix=AUTH_PREFIX)
     return app
 
 
