@@ -78,7 +78,8 @@ class LocalStore:
             lock.release(unlink=True)  # it was discarded since the first check
             raise UnknownActor(f"no actor {name!r}")
         try:
-            storage = await open_sqlite_storage(db, synchronous=self.synchronous)
+            # New: under the lock nobody else opens it, so its schema may be copied in.
+            storage = await open_sqlite_storage(db, synchronous=self.synchronous, new=not existed)
         except BaseException:
             lock.release()
             raise
