@@ -49,6 +49,7 @@ __all__ = [
     "Synchronous",
     "fill_new_database",
     "open_sqlite_storage",
+    "open_sqlite_storage_here",
 ]
 
 T = TypeVar("T")
@@ -259,8 +260,9 @@ async def open_sqlite_storage(
         # on the loop. One worker job for all of it: a host opening a hundred actors at
         # once queues a hundred jobs on the default executor, and with one job per step
         # every open would wait behind every other open's earlier steps.
-        db, state = await asyncio.to_thread(_open_and_migrate, path, synchronous, new)
-        return SqliteStorage(db, *state)
+        return await asyncio.to_thread(
+            open_sqlite_storage_here, path, synchronous=synchronous, new=new
+        )
     else:
         raise ValueError(f"unknown SQLite driver {driver!r}")
     try:
@@ -269,6 +271,17 @@ async def open_sqlite_storage(
         await db.close()
         raise
     return storage
+
+
+def open_sqlite_storage_here(
+    path: str | Path, *, synchronous: Synchronous = "NORMAL", new: bool = False
+) -> SqliteStorage:
+    """:func:`open_sqlite_storage` with the inline sqlite3 facade, done on the calling
+    thread: for a caller already on a worker thread with more blocking work
+    around the open (the local host's store takes the actor's file lock in the same
+    job). Blocks for the file's creation and migration: never call it on the loop."""
+    db, state = _open_and_migrate(path, synchronous, new)
+    return SqliteStorage(db, *state)
 
 
 def _open_and_migrate(
