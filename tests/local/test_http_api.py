@@ -14,6 +14,9 @@ import pytest
 from core.docops import apply_ops
 from core.harness import CompactionSettings, HarnessSettings
 from core.times import iso_time
+from runtimes.actor.api import ApiConfig
+from runtimes.actor.api.app import build_route_state, create_app
+from runtimes.local.host import ActorHost
 from tests.local.support import (
     TOKEN,
     Running,
@@ -271,6 +274,11 @@ def test_openapi_describes_the_routes_and_the_bearer_scheme(running: Running) ->
         "/v1/actors/{actor}/timers/{task_id}",
     } <= set(spec["paths"])
     assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    # Every authenticated operation names the scheme, and only those do.
+    for path, operations in spec["paths"].items():
+        for operation in operations.values():
+            expected = [{"HTTPBearer": []}] if path.startswith("/v1/") else None
+            assert operation.get("security") == expected, path
     post = spec["paths"]["/v1/actors/{actor}/submissions"]["post"]
     assert "202" in post["responses"] and "409" in post["responses"]
     watch = spec["paths"]["/v1/actors/{actor}/conversations/{conversation_id}/watch"]["get"]
@@ -284,6 +292,18 @@ def test_openapi_describes_the_routes_and_the_bearer_scheme(running: Running) ->
     assert tools["items"]["enum"] == ["echo"]
     fork = spec["paths"]["/v1/actors/{actor}/conversations/{conversation_id}/fork"]["post"]
     assert "201" in fork["responses"]
+
+
+async def test_walking_the_routes_before_serving_answers_404_and_opens_nothing(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    host = ActorHost(host_config(data))
+    app = create_app(host, ApiConfig(TOKEN))
+    assert await build_route_state(app, TOKEN) == 404
+    assert await build_route_state(app, "not-the-token-at-all") == 401
+    assert not host.active and (not data.exists() or not list(data.iterdir()))
+    await host.close()
 
 
 def test_oversized_bodies_get_413_and_write_nothing(running: Running, client: httpx.Client) -> None:

@@ -42,7 +42,6 @@ from runtimes.actor.api.routes import (
     ConversationId,
     HostDep,
     SettingsDep,
-    _documented_auth,
 )
 from runtimes.actor.host import Host
 
@@ -240,9 +239,7 @@ async def _feeds(request: Request) -> DeltaFeeds:
     return feeds
 
 
-router = APIRouter(
-    prefix="/v1/actors/{actor}", dependencies=[Depends(_documented_auth)], responses=_ERRORS
-)
+router = APIRouter(prefix="/v1/actors/{actor}", responses=_ERRORS)  # auth: see routes.router
 
 
 @router.get("/conversations/{conversation_id}/deltas", response_model=DeltaPage)

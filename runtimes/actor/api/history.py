@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
 from core.records import SubmissionStatus
 from runtimes.actor.api.pages import (
@@ -30,7 +30,6 @@ from runtimes.actor.api.routes import (
     ActorId,
     ConversationId,
     HostDep,
-    documented_auth,
 )
 from runtimes.actor.api.schemas import ErrorResponse
 from runtimes.actor.ids import ACTOR_ID_PATTERN
@@ -55,9 +54,7 @@ _UNSUPPORTED: dict[int | str, dict[str, Any]] = {
     501: {"model": ErrorResponse, "description": "the host keeps no index of its actors"}
 }
 
-router = APIRouter(
-    prefix="/v1/actors", dependencies=[Depends(documented_auth)], responses=API_ERRORS
-)
+router = APIRouter(prefix="/v1/actors", responses=API_ERRORS)  # auth: see routes.router
 
 
 @router.get("", response_model=ActorPage, responses=_UNSUPPORTED)

@@ -1,9 +1,12 @@
 """The served OpenAPI document, made to say what the server enforces.
 
-FastAPI derives the document from the routes and models; two things it cannot know are
-added here: errors are always JSON (also on the watch, whose 200 is an event stream),
-the tool and extension names an agent may name are the installed ones, and a tagged
-union's tag is required.
+FastAPI derives the document from the routes and models; what it cannot know is added
+here: the ``/v1/`` routes take a bearer token (the :class:`~runtimes.actor.api.middleware.
+BearerAuth` middleware enforces it before routing; documenting it here instead of with a
+per-request FastAPI dependency keeps that dependency's resolution off every request),
+errors are always JSON (also on the watch, whose 200 is an event stream), the tool and
+extension names an agent may name are the installed ones, and a tagged union's tag is
+required.
 """
 
 from __future__ import annotations
@@ -12,21 +15,36 @@ from typing import Any
 
 from core.harness import Registry
 
-__all__ = ["complete_openapi"]
+__all__ = ["AUTH_PREFIX", "BEARER_SCHEME", "complete_openapi"]
 
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
 
+AUTH_PREFIX = "/v1/"
+"""The paths the bearer token guards (the middleware's prefix)."""
+
+BEARER_SCHEME = "HTTPBearer"
+"""The security scheme's name in the document (the one FastAPI's ``HTTPBearer`` gives)."""
+
 
 def complete_openapi(spec: dict[str, Any], registry: Registry) -> dict[str, Any]:
-    """``spec`` (changed in place and returned) with every 4xx/5xx answer documented as
-    JSON ``ErrorResponse`` and ``AgentChange.tools`` / ``.extensions`` limited to the
-    names installed in ``registry`` when the document is built."""
-    for operations in spec.get("paths", {}).values():
+    """``spec`` (changed in place and returned) with the bearer scheme on every operation
+    under :data:`AUTH_PREFIX`, every 4xx/5xx answer documented as JSON ``ErrorResponse``
+    and ``AgentChange.tools`` / ``.extensions`` limited to the names installed in
+    ``registry`` when the document is built."""
+    components = spec.setdefault("components", {})
+    components.setdefault("securitySchemes", {})[BEARER_SCHEME] = {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "the host's API token",
+    }
+    for path, operations in spec.get("paths", {}).items():
         for operation in operations.values():
+            if path.startswith(AUTH_PREFIX):
+                operation["security"] = [{BEARER_SCHEME: []}]
             for status, response in operation.get("responses", {}).items():
                 if str(status)[:1] in ("4", "5"):
                     response["content"] = dict(_ERROR)
-    schemas = spec.get("components", {}).get("schemas", {})
+    schemas = components.get("schemas", {})
     _require_discriminators(spec, schemas)
     change = schemas.get("AgentChange")
     if change is not None:

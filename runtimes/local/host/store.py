@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from pathlib import Path
 
@@ -9,7 +10,7 @@ from core import SqliteStorage
 from runtimes.actor import UnknownActor
 from runtimes.actor.ids import is_actor_id
 from runtimes.local.host.lock import ActorLock
-from runtimes.local.sqlite import Synchronous, open_sqlite_storage
+from runtimes.local.sqlite import Synchronous, open_sqlite_storage, open_sqlite_storage_here
 
 __all__ = ["LocalStore", "actor_paths"]
 
@@ -71,15 +72,64 @@ class LocalStore:
         db, lock_path = actor_paths(self.data_dir, name)
         if not create and not db.exists():
             raise UnknownActor(f"no actor {name!r}")  # before the lock: no file is made
-        lock = ActorLock.acquire(lock_path)
-        # Checked again under the lock: no other process creates or discards it meanwhile.
-        existed = db.exists()
-        if not existed and not create:
-            lock.release(unlink=True)  # it was discarded since the first check
-            raise UnknownActor(f"no actor {name!r}")
+        if self.synchronous != "NORMAL":  # aiosqlite opens the file on its own thread
+            lock, existed = await asyncio.to_thread(_lock, db, lock_path, create)
+            try:
+                storage = await open_sqlite_storage(db, synchronous=self.synchronous)
+            except BaseException:
+                lock.release()
+                raise
+            return _LocalLease(storage, db, lock, fresh=not existed)
+        # One worker job for the lock and the file: creating a lock file and a database
+        # waits for the disk (about a millisecond each under a burst of new actors), which
+        # must not stall the loop that accepts the other submissions meanwhile.
+        job = asyncio.ensure_future(asyncio.to_thread(_open_here, db, lock_path, create))
         try:
-            storage = await open_sqlite_storage(db, synchronous=self.synchronous)
-        except BaseException:
-            lock.release()
+            return await asyncio.shield(job)
+        except asyncio.CancelledError:
+            # The job finishes on its thread regardless: whatever it took is let go.
+            job.add_done_callback(_release_abandoned)
             raise
-        return _LocalLease(storage, db, lock, fresh=not existed)
+
+
+def _lock(db: Path, lock_path: Path, create: bool) -> tuple[ActorLock, bool]:
+    """On a worker thread: the actor's lock, and whether its file exists (checked under
+    the lock: no other process creates or discards it meanwhile)."""
+    lock = ActorLock.acquire(lock_path)
+    existed = db.exists()
+    if not existed and not create:
+        lock.release(unlink=True)  # it was discarded since the first check
+        raise UnknownActor(f"no actor {db.stem!r}")
+    return lock, existed
+
+
+def _open_here(db: Path, lock_path: Path, create: bool) -> _LocalLease:
+    """On a worker thread: lock the actor, then open (or create) its storage there too
+    (a new file's schema copied in: under the lock nobody else opens it)."""
+    lock, existed = _lock(db, lock_path, create)
+    try:
+        storage = open_sqlite_storage_here(db, new=not existed)
+    except BaseException:
+        lock.release()
+        raise
+    return _LocalLease(storage, db, lock, fresh=not existed)
+
+
+def _release_abandoned(job: asyncio.Future[_LocalLease]) -> None:
+    """The open finished after its caller was cancelled: close and release what it took
+    (a new file is discarded: nothing was committed to it)."""
+    if job.cancelled() or job.exception() is not None:
+        return
+    lease = job.result()
+
+    async def release() -> None:
+        try:
+            await lease.storage.close()
+        finally:
+            await lease.release(discard=lease.fresh)
+
+    _abandoned.add(task := asyncio.ensure_future(release()))
+    task.add_done_callback(_abandoned.discard)
+
+
+_abandoned: set[asyncio.Future[None]] = set()  # held until done (the loop keeps weak refs)
