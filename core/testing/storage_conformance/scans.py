@@ -174,27 +174,6 @@ async def filters_and_pages_conversations_by_durable_owner_edges(storage: Storag
     assert got == ConversationRecord(c, owner=ConversationOwner(other, t2))
 
 
-@_case
-async def reads_many_conversations_at_once_leaving_out_unknown_ids(storage: Storage) -> None:
-    await _root(storage)
-    t = await storage.mint_id()
-    await storage.commit([_task(t)])
-    convs = []
-    for n in range(150):  # more than one statement's worth of ids in the SQL adapter
-        c = await storage.mint_id()
-        owner = ConversationOwner(1, t) if n % 2 else None
-        convs.append(ConversationRecord(c, owner=owner))
-    await storage.commit(convs)
-    e = await storage.mint_id()
-    await storage.commit([_entry(e)])
-    unknown = await storage.mint_id()
-    wanted = [c.id for c in reversed(convs)] + [convs[0].id, t, e, unknown, 1]
-    got = await storage.conversations(wanted)
-    assert got == [ConversationRecord(1), *convs]
-    assert await storage.conversations([]) == []
-    assert await storage.conversations([t, e, unknown]) == []
-
-
 # --------------------------------------------------------------------------- tasks
 
 
