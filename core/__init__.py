@@ -6,6 +6,8 @@ arrive through ports (:class:`Storage`, :class:`Clock`, :class:`core.harness.Mod
 Object or a Lambda invocation.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from core.clock import Clock, TimerHandle
 from core.engine import Engine
 from core.errors import (
@@ -53,8 +55,22 @@ from core.records import (
     Waiting,
 )
 from core.session import DocDefinition, DocHandle, Session, Tx, define_doc
-from core.storage import MemoryStorage, SqlDatabase, SqliteStorage, Storage
+from core.storage import SqlDatabase, SqliteStorage, Storage
 from core.tasks import TaskDefinition, TaskRegistry, TaskRuntime, define_task
+
+if TYPE_CHECKING:
+    from core.storage.memory import MemoryStorage
+
+
+def __getattr__(name: str) -> Any:
+    # ``MemoryStorage`` loads on first use (PEP 562), as in :mod:`core.storage`.
+    if name == "MemoryStorage":
+        from core.storage.memory import MemoryStorage
+
+        globals()[name] = MemoryStorage
+        return MemoryStorage
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Aborted",

@@ -20,6 +20,7 @@ told so far (the prompt planner diffs against it).
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -39,7 +40,13 @@ from core.records import Entry
 __all__ = ["ActiveRange", "ContextView", "RangeCache", "derive_context"]
 
 MISSING_RESULT = "Tool result unavailable: the call did not finish."
-_NO_USAGE = Usage()
+
+
+@functools.cache
+def _no_usage() -> Usage:
+    # Built on first use, not at import: constructing the first ``Usage`` builds its
+    # pydantic validator, which an opening host (recovery) does not otherwise need.
+    return Usage()
 
 
 @dataclass
@@ -89,9 +96,9 @@ class ActiveRange:
             self.head is not None
             and entry.id < self.head
             and isinstance(message, AssistantMessage)
-            and message.usage != _NO_USAGE
+            and message.usage != _no_usage()
         ):
-            message = message.model_copy(update={"usage": _NO_USAGE})
+            message = message.model_copy(update={"usage": _no_usage()})
         self.messages.insert(position, message)
         if position < len(self.ids) - 1:
             self._full_only = True  # an entry committed out of id order: no shortcuts

@@ -49,6 +49,22 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
+# Default factories are plain functions, not ``dict``/``list``/``Usage``: building a
+# model's schema asks ``inspect.signature`` of each factory, and for a builtin that
+# parses its text signature with ``tokenize``, compiling tokenize's large regex (a few
+# ms on a cold start, where the first message is parsed: recovery's first request).
+def _no_arguments() -> dict[str, Any]:
+    return {}
+
+
+def _no_blocks() -> list[TextBlock | ThinkingBlock | ToolCall]:
+    return []
+
+
+def _zero_usage() -> Usage:
+    return Usage()
+
+
 class TextBlock(_Model):
     type: Literal["text"] = "text"
     text: str
@@ -64,7 +80,7 @@ class ToolCall(_Model):
     type: Literal["tool_call"] = "tool_call"
     id: str
     name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, Any] = Field(default_factory=_no_arguments)
 
 
 class Usage(_Model):
@@ -103,10 +119,10 @@ class SystemMessage(_Model):
 class AssistantMessage(_Model):
     role: Literal["assistant"] = "assistant"
     content: list[Annotated[TextBlock | ThinkingBlock | ToolCall, Field(discriminator="type")]] = (
-        Field(default_factory=list)
+        Field(default_factory=_no_blocks)
     )
     stop_reason: StopReason = "stop"
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = Field(default_factory=_zero_usage)
     model: str | None = None
     error: str | None = None
 

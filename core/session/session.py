@@ -171,8 +171,10 @@ class Session:
                 lambda cursor: storage.scan_tasks(status=status, limit=1000, cursor=cursor)  # noqa: B023
             ):
                 session._track(task)
-        for conversation_id in {t.conversation_id for t in session.tasks.values()}:
-            await session.conversation(conversation_id)
+        # One read for all of them (a recovering host may have hundreds of live tasks).
+        live_conversations = {t.conversation_id for t in session.tasks.values()}
+        for conversation in await storage.conversations(sorted(live_conversations)):
+            session._cache_conversation(conversation)
         return session
 
     # ------------------------------------------------------------------ status

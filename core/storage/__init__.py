@@ -5,7 +5,8 @@ portable :class:`SqliteStorage` through the :class:`~core.storage.sqlite.SqlData
 facade.
 """
 
-from core.storage.memory import MemoryState, MemoryStorage
+from typing import TYPE_CHECKING, Any
+
 from core.storage.paging import scan_all
 from core.storage.port import (
     Cursor,
@@ -19,6 +20,22 @@ from core.storage.port import (
     Write,
 )
 from core.storage.sqlite import SqlDatabase, SqlExecutor, SqliteStorage
+
+if TYPE_CHECKING:
+    from core.storage.memory import MemoryState, MemoryStorage
+
+
+def __getattr__(name: str) -> Any:
+    # The in-memory adapter loads on first use (PEP 562): a host opening a SQLite file
+    # (recovery's path) never needs it.
+    if name in ("MemoryState", "MemoryStorage"):
+        from core.storage import memory
+
+        value = getattr(memory, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Cursor",

@@ -151,6 +151,11 @@ class MemoryStorage:
         self._check()
         return self._conversation(conversation_id)
 
+    async def conversations(self, conversation_ids: Sequence[int]) -> list[ConversationRecord]:
+        self._check()
+        found = (self._conversation(c) for c in sorted(set(conversation_ids)))
+        return [c for c in found if c is not None]
+
     def _conversation(self, conversation_id: int) -> ConversationRecord | None:
         text = self.state.conversations.get(conversation_id)
         return conversation_from_json(loads(text)) if text is not None else None

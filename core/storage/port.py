@@ -183,6 +183,13 @@ class Storage(Protocol):
         record types)."""
         ...
 
+    async def conversations(self, conversation_ids: Sequence[int]) -> list[ConversationRecord]:
+        """The committed conversations among ``conversation_ids``, ascending by id, read
+        together (one snapshot); unknown ids and ids of other record types are left out.
+        Opening a session loads every live task's conversation with it: one read,
+        not one per conversation."""
+        ...
+
     async def entry(self, entry_id: int) -> Entry | None:
         """The committed entry with this id, or ``None``; visibility is not checked."""
         ...

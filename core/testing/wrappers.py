@@ -42,6 +42,9 @@ class DelegatingStorage:
     async def conversation(self, conversation_id: int) -> ConversationRecord | None:
         return await self.inner.conversation(conversation_id)
 
+    async def conversations(self, conversation_ids: Sequence[int]) -> list[ConversationRecord]:
+        return await self.inner.conversations(conversation_ids)
+
     async def entry(self, entry_id: int) -> Entry | None:
         return await self.inner.entry(entry_id)
 

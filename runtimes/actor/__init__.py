@@ -23,18 +23,56 @@ kit (:data:`runtimes.actor.testing.HOST_CHECKS`) with a :class:`~runtimes.actor.
 for the new host.
 """
 
-from runtimes.actor.config import ActorConfig, ActorEnvProvider, HostObserver, Reporter
-from runtimes.actor.errors import (
-    ActorLocked,
-    HostClosed,
-    HostError,
-    InvalidActorId,
-    ListingUnsupported,
-    UnknownActor,
-)
-from runtimes.actor.host import Host
-from runtimes.actor.ids import ACTOR_ID_PATTERN, check_actor_id
-from runtimes.actor.lifecycle import ActorPool, ActorStore, ListableStore, OpenActor, StoreLease
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runtimes.actor.config import ActorConfig, ActorEnvProvider, HostObserver, Reporter
+    from runtimes.actor.errors import (
+        ActorLocked,
+        HostClosed,
+        HostError,
+        InvalidActorId,
+        ListingUnsupported,
+        UnknownActor,
+    )
+    from runtimes.actor.host import Host
+    from runtimes.actor.ids import ACTOR_ID_PATTERN, check_actor_id
+    from runtimes.actor.lifecycle import ActorPool, ActorStore, ListableStore, OpenActor, StoreLease
+
+# Names resolved on first access (PEP 562), not at import: a host that only needs a
+# leaf module (``runtimes.actor.clock`` on the recovery path, say) then does not pay for
+# the lifecycle and config modules it never touches.
+_LAZY = {
+    "ACTOR_ID_PATTERN": "ids",
+    "ActorConfig": "config",
+    "ActorEnvProvider": "config",
+    "ActorLocked": "errors",
+    "ActorPool": "lifecycle",
+    "ActorStore": "lifecycle",
+    "Host": "host",
+    "HostClosed": "errors",
+    "HostError": "errors",
+    "HostObserver": "config",
+    "InvalidActorId": "errors",
+    "ListableStore": "lifecycle",
+    "ListingUnsupported": "errors",
+    "OpenActor": "lifecycle",
+    "Reporter": "config",
+    "StoreLease": "lifecycle",
+    "UnknownActor": "errors",
+    "check_actor_id": "ids",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ACTOR_ID_PATTERN",

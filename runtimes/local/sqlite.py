@@ -38,10 +38,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-import aiosqlite
-
 from core.storage.sqlite import Row, SqlExecutor, SqliteStorage, SqlValue, open_schema, schema
 from runtimes.local.checkpointer import BACKSTOP_PAGES, EVERY, checkpointer
+
+if TYPE_CHECKING:
+    import aiosqlite
 
 __all__ = [
     "AioSqliteDatabase",
@@ -203,6 +204,8 @@ class AioSqliteDatabase:
     async def open(
         cls, path: str | Path, *, synchronous: Synchronous = "NORMAL"
     ) -> AioSqliteDatabase:
+        import aiosqlite  # here, not at import: the default (inline sqlite3) host never needs it
+
         conn = aiosqlite.Connection(lambda: _connect(path, synchronous), iter_chunk_size=64)
         await conn
         return cls(conn)

@@ -7,7 +7,7 @@ read-transaction helper the storage's commit path uses too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from core.errors import StorageClosed
@@ -44,6 +44,7 @@ from core.storage.sqlite.rows import (
 __all__ = ["SqliteQueries"]
 
 T = TypeVar("T")
+_IDS_PER_STATEMENT = 100  # the facade's bound on parameters per statement
 
 
 class SqliteQueries:
@@ -57,6 +58,24 @@ class SqliteQueries:
 
     async def conversation(self, conversation_id: int) -> ConversationRecord | None:
         return await self._read(lambda ex: read_conversation(ex, conversation_id))
+
+    async def conversations(self, conversation_ids: Sequence[int]) -> list[ConversationRecord]:
+        ids = sorted(set(conversation_ids))
+
+        def read(ex: SqlExecutor) -> list[ConversationRecord]:
+            out: list[ConversationRecord] = []
+            for start in range(0, len(ids), _IDS_PER_STATEMENT):
+                chunk = ids[start : start + _IDS_PER_STATEMENT]
+                marks = ",".join("?" * len(chunk))
+                for row in ex.fetch(
+                    f"SELECT id, record, parts FROM conversations WHERE id IN ({marks})"
+                    " ORDER BY id",
+                    chunk,
+                ):
+                    out.append(conversation_from_json(decode_record(ex, "conversations", row)))
+            return out
+
+        return await self._read(read) if ids else []
 
     async def entry(self, entry_id: int) -> Entry | None:
         def read(ex: SqlExecutor) -> Entry | None:
