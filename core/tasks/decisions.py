@@ -135,6 +135,13 @@ class StagedView(Mapping[int, Task]):
             raise KeyError(task_id)
         return task
 
+    def get(self, task_id: int, default: Task | None = None) -> Task | None:  # type: ignore[override]
+        # Mapping.get goes through __getitem__ and a KeyError: this is on every commit.
+        task = self._staged.get(task_id)
+        if task is None:
+            return self._committed.get(task_id, default)
+        return default if isinstance(task.state, Terminal) else task
+
     def __contains__(self, task_id: object) -> bool:
         task = self._staged.get(task_id)  # type: ignore[call-overload]
         if task is None:

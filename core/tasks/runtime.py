@@ -10,7 +10,7 @@ and the abort race.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import replace
+from types import CoroutineType
 from typing import Any, Literal, Protocol, TypeAlias
 
 from core.clock import Clock
@@ -147,7 +147,8 @@ class TaskRuntime:
         async def body(tx: Tx) -> None:
             rec = self._gate()
             result = fn(tx, _detached(rec))
-            if isinstance(result, Awaitable):
+            # Most commit functions are coroutine functions: no ABC check for them.
+            if type(result) is CoroutineType or isinstance(result, Awaitable):
                 result = await result
             if result is not None:
                 staged.append(await self._apply(tx, rec, result))
@@ -286,7 +287,8 @@ def _detached(rec: Task) -> Task:
 
 def _copy_state(state: TaskState) -> TaskState:
     if isinstance(state, Waiting):
-        return replace(state, checkpoint=json_copy(state.checkpoint))  # type: ignore[arg-type]
+        checkpoint = json_copy(state.checkpoint)
+        return Waiting(checkpoint, state.on, state.policy, state.until)  # type: ignore[arg-type]
     if isinstance(state, Completing | Terminal):
         return state
     return type(state)(json_copy(state.checkpoint))  # type: ignore[arg-type]

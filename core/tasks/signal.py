@@ -11,25 +11,32 @@ __all__ = ["CancelSignal"]
 class CancelSignal:
     """Set once, with a reason; observable by polling, awaiting or callback."""
 
+    __slots__ = ("_callbacks", "_event", "reason")
+
     def __init__(self) -> None:
-        self._event = asyncio.Event()
+        # Made by the first ``wait``: every invocation has a signal, few ever await it.
+        self._event: asyncio.Event | None = None
         self.reason: str | None = None
         self._callbacks: list[Callable[[str], None]] = []
 
     @property
     def cancelled(self) -> bool:
-        return self._event.is_set()
+        return self.reason is not None
 
     def set(self, reason: str) -> None:
-        if self._event.is_set():
+        if self.reason is not None:
             return
         self.reason = reason
-        self._event.set()
+        if self._event is not None:
+            self._event.set()
         for cb in self._callbacks:
             cb(reason)
 
     async def wait(self) -> str:
-        await self._event.wait()
+        if self.reason is None:
+            if self._event is None:
+                self._event = asyncio.Event()
+            await self._event.wait()
         assert self.reason is not None
         return self.reason
 
