@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import uvicorn
 
 from runtimes.actor.api import ApiConfig, create_app
+from runtimes.actor.api.app import is_route_walk
 from runtimes.local.host import ActorHost
 
 __all__ = ["HostServer", "bind", "make_server"]
@@ -74,7 +75,7 @@ def make_server(
     if log_requests:
         from runtimes.observe import RequestLog
 
-        app.add_middleware(RequestLog)
+        app.add_middleware(RequestLog, unlogged=is_route_walk)
     uvicorn_config = uvicorn.Config(
         app,
         loop="asyncio",

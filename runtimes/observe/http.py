@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from runtimes.observe.logs import log_line
@@ -15,13 +16,15 @@ __all__ = ["RequestLog"]
 
 class RequestLog:
     """ASGI middleware: ``METHOD PATH STATUS N ms`` once the response has ended (a watch
-    stream is logged when it closes, with its whole duration)."""
+    stream is logged when it closes, with its whole duration). Requests ``unlogged``
+    says no client sent (the app's own start-up walk) are passed through unlogged."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, unlogged: Callable[[Scope], bool] | None = None) -> None:
         self.app = app
+        self.unlogged = unlogged
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or (self.unlogged is not None and self.unlogged(scope)):
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()

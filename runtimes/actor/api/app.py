@@ -21,7 +21,14 @@ from runtimes.actor.api.openapi import AUTH_PREFIX, complete_openapi
 from runtimes.actor.api.routes import ApiSettings, router
 from runtimes.actor.host import Host
 
-__all__ = ["ApiConfig", "build_route_state", "create_app", "new_api_token", "rebind_app"]
+__all__ = [
+    "ApiConfig",
+    "build_route_state",
+    "create_app",
+    "is_route_walk",
+    "new_api_token",
+    "rebind_app",
+]
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,15 @@ def create_app(
 _UNROUTED = "/v1/-"
 """A path under the authenticated prefix that no route serves."""
 
+_ROUTE_WALK = "perdure.route_walk"
+"""The ASGI scope extension that marks :func:`build_route_state`'s request."""
+
+
+def is_route_walk(scope: Scope) -> bool:
+    """Whether ``scope`` is :func:`build_route_state`'s request, which no client sent:
+    middleware that reports requests (the request log) leaves it out."""
+    return _ROUTE_WALK in scope.get("extensions", {})
+
 
 async def build_route_state(app: FastAPI, token: str) -> int:
     """Walk every route of ``app`` once before serving: one request (``GET`` of a path no
@@ -141,6 +157,7 @@ async def build_route_state(app: FastAPI, token: str) -> int:
         "client": None,
         "server": None,
         "state": {},
+        "extensions": {_ROUTE_WALK: {}},
     }
     await app(scope, receive, send)
     return int(sent[0]["status"]) if sent else 0
