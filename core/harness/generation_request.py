@@ -82,6 +82,7 @@ async def _consume(
             return 0  # aborted or closing: the outcome is someone else's to write
         return len(dumps(snapshot))
 
+    ensure_outside_commit("a model request")
     progress = h.settings.progress
     throttle = Throttle(
         h.clock,
@@ -93,8 +94,7 @@ async def _consume(
         pace=h.progress_pace,
     )
     response = _Response()
-    ensure_outside_commit("a model request")
-    try:
+    try:  # from here on the throttle is closed whatever happens (it counts as streaming)
         async for event in stream:
             if type(event) is TextDelta:  # most events: appended without the dispatch below
                 partial.add_text(event.text)

@@ -11,9 +11,9 @@ Throttles that share a :class:`ProgressPace` (a harness's model responses) share
 of progress commits per second: while more of them stream at once than the budget
 feeds at ``interval_ms``, each one's windows (its quiet start included) lengthen in
 proportion, so a process streaming a thousand responses writes about as many progress
-commits per second as one streaming a few — each of them would otherwise cost a full
-commit per window per stream, more than the streams' own work. A crash then loses at
-most a longer window of each stream; outcomes are not delayed.
+commits per second as one streaming a few (unpaced, a thousand conversations on one loop
+wrote a partial commit per round: a third of their commits). A crash then loses at most
+a longer window of each stream; outcomes are not delayed.
 ``close()`` stops the timer and waits for the commit in flight, so no stale progress
 lands after the outcome; a commit that was started but has not begun to run yet (the
 stream never yielded to the loop since) is dropped instead: the outcome commit that
