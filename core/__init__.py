@@ -63,12 +63,11 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    # ``MemoryStorage`` loads on first use (PEP 562), as in :mod:`core.storage`.
+    # ``MemoryStorage`` loads on first use (PEP 562): :mod:`core.storage` resolves it.
     if name == "MemoryStorage":
-        from core.storage.memory import MemoryStorage
+        import core.storage
 
-        globals()[name] = MemoryStorage
-        return MemoryStorage
+        return core.storage.MemoryStorage
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

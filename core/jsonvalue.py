@@ -67,17 +67,17 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-# The C encoder ``JSONEncoder.encode`` builds afresh on every call (with its Python
-# frames and float closure around it), built once: storage encodes every record it
-# writes, so this is on every commit. No circular check (``markers=None``): a cycle
-# raises RecursionError instead of ValueError, and values admitted by ``json_copy``
-# are trees anyway. Same output as ``_encoder`` (compact, ASCII, no NaN).
 
 
 def _not_json(value: object) -> None:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
+# The C encoder ``JSONEncoder.encode`` builds afresh on every call (with its Python
+# frames and float closure around it), built once: storage encodes every record it
+# writes, so this is on every commit. No circular check (``markers=None``): a cycle
+# raises RecursionError instead of ValueError, and values admitted by ``json_copy``
+# are trees anyway. Same output as ``_encoder`` (compact, ASCII, no NaN).
 try:
     from _json import encode_basestring_ascii as _c_string
     from _json import make_encoder as _c_make_encoder
