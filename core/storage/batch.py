@@ -18,6 +18,7 @@ from core.jsonvalue import JsonValue, dumps
 from core.records import (
     MAX_ID,
     ROOT_CONVERSATION_ID,
+    Completed,
     ConversationRecord,
     DocumentRecord,
     DocumentState,
@@ -26,6 +27,8 @@ from core.records import (
     Running,
     SubmissionRecord,
     Task,
+    TaskState,
+    Terminal,
     state_to_json,
 )
 from core.storage.port import (
@@ -36,7 +39,7 @@ from core.storage.port import (
     Write,
 )
 
-__all__ = ["BatchView", "CommitPlan", "Revision", "plan_commit"]
+__all__ = ["BatchView", "CommitPlan", "Revision", "kind_text", "plan_commit"]
 
 _OP_VERBS = frozenset(("r", "s", "d", "p"))
 
@@ -285,25 +288,58 @@ def _field(value: object) -> str:
     return str(value) if type(value) is int else dumps(value)  # type: ignore[arg-type]
 
 
+def _flag(value: object) -> str:
+    # Each call of the C encoder costs as much as a short record (~5k instructions):
+    # the two flags of every task are spelled here instead.
+    if value is False:
+        return "false"
+    return "true" if value is True else dumps(value)  # type: ignore[arg-type]
+
+
+_kind_texts: dict[str, str] = {}
+
+
+def kind_text(kind: str) -> str:
+    """``dumps(kind)`` for a task kind, remembered: a commit encodes the kinds of its
+    tasks for their records and their indexed ``kind`` column, and there are few."""
+    text = _kind_texts.get(kind)
+    if text is None:
+        text = dumps(kind)
+        if type(kind) is str and len(_kind_texts) < 1024:
+            _kind_texts[kind] = text
+    return text
+
+
+def _value_text(value: JsonValue) -> str:
+    # An empty object (a task without input, a result without fields) needs no encoder.
+    return "{}" if type(value) is dict and not value else dumps(value)
+
+
+def _state_text(state: TaskState) -> str:
+    # Running, Pending and a Terminal completion are nearly every task write: their
+    # constant parts are spelled out, one encoder call for the value they carry.
+    if type(state) is Running:
+        return f'{{"status":"running","checkpoint":{_value_text(state.checkpoint)}}}'
+    if type(state) is Pending:
+        return f'{{"status":"pending","checkpoint":{_value_text(state.checkpoint)}}}'
+    if type(state) is Terminal and type(state.outcome) is Completed:
+        result = _value_text(state.outcome.result)
+        return f'{{"status":"terminal","outcome":{{"kind":"completed","result":{result}}}}}'
+    return dumps(state_to_json(state))
+
+
 def _task_text(task: Task) -> str:
     """``dumps(task.to_json())``, the same text, without building the dict or encoding
     its constant keys on every commit (a commit writes several task records, and the
     encoder makes a new string of each key every time). Keys, their order and the
     optional ones are ``Task.to_json``'s; a payload that is not JSON is rejected."""
     try:
-        state = task.state
-        if type(state) is Running or type(state) is Pending:
-            state_text = (
-                f'{{"status":{dumps(state.status)},"checkpoint":{dumps(state.checkpoint)}}}'
-            )
-        else:
-            state_text = dumps(state_to_json(state))
         text = (
             f'{{"id":{_field(task.id)},"conversation_id":{_field(task.conversation_id)},'
-            f'"kind":{_field(task.kind)},"version":{_field(task.version)},'
-            f'"input":{dumps(task.input)},"state":{state_text},'
-            f'"background":{_field(task.background)},'
-            f'"abort_requested":{_field(task.abort_requested)}'
+            f'"kind":{kind_text(task.kind)},"version":{_field(task.version)},'
+            f'"input":{_value_text(task.input)},"state":{_state_text(task.state)},'
+            f'"background":{_flag(task.background)},'
+            f'"abort_requested":{_flag(task.abort_requested)}'
         )
         if task.owner is not None:
             text += f',"owner":{_field(task.owner)}'

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from core.jsonvalue import dumps
 from core.records import MAX_ID, Task
-from core.storage.batch import CommitPlan
+from core.storage.batch import CommitPlan, kind_text
 from core.storage.sqlite.database import SqlValue
 from core.storage.sqlite.rows import owner_column
 from core.storage.sqlite.schema import CHUNK_CHARS
@@ -93,7 +93,7 @@ def _drop_parts(ex: Writer, table: str, key: str) -> None:
 
 
 def task_row_key(task: Task) -> tuple[int, str, int]:
-    return task.conversation_id, dumps(task.kind), int(task.background)
+    return task.conversation_id, kind_text(task.kind), int(task.background)
 
 
 def apply_plan(
@@ -131,13 +131,16 @@ def apply_plan(
     # second statement of a pair learns from changes() (rows the UPDATE matched), so
     # every statement stays a pure write a replica can replay.
     known_rows: list[tuple[SqlValue, ...]] = []
+    new_ids = plan.new_ids
     for task, text in plan.tasks.values():
-        key = str(task.id)
-        fresh = task.id in plan.new_ids
+        fresh = task.id in new_ids
         if not fresh and "tasks" in chunked:
-            _drop_parts(ex, "tasks", key)
-        record, parts = _store(ex, "tasks", key, text, chunked)
-        kind = dumps(task.kind)
+            _drop_parts(ex, "tasks", str(task.id))
+        if len(text) <= CHUNK_CHARS:  # _store's common case, inline: several a commit
+            record, parts = text, 0
+        else:
+            record, parts = _store(ex, "tasks", str(task.id), text, chunked)
+        kind = kind_text(task.kind)
         status, aborting, background = task.status, int(task.abort_requested), int(task.background)
         row = (task.id, task.conversation_id, kind, status, aborting, background, record, parts)
         if fresh or (

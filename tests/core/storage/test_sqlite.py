@@ -484,7 +484,18 @@ def test_the_planner_writes_a_task_as_its_json_would_encode() -> None:
         Waiting({"phase": "wait"}, (), "fail_fast", None),
         Completing(Failed(ErrorInfo("it broke", {"d": 1}), {"partial": True})),
         Terminal(Completed({"r": 1})),
+        Terminal(Completed({})),
+        Terminal(Completed(None)),
+        Terminal(Failed(ErrorInfo("no"), None)),
+        Running({}),
     ]
-    for state, owner, memos in itertools.product(states, (None, 7), ({}, {"m": {"x": 1}})):
-        task = Task(12, 3, "tool", 1, {"n": [1]}, state, owner, False, True, 100, None, memos)
+    for state, owner, memos, task_input, flags, kind in itertools.product(
+        states,
+        (None, 7),
+        ({}, {"m": {"x": 1}}),
+        ({"n": [1]}, {}, None),
+        ((False, True), (True, False)),
+        ("tool", 't\u00e9"q'),
+    ):
+        task = Task(12, 3, kind, 1, task_input, state, owner, *flags, 100, None, memos)
         assert _task_text(task) == dumps(task.to_json())
