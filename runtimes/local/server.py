@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -47,10 +48,38 @@ class HostServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, host: ActorHost) -> None:
         super().__init__(config)
         self.actor_host = host
+        self._froze = False
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """Start serving, then freeze what start-up made (see :func:`_freeze_start_up`)."""
+        await super().startup(sockets=sockets)
+        if self.started and not self._froze:
+            _freeze_start_up()
+            self._froze = True
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.actor_host.begin_shutdown()
-        await super().shutdown(sockets=sockets)
+        try:
+            await super().shutdown(sockets=sockets)
+        finally:
+            if self._froze:  # what start-up made may be garbage now (many servers a process)
+                gc.unfreeze()
+                self._froze = False
+
+
+def _freeze_start_up() -> None:
+    """Collect, then move every object alive into the collector's permanent generation.
+
+    A full collection walks every tracked object, and pauses the one loop that accepts
+    every submission meanwhile. Before, about half the objects a busy host held were
+    start-up's — modules, the app, its routes and models (~76,000 of ~159,000 with a
+    hundred active actors) — and the full collections under the host benchmark
+    (``tests/bench/suite.py --only host``) were the acceptance p99: every slowest 1%
+    warm acceptance overlapped one (a 70-280 ms pause on a shared 2-core machine).
+    Start-up's objects live as long as the process, so the collector need never look
+    at them again."""
+    gc.collect()
+    gc.freeze()
 
 
 def make_server(
