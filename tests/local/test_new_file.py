@@ -118,7 +118,10 @@ async def test_a_new_file_is_set_up_unsynced_and_synced_before_its_first_commit(
     storage = await open_sqlite_storage(tmp_path / "new.sqlite", new=True)
     assert _level(storage) == 1  # NORMAL
     off = statements.index("PRAGMA synchronous = OFF")
-    assert off < statements.index("PRAGMA journal_mode = WAL")
+    assert off < statements.index("PRAGMA journal_mode = MEMORY")  # no -journal file
+    assert statements.index("PRAGMA journal_mode = MEMORY") < statements.index(
+        "PRAGMA journal_mode = WAL"
+    )
     assert (
         off < statements.index("PRAGMA synchronous = NORMAL") < statements.index("BEGIN IMMEDIATE")
     )
@@ -138,6 +141,7 @@ async def test_a_file_with_pages_or_at_full_is_never_set_up_unsynced(
         tmp_path / "full.sqlite", synchronous="FULL", driver="sqlite3", new=True
     )
     assert "PRAGMA synchronous = OFF" not in statements
+    assert "PRAGMA journal_mode = MEMORY" not in statements
     assert (_level(reopened), _level(at_full)) == (1, 2)  # NORMAL, FULL
     await reopened.close()
     await at_full.close()
