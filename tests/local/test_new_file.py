@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from core.records import ConversationRecord
-from core.storage.sqlite import SCHEMA_VERSION
+from core.storage.sqlite import SCHEMA_VERSION, SqliteStorage
 from runtimes.local import sqlite as sqlite_module
-from runtimes.local.sqlite import _connect, fill_new_database, open_sqlite_storage
+from runtimes.local.sqlite import (
+    Sqlite3Database,
+    _connect,
+    fill_new_database,
+    open_sqlite_storage,
+)
 
 _MASTER = "SELECT type, name, tbl_name, rootpage, sql FROM sqlite_master ORDER BY name"
 
@@ -78,3 +84,85 @@ def test_only_a_database_without_schema_is_filled(tmp_path: Path) -> None:
     assert fill_new_database(empty) is True
     assert empty.execute("SELECT version FROM perdure_schema").fetchall() == [(SCHEMA_VERSION,)]
     empty.close()
+
+
+def _traced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every statement the file connections opened from now on run, in order (not the
+    in-memory template's)."""
+    statements: list[str] = []
+    connect = sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        if str(args[0]) != ":memory:":
+            conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    return statements
+
+
+def _level(storage: SqliteStorage) -> int:
+    db = storage._db
+    assert isinstance(db, Sqlite3Database)
+    return int(db._conn.execute("PRAGMA synchronous").fetchone()[0])
+
+
+async def test_a_new_file_is_set_up_unsynced_and_synced_before_its_first_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A file without a page has nothing a lost write could damage: its switch to WAL and
+    # the schema's copy run at synchronous=OFF (no fsync), NORMAL is back before the
+    # schema's own transaction and any commit.
+    statements = _traced(monkeypatch)
+    storage = await open_sqlite_storage(tmp_path / "new.sqlite", new=True)
+    assert _level(storage) == 1  # NORMAL
+    off = statements.index("PRAGMA synchronous = OFF")
+    assert off < statements.index("PRAGMA journal_mode = MEMORY")  # no -journal file
+    assert statements.index("PRAGMA journal_mode = MEMORY") < statements.index(
+        "PRAGMA journal_mode = WAL"
+    )
+    assert (
+        off < statements.index("PRAGMA synchronous = NORMAL") < statements.index("BEGIN IMMEDIATE")
+    )
+    await storage.commit([ConversationRecord(1)])
+    await storage.close()
+    assert _layout(tmp_path / "new.sqlite")["integrity"] == [("ok",)]
+
+
+async def test_a_file_with_pages_or_at_full_is_never_set_up_unsynced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    existing = tmp_path / "old.sqlite"
+    await (await open_sqlite_storage(existing)).close()
+    statements = _traced(monkeypatch)
+    reopened = await open_sqlite_storage(existing, new=True)  # a wrong claim: it has pages
+    at_full = await open_sqlite_storage(
+        tmp_path / "full.sqlite", synchronous="FULL", driver="sqlite3", new=True
+    )
+    assert "PRAGMA synchronous = OFF" not in statements
+    assert "PRAGMA journal_mode = MEMORY" not in statements
+    assert (_level(reopened), _level(at_full)) == (1, 2)  # NORMAL, FULL
+    await reopened.close()
+    await at_full.close()
+
+
+@pytest.mark.parametrize("left", ["no page", "wal header page only"])
+async def test_what_a_power_loss_can_leave_of_a_new_file_opens_as_an_empty_actor(
+    tmp_path: Path, left: str
+) -> None:
+    # What an unsynced set-up can leave after a power loss (see _open_and_migrate): an
+    # existing file without pages, or one switched to WAL without the schema's copy.
+    path = tmp_path / "lost.sqlite"
+    path.touch()
+    if left != "no page":
+        conn = sqlite3.connect(path)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.close()
+        assert path.stat().st_size > 0
+    storage = await open_sqlite_storage(path)  # not new: it exists
+    assert await storage.conversation(1) is None
+    await storage.commit([ConversationRecord(1)])
+    await storage.close()
+    layout = _layout(path)
+    assert layout["version"] == [(SCHEMA_VERSION,)] and layout["integrity"] == [("ok",)]

@@ -101,6 +101,40 @@ def test_a_killed_host_answers_the_pending_submission_after_restart(tmp_path: Pa
         stop(proc)
 
 
+def test_new_actors_accepted_just_before_a_sigkill_keep_their_submissions(
+    tmp_path: Path,
+) -> None:
+    # A new actor's file is set up without fsync (runtimes/local/sqlite.py): a 202 must
+    # still mean the input survives the process, from the first submission on.
+    data = tmp_path / "data"
+    proc, url = start_host_process(data)
+    accepted: dict[str, int] = {}
+    try:
+        with client(url) as c:
+            for n in range(8):
+                body = {"type": "input", "content": f"hi {n}", "request_id": "first"}
+                r = c.post(f"/v1/actors/new-{n}/submissions", json=body)
+                assert r.status_code == 202, r.text
+                accepted[f"new-{n}"] = r.json()["id"]
+        proc.send_signal(signal.SIGKILL)  # at once: no close, no checkpoint
+        assert proc.wait(10) == -signal.SIGKILL
+    finally:
+        stop(proc)
+
+    proc, url = start_host_process(data)
+    try:
+        with client(url) as c:
+            for n, (actor, sid) in enumerate(accepted.items()):
+                body = {"type": "input", "content": f"hi {n}", "request_id": "first"}
+                again = c.post(f"/v1/actors/{actor}/submissions", json=body).json()
+                assert again["id"] == sid  # the same submission, not a new one
+                state = c.get(f"/v1/actors/{actor}/submissions/{sid}", params={"wait": 20})
+                assert state.json()["status"] == "done", state.text
+                assert state.json()["answer"]["text"] == f"echo: hi {n}"
+    finally:
+        stop(proc)
+
+
 def test_sigterm_ends_long_polls_closes_every_actor_and_writes_nothing(tmp_path: Path) -> None:
     data = tmp_path / "data"
     gate = tmp_path / "gate"
