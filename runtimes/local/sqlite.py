@@ -314,6 +314,8 @@ def _open_and_migrate(
 ) -> tuple[Sqlite3Database, tuple[int, int, set[str]]]:
     """On a worker thread: open the file (``new``: copy the template's schema into it if
     it has none), bring its schema up to date, read its counters."""
+    if not new and _unfinished_set_up(Path(path)):
+        new = True
     db = Sqlite3Database.open(path, synchronous=synchronous, background_checkpoints=True, new=new)
     try:
         if new:
@@ -332,6 +334,30 @@ def _open_and_migrate(
     except BaseException:
         db._conn.close()
         raise
+
+
+_MAGIC = b"SQLite format 3\x00"
+
+
+def _unfinished_set_up(path: Path) -> bool:
+    """Whether ``path`` is what a power loss can leave of a new file's unsynced set-up
+    whose first page was torn or never reached the disk: at most one page, without
+    SQLite's header. It holds nothing (a database with perdure's schema has many
+    pages), so it is emptied, with its WAL, and set up again; anything larger that is
+    not a database is left alone, for SQLite to refuse."""
+    try:
+        if path.stat().st_size > 4096:
+            return False
+        with path.open("rb") as f:
+            head = f.read(len(_MAGIC))
+    except FileNotFoundError:
+        return False
+    if not head or head == _MAGIC:
+        return False
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    path.write_bytes(b"")
+    return True
 
 
 def _pages(conn: sqlite3.Connection) -> int:

@@ -166,3 +166,44 @@ async def test_what_a_power_loss_can_leave_of_a_new_file_opens_as_an_empty_actor
     await storage.close()
     layout = _layout(path)
     assert layout["version"] == [(SCHEMA_VERSION,)] and layout["integrity"] == [("ok",)]
+
+
+def _torn_new_file(path: Path, first_page: str) -> None:
+    """A first page that reached the disk as zeros or torn, and a WAL with its header."""
+    page = bytearray(4096)
+    if first_page == "torn header":
+        page[:10] = b"SQLite for"
+    path.write_bytes(bytes(page))
+    probe = sqlite3.connect(path)
+    with pytest.raises(sqlite3.DatabaseError):  # SQLite itself refuses it
+        probe.execute("PRAGMA schema_version").fetchall()
+    probe.close()
+    Path(f"{path}-shm").unlink(missing_ok=True)
+    Path(f"{path}-wal").write_bytes(b"\x37\x7f\x06\x82" + bytes(28))
+
+
+@pytest.mark.parametrize("first_page", ["zeros", "torn header"])
+async def test_a_torn_first_page_of_a_new_file_opens_as_an_empty_actor(
+    tmp_path: Path, first_page: str
+) -> None:
+    # The unsynced set-up's first page may reach the disk as zeros or torn: at most a
+    # page without SQLite's header, with or without a WAL. The open empties it and sets
+    # it up again.
+    path = tmp_path / "torn.sqlite"
+    _torn_new_file(path, first_page)
+    storage = await open_sqlite_storage(path)
+    await storage.commit([ConversationRecord(1)])
+    await storage.close()
+    layout = _layout(path)
+    assert layout["version"] == [(SCHEMA_VERSION,)] and layout["integrity"] == [("ok",)]
+
+
+async def test_a_larger_file_that_is_not_a_database_is_refused_not_emptied(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "other.sqlite"
+    data = b"not a database, and more than a page of it " * 200
+    path.write_bytes(data)
+    with pytest.raises(sqlite3.DatabaseError):
+        await open_sqlite_storage(path)
+    assert path.read_bytes() == data
