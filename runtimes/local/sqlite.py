@@ -323,7 +323,8 @@ def _open_and_migrate(
             # is filled so too: what a power loss can leave of it is a file without
             # pages, or with its first page (the WAL switch: one page-aligned write),
             # with or without the copy (the WAL's checksums drop a torn copy) — each an
-            # empty database, which the next open migrates. So none of the ~5 fsyncs of
+            # empty database, which the next open migrates (a torn first page too:
+            # _unfinished_set_up). So none of the ~5 fsyncs of
             # the switch and the copy (~25 ms for each of a burst of new actors on a
             # shared disk, measured) is needed.
             # NORMAL is back before the first commit: from there on the file is synced
