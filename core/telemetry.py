@@ -74,13 +74,17 @@ class Telemetry(Protocol):
     ) -> str | None: ...
 
 
+_NO_SPAN: AbstractContextManager[object] = nullcontext()
+"""A span that reports nothing (a ``nullcontext`` holds no state: one serves all)."""
+
+
 class NoTelemetry:
     """Reports nothing."""
 
     def span(
         self, name: str, attributes: SpanAttributes, parent: str | None = None
     ) -> AbstractContextManager[object]:
-        return nullcontext()
+        return _NO_SPAN
 
     def trace_for(self, name: str, attributes: SpanAttributes, within: str | None) -> str | None:
         return None
@@ -95,6 +99,8 @@ NO_TELEMETRY: Telemetry = NoTelemetry()
 def phase_span(telemetry: Telemetry, task: Task, phase: str) -> AbstractContextManager[object]:
     """The span of one phase of ``task``: named by its kind and phase, with its ids, in
     the trace the task keeps (:data:`TRACE_MEMO`), so also after a restart."""
+    if telemetry is NO_TELEMETRY:  # the default: no name and attributes to build per phase
+        return _NO_SPAN
     attributes: dict[str, str | int | float | bool] = {
         "perdure.task.id": task.id,
         "perdure.task.kind": task.kind,

@@ -94,11 +94,11 @@ async def _consume(
         pace=h.progress_pace,
     )
     response = _Response()
+    add_text, changed = partial.add_text, throttle.changed  # looked up once, used per delta
     try:  # from here on the throttle is closed whatever happens (it counts as streaming)
         async for event in stream:
             if type(event) is TextDelta:  # most events: appended without the dispatch below
-                partial.add_text(event.text)
-                throttle.changed(partial.size)
+                changed(add_text(event.text))
                 continue
             if isinstance(event, StreamStart):
                 continue
@@ -121,7 +121,8 @@ async def _consume(
     finally:
         await throttle.close()
         await close_stream(stream, h.report)
-    if response == _Response() and not rt.signal.cancelled:
+    nothing = response.final is None and response.deferred is None and response.error is None
+    if nothing and not rt.signal.cancelled:
         response.error = ModelError("the model stream ended without a final message")
     return response
 

@@ -29,10 +29,12 @@ class Partial:
     calls: dict[int, dict[str, str]] = field(default_factory=dict)
     size: int = 0  # characters of text and thinking so far
 
-    def add_text(self, text: str) -> None:
-        """Append answer text (what most events of a response are)."""
+    def add_text(self, text: str) -> int:
+        """Append answer text (what most events of a response are); the new ``size``
+        (what the stream's throttle is told with each delta)."""
         self.text += text if text.isascii() else scrub_text(text)
-        self.size += len(text)
+        self.size = size = self.size + len(text)
+        return size
 
     def add(self, event: StreamEvent) -> None:
         # A provider may stream lone surrogates; they are replaced here, because the

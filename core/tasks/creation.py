@@ -17,7 +17,7 @@ from core.jsonvalue import JsonObject, JsonValue, json_copy
 from core.records import ROOT_CONVERSATION_ID, Task, Waiting
 from core.session.transaction import TaskLayer, Tx
 from core.tasks.definition import TaskDefinition
-from core.telemetry import TRACE_MEMO
+from core.telemetry import NO_TELEMETRY, TRACE_MEMO
 
 __all__ = ["TaskFactory"]
 
@@ -71,14 +71,19 @@ class TaskFactory:
             raise UnknownRecord(f"Unknown conversation {conversation_id}")
         checkpoint = defn.checkpoint(defn.initial(value) if checkpoint is None else checkpoint)
         task_id = await tx.mint_id()
-        trace = tx.session.telemetry.trace_for(
-            defn.name,
-            {
-                "perdure.task.id": task_id,
-                "perdure.task.kind": defn.name,
-                "perdure.conversation.id": conversation_id,
-            },
-            within if isinstance(within, str) else None,
+        telemetry = tx.session.telemetry
+        trace = (
+            None  # the default reports nothing: no attributes to build per task
+            if telemetry is NO_TELEMETRY
+            else telemetry.trace_for(
+                defn.name,
+                {
+                    "perdure.task.id": task_id,
+                    "perdure.task.kind": defn.name,
+                    "perdure.conversation.id": conversation_id,
+                },
+                within if isinstance(within, str) else None,
+            )
         )
         task = Task(
             id=task_id,

@@ -67,6 +67,10 @@ class Invocation:
     signal: CancelSignal
     done: asyncio.Future[None]
     job: asyncio.Task[None] | None = None
+    begun: bool = False
+    """The job has taken its first step (``_invoke`` runs, so its ``finally`` will)."""
+    watched: bool = False
+    """A done callback ends the invocation should the job never take that step."""
 
 
 class Invocations:
@@ -95,21 +99,31 @@ class Invocations:
     def start(self, inv: Invocation) -> None:
         self.running[inv.task_id] = inv
         inv.job = asyncio.get_running_loop().create_task(self._invoke(inv))
-        inv.job.add_done_callback(lambda _job: self._job_done(inv))
 
     def abort_marked(self, task_id: int) -> None:
         """A durable abort mark landed on the task: stop its run invocation."""
         inv = self.running.get(task_id)
         if inv is not None and inv.mode == "run" and not inv.signal.cancelled:
             inv.signal.set("aborted")
-            if inv.job is not None:
-                inv.job.cancel()
+            self._cancel(inv)
 
     def cancel_all(self, reason: str) -> None:
         for inv in list(self.running.values()):
             inv.signal.set(reason)
-            if inv.job is not None:
-                inv.job.cancel()
+            self._cancel(inv)
+
+    def _cancel(self, inv: Invocation) -> None:
+        job = inv.job
+        if job is None:
+            return
+        job.cancel()
+        if not inv.begun and not inv.watched:
+            # Cancelled before its first step, the job never runs ``_invoke`` (nor its
+            # ``finally``): only then does its end need a done callback. A job that has
+            # begun ends through that ``finally``; a done callback on every job cost a
+            # loop callback per invocation (two per tool round).
+            inv.watched = True
+            job.add_done_callback(lambda _job: self._job_done(inv))
 
     async def join_all(self) -> None:
         while self.running:
@@ -134,6 +148,7 @@ class Invocations:
         return ending
 
     async def _invoke(self, inv: Invocation) -> None:
+        inv.begun = True
         healthy = True
         try:
             if inv.mode == "run":

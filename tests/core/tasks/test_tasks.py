@@ -103,6 +103,41 @@ async def test_a_throwing_phase_faults_but_an_earlier_terminal_outcome_stands(
     await engine.close()
 
 
+async def test_a_handler_mutating_its_record_changes_nothing_committed(tmp_path: Path) -> None:
+    """Phases and commit functions get detached copies of the record's payloads (nested
+    ones too): what they mutate in place is not the committed record."""
+    seen: list[Any] = []
+
+    async def first(task: Task, rt: TaskRuntime) -> None:
+        task.input["deep"]["items"].append("phase")  # type: ignore[call-overload,index,union-attr]
+        task.checkpoint["nested"]["n"] = 99  # type: ignore[index]
+
+        def mutate(tx: Tx, current: Task) -> dict[str, Any]:
+            current.input["deep"]["items"].append("commit")  # type: ignore[call-overload,index,union-attr]
+            current.checkpoint["nested"]["n"] = 98  # type: ignore[index]
+            committed = rt.session.tasks[task.id]
+            seen.append((committed.input, committed.checkpoint))
+            return {"phase": "second", "nested": {"n": 1}}
+
+        await rt.commit(mutate)
+
+    async def second(task: Task, rt: TaskRuntime) -> None:
+        await rt.complete(task.input)
+
+    defn = define_task(
+        "t.mutate",
+        phases={"first": first, "second": second},
+        initial=lambda value: {"phase": "first", "nested": {"n": 0}},
+    )
+    world = World(tmp_path)
+    engine = await world.open(defn)
+    task = await engine.create_task(defn, {"deep": {"items": [1]}})
+    done = await engine.wait_for_task(task.id)
+    assert seen == [({"deep": {"items": [1]}}, {"phase": "first", "nested": {"n": 0}})]
+    assert outcome(done) == Completed({"deep": {"items": [1]}})
+    await engine.close()
+
+
 async def test_an_unknown_phase_faults(tmp_path: Path) -> None:
     async def jump(task: Task, rt: TaskRuntime) -> None:
         await rt.checkpoint({"phase": "nowhere"})
@@ -422,6 +457,38 @@ async def test_the_signal_fires_on_abort_and_the_clock_is_the_injected_one(tmp_p
     assert seen["reason"] == "aborted"
     done = await engine.wait_for_task(task.id)
     assert outcome(done).kind == "aborted"
+    await engine.close()
+
+
+async def test_an_abort_mark_landing_before_the_job_first_steps_still_aborts_the_task(
+    tmp_path: Path,
+) -> None:
+    """The mark lands in the loop step before the new invocation's first one, so its job
+    is cancelled without ever running: its end must still be seen (the drain that
+    reserves the abort waits for it), or the task would stay running forever."""
+    ran: list[int] = []
+
+    async def work(task: Task, rt: TaskRuntime) -> None:
+        ran.append(task.id)
+        await rt.complete("ran")
+
+    work_def = define_task("t.work", phases={"start": work})
+    world = World(tmp_path)
+    engine = await world.open(work_def)
+    scheduler = engine.scheduler
+    start = scheduler._start
+    marks: list[asyncio.Future[str]] = []
+
+    def start_after_an_abort_was_queued(inv: Any) -> None:
+        if not marks:  # the mark's commit is queued before the job's first step
+            marks.append(asyncio.ensure_future(engine.abort_task(inv.task_id)))
+        start(inv)
+
+    scheduler._start = start_after_an_abort_was_queued  # type: ignore[method-assign]
+    task = await engine.create_task(work_def)
+    done = await asyncio.wait_for(engine.wait_for_task(task.id), timeout=5)
+    assert await marks[0] == "marked"
+    assert ran == [] and outcome(done).kind == "aborted"
     await engine.close()
 
 
