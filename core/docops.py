@@ -21,11 +21,12 @@ can be stored as document deltas and sent to watchers unchanged.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
-from core.jsonvalue import JsonValue, json_equal
+from core.errors import InvalidJson
+from core.jsonvalue import JsonValue, json_copy, json_equal
 
-__all__ = ["InvalidOp", "apply_ops", "diff"]
+__all__ = ["InvalidOp", "apply_ops", "diff", "revise"]
 
 
 class InvalidOp(ValueError):
@@ -182,3 +183,96 @@ def _diff(old: JsonValue, new: JsonValue, path: list[JsonValue], ops: list[JsonV
         return
     if not json_equal(old, new):
         ops.append(["s", list(path), new] if path else ["r", new])
+
+
+_MISSING: Any = object()
+
+
+def revise(old: JsonValue, new: object, where: str) -> tuple[JsonValue, list[JsonValue]]:
+    """``(value, ops)``: ``value`` is ``new`` admitted as JSON (like :func:`json_copy`
+    with ``where``: detached and checked, :class:`~core.errors.InvalidJson` if it is not
+    JSON) and ``ops`` is ``diff(old, value)``, found in the same walk.
+
+    ``old`` must be an admitted value that nobody mutates (a document's committed value):
+    the parts of ``new`` equal to their place in ``old`` are not copied or checked again,
+    ``value`` shares ``old``'s parts there (and is ``old`` itself when nothing changed),
+    so a change costs a walk of the two values plus a copy of what changed. An unchanged
+    part that only reordered a dict's keys keeps ``old``'s order, as a delta would.
+    """
+    ops: list[JsonValue] = []
+    try:
+        value = _revise(old, new, [], ops, 1)
+    except InvalidJson:
+        # Parts are checked apart, so their errors lack the path to them: the whole-value
+        # check names the bad part from the root (and refuses whatever the parts refused).
+        json_copy(new, where)
+        raise
+    return value, ops
+
+
+def _revise(
+    old: JsonValue, new: object, path: list[JsonValue], ops: list[JsonValue], depth: int
+) -> JsonValue:
+    """``new`` admitted at ``depth``, with the ops from ``old`` appended to ``ops``."""
+    t = type(old)
+    if t is not type(new):
+        value = json_copy(new, depth=depth)
+        ops.append(["s", list(path), value] if path else ["r", value])
+        return value
+    if t is dict:
+        o = cast(dict[str, JsonValue], old)
+        n = cast(dict[Any, Any], new)
+        mark = len(ops)
+        for k in o:
+            if k not in n:
+                ops.append(["d", [*path, k]])
+        out: dict[str, JsonValue] = {}
+        for k, v in n.items():
+            if type(k) is not str:
+                raise InvalidJson(f"has a key of type {type(k).__name__}")
+            was = o.get(k, _MISSING)
+            if was is v:  # the same object: an immutable scalar (or a part) of ``old``
+                out[k] = v
+                continue
+            tv = type(v)
+            if was is _MISSING:
+                json_copy(k)  # a new key: checked as a string
+                v = json_copy(v, depth=depth + 1)
+                ops.append(["s", [*path, k], v])
+            elif tv is dict or tv is list:
+                v = _revise(was, v, [*path, k], ops, depth + 1)
+            elif tv is type(was) and v == was:  # equal scalars (NaN never is)
+                v = was
+            else:
+                v = json_copy(v)
+                ops.append(["s", [*path, k], v])
+            out[k] = v
+        return old if len(ops) == mark else out
+    if t is list:
+        a = cast(list[JsonValue], old)
+        b = cast(list[Any], new)
+        start = 0
+        limit = min(len(a), len(b))
+        while start < limit and (a[start] is b[start] or json_equal(a[start], b[start])):
+            start += 1
+        end_a, end_b = len(a), len(b)
+        while (
+            end_a > start
+            and end_b > start
+            and (a[end_a - 1] is b[end_b - 1] or json_equal(a[end_a - 1], b[end_b - 1]))
+        ):
+            end_a -= 1
+            end_b -= 1
+        if end_a == start and end_b == start:
+            return old  # equal parts are ``old``'s own (json_equal checks types exactly)
+        if end_a - start == end_b - start:
+            middle = [_revise(a[i], b[i], [*path, i], ops, depth + 1) for i in range(start, end_a)]
+        else:
+            middle = cast(list[JsonValue], json_copy(b[start:end_b], depth=depth))
+            ops.append(["p", list(path), start, end_a - start, middle])
+        return [*a[:start], *middle, *a[end_a:]]
+    if old == new:  # equal scalars of one type (NaN never is)
+        return old
+    value = json_copy(new)
+    ops.append(["s", list(path), value] if path else ["r", value])
+    return value
