@@ -21,6 +21,7 @@ can be stored as document deltas and sent to watchers unchanged.
 
 from __future__ import annotations
 
+from math import isfinite
 from typing import Any, cast
 
 from core.errors import InvalidJson
@@ -210,6 +211,25 @@ def revise(old: JsonValue, new: object, where: str) -> tuple[JsonValue, list[Jso
     return value, ops
 
 
+def _scalar(value: Any) -> JsonValue:
+    """``value`` admitted as a scalar (or as whatever :func:`json_copy` makes of it)."""
+    t = type(value)
+    if (
+        (t is int and -_SMALL_INT < value < _SMALL_INT)
+        or value is None
+        or t is bool
+        or (t is str and len(value) <= _SHORT_TEXT and value.isascii())
+        or (t is float and isfinite(value))
+    ):
+        return value  # type: ignore[no-any-return]
+    return json_copy(value)  # the rare rest (and every refusal) goes through the gate
+
+
+# What ``_scalar`` admits without the gate: well inside its limits.
+_SMALL_INT = 2**63
+_SHORT_TEXT = 4096
+
+
 def _revise(
     old: JsonValue, new: object, path: list[JsonValue], ops: list[JsonValue], depth: int
 ) -> JsonValue:
@@ -219,10 +239,10 @@ def _revise(
         value = json_copy(new, depth=depth)
         ops.append(["s", list(path), value] if path else ["r", value])
         return value
+    mark = len(ops)
     if t is dict:
         o = cast(dict[str, JsonValue], old)
         n = cast(dict[Any, Any], new)
-        mark = len(ops)
         for k in o:
             if k not in n:
                 ops.append(["d", [*path, k]])
@@ -231,48 +251,63 @@ def _revise(
             if type(k) is not str:
                 raise InvalidJson(f"has a key of type {type(k).__name__}")
             was = o.get(k, _MISSING)
-            if was is v:  # the same object: an immutable scalar (or a part) of ``old``
-                out[k] = v
-                continue
-            tv = type(v)
-            if was is _MISSING:
-                json_copy(k)  # a new key: checked as a string
-                v = json_copy(v, depth=depth + 1)
-                ops.append(["s", [*path, k], v])
-            elif tv is dict or tv is list:
-                v = _revise(was, v, [*path, k], ops, depth + 1)
-            elif tv is type(was) and v == was:  # equal scalars (NaN never is)
-                v = was
-            else:
-                v = json_copy(v)
-                ops.append(["s", [*path, k], v])
+            if was is not v:  # else the same object: an immutable scalar of ``old``
+                tv = type(v)
+                if was is _MISSING:
+                    json_copy(k)  # a new key: checked as a string
+                    v = json_copy(v, depth=depth + 1)
+                    ops.append(["s", [*path, k], v])
+                elif tv is dict or tv is list:
+                    v = _revise(was, v, [*path, k], ops, depth + 1)
+                elif tv is type(was) and v == was:  # equal scalars (NaN never is)
+                    v = was
+                else:
+                    v = _scalar(v)
+                    ops.append(["s", [*path, k], v])
             out[k] = v
         return old if len(ops) == mark else out
     if t is list:
         a = cast(list[JsonValue], old)
         b = cast(list[Any], new)
+        if len(a) == len(b):
+            # Item by item, as diff does once it has trimmed the equal ends.
+            items = a.copy()
+            for i, x in enumerate(a):
+                y = b[i]
+                if x is y:
+                    continue
+                ty = type(y)
+                if ty is dict or ty is list:
+                    items[i] = _revise(x, y, [*path, i], ops, depth + 1)
+                elif ty is not type(x) or x != y:
+                    items[i] = y = _scalar(y)
+                    ops.append(["s", [*path, i], y])
+            return old if len(ops) == mark else items
         start = 0
         limit = min(len(a), len(b))
-        while start < limit and (a[start] is b[start] or json_equal(a[start], b[start])):
+        while start < limit and _equal(a[start], b[start]):
             start += 1
         end_a, end_b = len(a), len(b)
-        while (
-            end_a > start
-            and end_b > start
-            and (a[end_a - 1] is b[end_b - 1] or json_equal(a[end_a - 1], b[end_b - 1]))
-        ):
+        while end_a > start and end_b > start and _equal(a[end_a - 1], b[end_b - 1]):
             end_a -= 1
             end_b -= 1
-        if end_a == start and end_b == start:
-            return old  # equal parts are ``old``'s own (json_equal checks types exactly)
-        if end_a - start == end_b - start:
-            middle = [_revise(a[i], b[i], [*path, i], ops, depth + 1) for i in range(start, end_a)]
-        else:
-            middle = cast(list[JsonValue], json_copy(b[start:end_b], depth=depth))
-            ops.append(["p", list(path), start, end_a - start, middle])
+        # The equal ends are ``old``'s own parts: json_equal tells types apart exactly.
+        middle = cast(list[JsonValue], json_copy(b[start:end_b], depth=depth))
+        ops.append(["p", list(path), start, end_a - start, middle])
         return [*a[:start], *middle, *a[end_a:]]
     if old == new:  # equal scalars of one type (NaN never is)
         return old
-    value = json_copy(new)
+    value = _scalar(new)
     ops.append(["s", list(path), value] if path else ["r", value])
     return value
+
+
+def _equal(a: JsonValue, b: object) -> bool:
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t is dict or t is list:
+        return json_equal(a, b)  # type: ignore[arg-type]
+    return a == b  # type: ignore[no-any-return]
