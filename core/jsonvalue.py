@@ -41,6 +41,7 @@ __all__ = [
     "JsonObject",
     "JsonValue",
     "check_text",
+    "copy_admitted",
     "dumps",
     "json_copy",
     "json_equal",
@@ -208,12 +209,18 @@ def _scalar_problem(item: object, max_string_chars: int) -> str | None:
 
 
 def json_copy(
-    value: object, where: str = "value", *, max_string_chars: int = MAX_STRING_CHARS
+    value: object,
+    where: str = "value",
+    *,
+    max_string_chars: int = MAX_STRING_CHARS,
+    depth: int = 1,
 ) -> JsonValue:
     """Return a detached deep copy of ``value``; raise :class:`InvalidJson` if it is not
     JSON that can be stored and served back (see the module docstring).
 
     ``where`` names the whole value; the error's ``field`` extends it to the bad part.
+    ``depth`` is the nesting level ``value`` sits at when it is a part of a larger value
+    (1: it is the whole value), so the part's own nesting counts toward :data:`MAX_DEPTH`.
     """
     problem = _scalar_problem(value, max_string_chars)
     if problem is None:
@@ -224,7 +231,7 @@ def json_copy(
     # Containers still to copy: (source, where its copy goes, slot there, path, depth).
     # Scalars are checked and placed while their container is copied; the common types
     # are tested inline (this runs on every commit), the rest by ``_scalar_problem``.
-    stack: list[tuple[Any, Any, Any, _Path, int]] = [(value, root, 0, None, 1)]
+    stack: list[tuple[Any, Any, Any, _Path, int]] = [(value, root, 0, None, depth)]
     isfinite = math.isfinite
     while stack:
         source, target, slot, path, depth = stack.pop()
@@ -266,6 +273,32 @@ def json_copy(
             else:
                 _refuse(where, (path, key), _scalar_problem(item, max_string_chars) or "")
     return root[0]
+
+
+def copy_admitted(value: JsonValue) -> JsonValue:
+    """A detached deep copy of a value that :func:`json_copy` already admitted (or that
+    storage serves back, having stored only admitted values), without checking it again.
+
+    For copies of the kernel's own committed values (a document handle's private value):
+    the check would only repeat what admitted them, and it costs twice the copy. A value
+    that was never admitted must go through :func:`json_copy` instead. Recursive: admitted
+    values nest at most :data:`MAX_DEPTH` levels.
+    """
+    t = type(value)
+    if t is dict:
+        copy: Any = value.copy()  # type: ignore[union-attr]
+        items: Any = copy.items()
+    elif t is list:
+        copy = value.copy()  # type: ignore[union-attr]
+        items = enumerate(copy)
+    else:
+        return value  # immutable: shared
+    # Scalars come along with the shallow copy; only containers are copied again.
+    for key, item in items:
+        t = type(item)
+        if t is dict or t is list:
+            copy[key] = copy_admitted(item)
+    return copy  # type: ignore[no-any-return]
 
 
 def _refuse(where: str, path: _Path, problem: str) -> None:

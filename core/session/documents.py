@@ -146,7 +146,9 @@ class DocHandle:
 
     ``value`` is a private, mutable copy: change it in place or assign a new value;
     when the transaction commits, the difference to the stored value becomes one
-    revision. ``retire()`` ends the incarnation in the same commit.
+    revision. ``retire()`` ends the incarnation in the same commit. ``original`` is the
+    committed value it started from, shared with the session's cache: never mutated
+    (the commit diffs against it and shares its unchanged parts with the new value).
     """
 
     __slots__ = (

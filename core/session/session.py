@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, overload
 
 from core.clock import Clock
-from core.docops import diff
+from core.docops import diff, revise
 from core.errors import SessionClosed, SessionPoisoned, StorageRejected
 from core.jsonvalue import JsonValue, json_copy
 from core.records import (
@@ -523,7 +523,15 @@ def _document_writes(handle: DocHandle) -> tuple[list[Write], DocumentEvent | No
     defn = handle.definition
     rec = handle.record
     writes: list[Write] = []
-    value = defn.validate(json_copy(handle.value, f"document {defn.kind!r}"))
+    where = f"document {defn.kind!r}"
+    base = handle.created or handle.stored_version != defn.version
+    if base or defn.model is not None:
+        value = defn.validate(json_copy(handle.value, where))
+        ops = [] if base else diff(handle.original, value)
+    else:
+        # Admitted and diffed in one walk that copies only what changed; the rest is
+        # shared with the committed value (which nothing mutates).
+        value, ops = revise(handle.original, handle.value, where)
     if handle.created:
         writes.append(
             DocumentCreate(
@@ -534,16 +542,14 @@ def _document_writes(handle: DocHandle) -> tuple[list[Write], DocumentEvent | No
     elif handle.stored_version != defn.version:
         writes.append(DocumentChange(rec.id, defn.version, value=value))
         event = DocumentEvent(rec, defn.version, value, None)
+    elif not ops:
+        event = None
+    elif defn.checkpoint_when(value, ops, handle.deltas_since_base):
+        writes.append(DocumentChange(rec.id, defn.version, value=value))
+        event = DocumentEvent(rec, defn.version, value, None)
     else:
-        ops = diff(handle.original, value)
-        if not ops:
-            event = None
-        elif defn.checkpoint_when(value, ops, handle.deltas_since_base):
-            writes.append(DocumentChange(rec.id, defn.version, value=value))
-            event = DocumentEvent(rec, defn.version, value, None)
-        else:
-            writes.append(DocumentChange(rec.id, defn.version, ops=ops))
-            event = DocumentEvent(rec, defn.version, value, ops)
+        writes.append(DocumentChange(rec.id, defn.version, ops=ops))
+        event = DocumentEvent(rec, defn.version, value, ops)
     if handle.retired:
         writes.append(DocumentRetire(rec.id))
         event = DocumentEvent(rec, defn.version, None, None, created=False, retired=True)

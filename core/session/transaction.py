@@ -32,7 +32,7 @@ from core.errors import (
     UnknownRecord,
     UnknownTaskKind,
 )
-from core.jsonvalue import JsonObject, JsonValue, check_text, json_copy
+from core.jsonvalue import JsonObject, JsonValue, check_text, copy_admitted, json_copy
 from core.records import (
     ROOT_CONVERSATION_ID,
     Aborted,
@@ -494,7 +494,8 @@ class Tx:
                     f"document {definition.kind!r} is stored as {state.record.scope}/"
                     f"{state.record.history}, not {definition.scope}/{definition.history}"
                 )
-            value = definition.upgrade(json_copy(state.value), state.version)
+            # The committed value was admitted when it was written: copied, not checked.
+            value = definition.upgrade(copy_admitted(state.value), state.version)
             handle = DocHandle(
                 definition,
                 state.record,

@@ -119,3 +119,62 @@ async def test_document_values_are_gated_and_nothing_is_written(bad: Any, field:
         await session.commit(write)
     assert caught.value.field is not None and caught.value.field.startswith("document")
     assert session.last_seq == seq
+
+
+@pytest.mark.parametrize(("bad", "field"), [(b, f) for _, b, f in BAD], ids=[i for i, _, _ in BAD])
+async def test_changes_to_a_stored_document_are_gated_with_their_path(bad: Any, field: str) -> None:
+    # A change is admitted part by part against the committed value (docops.revise); a bad
+    # part is still refused with the path the whole-value gate gives it, and nothing is
+    # written: not the storage, not the session's cached value.
+    session = await open_doc_session(MemoryState())
+
+    async def start(tx: Tx) -> None:
+        doc = await tx.doc(NOTES, 1)
+        doc.value = {"items": ["kept", {"deep": nested(40)}], "title": "t"}
+
+    await session.commit(start)
+    seq = session.last_seq
+    committed = await session.document_value(NOTES, 1)
+
+    async def write(tx: Tx) -> None:
+        doc = await tx.doc(NOTES, 1)
+        doc.value["items"].append(bad)  # type: ignore[call-overload,index,union-attr]
+
+    expected = "document 'test.notes'"
+    with pytest.raises(InvalidJson) as whole:
+        json_copy({**committed, "items": [*committed["items"], bad]}, expected)  # type: ignore[arg-type,dict-item,index]
+    with pytest.raises(InvalidJson) as caught:
+        await session.commit(write)
+    assert caught.value.field == whole.value.field
+    assert caught.value.field is not None and caught.value.field.startswith(f"{expected}.items")
+    assert session.last_seq == seq
+    assert await session.document_value(NOTES, 1) == committed
+
+
+async def test_a_change_may_not_nest_a_stored_document_too_deep() -> None:
+    # The depth of a changed part counts from the document's root, not from the part.
+    session = await open_doc_session(MemoryState())
+
+    async def start(tx: Tx) -> None:
+        # The innermost dict sits at the deepest level admitted: 1 + 1 + 61 + 1.
+        (await tx.doc(NOTES, 1)).value = {"items": [nested(MAX_DEPTH - 3, {})]}
+
+    await session.commit(start)
+
+    def grow(levels: int) -> Any:
+        async def write(tx: Tx) -> None:
+            doc = await tx.doc(NOTES, 1)
+            leaf = doc.value["items"][0]  # type: ignore[call-overload,index]
+            for _ in range(MAX_DEPTH - 3):
+                leaf = leaf[0]
+            leaf["x"] = nested(levels)
+
+        return write
+
+    seq = session.last_seq
+    with pytest.raises(InvalidJson, match=f"nests deeper than {MAX_DEPTH}") as caught:
+        await session.commit(grow(1))
+    assert caught.value.field == "document 'test.notes'.items" + "[0]" * (MAX_DEPTH - 2) + ".x"
+    assert session.last_seq == seq
+    await session.commit(grow(0))  # a scalar at the limit's depth is admitted
+    assert session.last_seq == seq + 1  # type: ignore[operator]

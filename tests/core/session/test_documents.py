@@ -284,3 +284,39 @@ async def test_handles_are_private_copies() -> None:
         await session.commit(peek)
     leaked[0].value["items"].append("mutated")  # type: ignore[call-overload,index,union-attr]
     assert await session.document_value(NOTES, 1) == {"items": ["a"]}
+
+
+async def test_a_committed_value_is_detached_from_the_handle_that_wrote_it() -> None:
+    # The commit admits only what changed and shares the rest with the committed value:
+    # nothing a caller kept (the handle, its value, parts of it) reaches committed state.
+    session = await open_session(MemoryState())
+
+    async def start(tx: Tx) -> None:
+        (await tx.doc(NOTES, 1)).value = {"items": [{"n": 1}], "meta": {"tags": ["a"]}}
+
+    await session.commit(start)
+    kept: list[DocHandle] = []
+
+    async def change(tx: Tx) -> None:
+        doc = await tx.doc(NOTES, 1)
+        doc.value["items"].append({"n": 2})  # type: ignore[call-overload,index,union-attr]
+        kept.append(doc)
+
+    events: list[CommitEvent] = []
+    session.subscribe(events.append)
+    await session.commit(change)
+    handle = kept[0]
+    committed = {"items": [{"n": 1}, {"n": 2}], "meta": {"tags": ["a"]}}
+    value = handle.value
+    value["items"][0]["n"] = "x"  # type: ignore[call-overload,index]
+    value["items"][1]["n"] = "y"  # type: ignore[call-overload,index]
+    value["meta"]["tags"].append("b")  # type: ignore[call-overload,index]
+    assert await session.document_value(NOTES, 1) == committed
+    assert events[0].documents[0].value == committed
+
+    async def read(tx: Tx) -> JsonValue:
+        return (await tx.doc(NOTES, 1)).value
+
+    assert await session.commit(read) == committed
+    stored = await session.storage.document(handle.id)
+    assert stored is not None and stored.value == committed
