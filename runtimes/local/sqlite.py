@@ -323,8 +323,8 @@ def _open_and_migrate(
             # is filled so too: what a power loss can leave of it is a file without
             # pages, or with its first page (the WAL switch: one page-aligned write),
             # with or without the copy (the WAL's checksums drop a torn copy) — each an
-            # empty database, which the next open migrates (a torn first page too:
-            # _unfinished_set_up). So none of the ~5 fsyncs of
+            # empty database, which the next open migrates (a first page lost
+            # after the file grew too: _unfinished_set_up). So none of the ~5 fsyncs of
             # the switch and the copy (~25 ms for each of a burst of new actors on a
             # shared disk, measured) is needed.
             # NORMAL is back before the first commit: from there on the file is synced
@@ -337,23 +337,21 @@ def _open_and_migrate(
         raise
 
 
-_MAGIC = b"SQLite format 3\x00"
-
-
 def _unfinished_set_up(path: Path) -> bool:
     """Whether ``path`` is what a power loss can leave of a new file's unsynced set-up
-    whose first page was torn or never reached the disk: at most one page, without
-    SQLite's header. It holds nothing (a database with perdure's schema has many
-    pages), so it is emptied, with its WAL, and set up again; anything larger that is
-    not a database is left alone, for SQLite to refuse."""
+    whose first page never reached the disk: the file grown to that one page (4,096
+    bytes) with its header still zeros (a disk tears writes at sector bounds, so the
+    header sector is all there or all missing). It holds nothing, so it is emptied, with
+    its WAL, and set up again; any other file that is not a database is left alone, for
+    SQLite to refuse."""
     try:
-        if path.stat().st_size > 4096:
+        if path.stat().st_size != 4096:
             return False
         with path.open("rb") as f:
-            head = f.read(len(_MAGIC))
+            header = f.read(100)
     except FileNotFoundError:
         return False
-    if not head or head == _MAGIC:
+    if header.count(0) != len(header):
         return False
     for suffix in ("-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)

@@ -168,12 +168,10 @@ async def test_what_a_power_loss_can_leave_of_a_new_file_opens_as_an_empty_actor
     assert layout["version"] == [(SCHEMA_VERSION,)] and layout["integrity"] == [("ok",)]
 
 
-def _torn_new_file(path: Path, first_page: str) -> None:
-    """A first page that reached the disk as zeros or torn, and a WAL with its header."""
-    page = bytearray(4096)
-    if first_page == "torn header":
-        page[:10] = b"SQLite for"
-    path.write_bytes(bytes(page))
+def _lost_first_page(path: Path) -> None:
+    """A new file grown to its first page whose bytes never reached the disk, and a WAL
+    with its header."""
+    path.write_bytes(bytes(4096))
     probe = sqlite3.connect(path)
     with pytest.raises(sqlite3.DatabaseError):  # SQLite itself refuses it
         probe.execute("PRAGMA schema_version").fetchall()
@@ -182,15 +180,11 @@ def _torn_new_file(path: Path, first_page: str) -> None:
     Path(f"{path}-wal").write_bytes(b"\x37\x7f\x06\x82" + bytes(28))
 
 
-@pytest.mark.parametrize("first_page", ["zeros", "torn header"])
-async def test_a_torn_first_page_of_a_new_file_opens_as_an_empty_actor(
-    tmp_path: Path, first_page: str
-) -> None:
-    # The unsynced set-up's first page may reach the disk as zeros or torn: at most a
-    # page without SQLite's header, with or without a WAL. The open empties it and sets
-    # it up again.
+async def test_a_lost_first_page_of_a_new_file_opens_as_an_empty_actor(tmp_path: Path) -> None:
+    # The unsynced set-up's first page may not reach the disk though the file grew: one
+    # page of zeros, with or without a WAL. The open empties it and sets it up again.
     path = tmp_path / "torn.sqlite"
-    _torn_new_file(path, first_page)
+    _lost_first_page(path)
     storage = await open_sqlite_storage(path)
     await storage.commit([ConversationRecord(1)])
     await storage.close()
@@ -198,11 +192,12 @@ async def test_a_torn_first_page_of_a_new_file_opens_as_an_empty_actor(
     assert layout["version"] == [(SCHEMA_VERSION,)] and layout["integrity"] == [("ok",)]
 
 
-async def test_a_larger_file_that_is_not_a_database_is_refused_not_emptied(
-    tmp_path: Path,
+@pytest.mark.parametrize("size", [1400, 4096, 12_000])
+async def test_any_other_file_that_is_not_a_database_is_refused_untouched(
+    tmp_path: Path, size: int
 ) -> None:
     path = tmp_path / "other.sqlite"
-    data = b"not a database, and more than a page of it " * 200
+    data = (b"not a database " * 1000)[:size]
     path.write_bytes(data)
     with pytest.raises(sqlite3.DatabaseError):
         await open_sqlite_storage(path)
