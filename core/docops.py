@@ -166,14 +166,7 @@ def _diff(old: JsonValue, new: JsonValue, path: list[JsonValue], ops: list[JsonV
     if t is list:
         a = cast(list[JsonValue], old)
         b = cast(list[JsonValue], new)
-        start = 0
-        limit = min(len(a), len(b))
-        while start < limit and json_equal(a[start], b[start]):
-            start += 1
-        end_a, end_b = len(a), len(b)
-        while end_a > start and end_b > start and json_equal(a[end_a - 1], b[end_b - 1]):
-            end_a -= 1
-            end_b -= 1
+        start, end_a, end_b = _unequal_middle(a, b)
         if end_a == start and end_b == start:
             return
         if end_a - start == end_b - start:
@@ -283,14 +276,7 @@ def _revise(
                     items[i] = y = _scalar(y)
                     ops.append(["s", [*path, i], y])
             return old if len(ops) == mark else items
-        start = 0
-        limit = min(len(a), len(b))
-        while start < limit and _equal(a[start], b[start]):
-            start += 1
-        end_a, end_b = len(a), len(b)
-        while end_a > start and end_b > start and _equal(a[end_a - 1], b[end_b - 1]):
-            end_a -= 1
-            end_b -= 1
+        start, end_a, end_b = _unequal_middle(a, b)
         # The equal ends are ``old``'s own parts: json_equal tells types apart exactly.
         middle = cast(list[JsonValue], json_copy(b[start:end_b], depth=depth))
         ops.append(["p", list(path), start, end_a - start, middle])
@@ -300,6 +286,20 @@ def _revise(
     value = _scalar(new)
     ops.append(["s", list(path), value] if path else ["r", value])
     return value
+
+
+def _unequal_middle(a: list[JsonValue], b: list[Any]) -> tuple[int, int, int]:
+    """``(start, end_a, end_b)``: ``a[start:end_a]`` became ``b[start:end_b]``, the
+    items before and after being equal in both."""
+    start = 0
+    limit = min(len(a), len(b))
+    while start < limit and _equal(a[start], b[start]):
+        start += 1
+    end_a, end_b = len(a), len(b)
+    while end_a > start and end_b > start and _equal(a[end_a - 1], b[end_b - 1]):
+        end_a -= 1
+        end_b -= 1
+    return start, end_a, end_b
 
 
 def _equal(a: JsonValue, b: Any) -> bool:
