@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from types import CoroutineType
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias, cast
 
 from core.clock import Clock
 from core.errors import InvocationEnded, SessionClosed, TaskNotFound, TaskStateError
-from core.jsonvalue import JsonObject, JsonValue, json_copy
+from core.jsonvalue import JsonObject, JsonValue, copy_admitted, json_copy
 from core.records import (
     Aborted,
     Completed,
@@ -281,31 +281,17 @@ class TaskRuntime:
 
 def _detached(rec: Task) -> Task:
     """A copy of the record whose payloads the handler may mutate freely."""
-    value = rec.input
-    if type(value) is dict or type(value) is list:
-        value = _copy_tree(value)
-    return rec.evolve(input=value, state=_copy_state(rec.state), memos=dict(rec.memos))
+    # Committed payloads were admitted when they were staged: copied, not checked again
+    # (this runs for every phase and commit of every task, four times a tool round).
+    return rec.evolve(
+        input=copy_admitted(rec.input), state=_copy_state(rec.state), memos=dict(rec.memos)
+    )
 
 
 def _copy_state(state: TaskState) -> TaskState:
     if isinstance(state, Waiting):
-        checkpoint = _copy_tree(state.checkpoint)
+        checkpoint = cast(JsonObject, copy_admitted(state.checkpoint))
         return Waiting(checkpoint, state.on, state.policy, state.until)
     if isinstance(state, Completing | Terminal):
         return state
-    return type(state)(_copy_tree(state.checkpoint))
-
-
-def _copy_tree(value: Any) -> Any:
-    """A deep copy of a committed record's JSON payload. It was checked when it was
-    staged (records hold only JSON that storage can serve back), so unlike
-    ``json_copy`` it is copied without checking every key and scalar again: this
-    runs for every phase and every commit of every task (four times a tool round)."""
-    if type(value) is dict:
-        return {
-            k: v if type(v) is not dict and type(v) is not list else _copy_tree(v)
-            for k, v in value.items()
-        }
-    if type(value) is list:
-        return [v if type(v) is not dict and type(v) is not list else _copy_tree(v) for v in value]
-    return value
+    return type(state)(cast(JsonObject, copy_admitted(state.checkpoint)))
