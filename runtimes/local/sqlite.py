@@ -323,10 +323,10 @@ def _open_and_migrate(
             # is filled so too: what a power loss can leave of it is a file without
             # pages, or with its first page (the WAL switch: one page-aligned write),
             # with or without the copy (the WAL's checksums drop a torn copy) — each an
-            # empty database, which the next open migrates (a first page lost
-            # after the file grew too: _unfinished_set_up). So none of the ~5 fsyncs of
-            # the switch and the copy (~25 ms for each of a burst of new actors on a
-            # shared disk, measured) is needed.
+            # empty database, which the next open migrates (a first page lost after
+            # the file grew too: _unfinished_set_up). So none of the ~5 fsyncs of the
+            # switch and the copy (~25 ms for each of a burst of new actors on a shared
+            # disk, measured) is needed.
             # NORMAL is back before the first commit: from there on the file is synced
             # as any other (its WAL before each checkpoint, the file after).
             fill_new_database(db._conn)
@@ -351,7 +351,7 @@ def _unfinished_set_up(path: Path) -> bool:
             header = f.read(100)
     except FileNotFoundError:
         return False
-    if header.count(0) != len(header):
+    if any(header):  # a header was written: SQLite's to judge
         return False
     for suffix in ("-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
