@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -10,6 +9,7 @@ import uvicorn
 
 from runtimes.actor.api import ApiConfig, create_app
 from runtimes.actor.api.app import is_route_walk
+from runtimes.local.collector import ServingCollector
 from runtimes.local.host import ActorHost
 
 __all__ = ["HostServer", "bind", "make_server"]
@@ -48,54 +48,20 @@ class HostServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, host: ActorHost) -> None:
         super().__init__(config)
         self.actor_host = host
-        self._gc_before: tuple[int, int, int] | None = None
+        self.collector = ServingCollector()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        """Start serving, then tune the collector for serving (:func:`_tune_gc`)."""
+        """Start serving, then tune the collector for serving (:class:`ServingCollector`)."""
         await super().startup(sockets=sockets)
-        if self.started and self._gc_before is None:
-            self._gc_before = _tune_gc()
+        if self.started:
+            self.collector.start()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.actor_host.begin_shutdown()
         try:
             await super().shutdown(sockets=sockets)
         finally:
-            if self._gc_before is not None:  # a process (the tests) may serve many times
-                gc.unfreeze()  # what start-up made may be garbage by now
-                gc.set_threshold(*self._gc_before)
-                self._gc_before = None
-
-
-GEN0_THRESHOLD = 5_000
-"""Allocations (net) between young collections while serving; Python's default is 700."""
-
-
-def _tune_gc() -> tuple[int, int, int]:
-    """Freeze what start-up made and collect the young generation less often; returns
-    the thresholds before.
-
-    A full collection walks every tracked object, pausing the one loop that accepts every
-    submission. Under the host benchmark (``tests/bench/suite.py --only host``, a hundred
-    active actors) every slowest-1% warm acceptance overlapped one: five or six a run, of
-    70-280 ms on a shared 2-core machine (timed with ``gc.callbacks``). Two causes:
-
-    * about half the objects walked were start-up's (modules, the app, its routes and
-      models: ~76,000 of ~159,000), which live as long as the process: ``gc.freeze()``
-      moves them out of the collector's sight for good;
-    * at 700 allocations per young collection, objects that live a round or two (a
-      request's, a commit's) are often caught alive and promoted; the promoted ones that
-      die later are what makes full collections due. At 5,000 nearly all die young: one
-      full collection a run instead of five or six, and the collector's total time per
-      run falls by half or more (2.5-3.1 s -> 0.9-1.2 s on the loaded machine). A young
-      collection takes longer (~9 ms instead of ~1 ms there), far below the full ones
-      (200-500 ms there) it spares.
-    """
-    before = gc.get_threshold()
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(max(before[0], GEN0_THRESHOLD), before[1], before[2])
-    return before
+            self.collector.stop()
 
 
 def make_server(

@@ -420,6 +420,7 @@ def recovery_rows(cfg: Config, tmp: Path) -> list[Row]:
 def concurrency_rows(cfg: Config, tmp: Path) -> list[Row]:
     row = Row("concurrency", "perdure")
     row.notes["shape"] = f"{cfg.conc_conversations} conversations x {cfg.conc_rounds} rounds"
+    row.notes["collector"] = "the local host's serving settings (runtimes.local.ServingCollector)"
     for n in range(cfg.runs):
         out = _spawn(
             "perdure_concurrency",

@@ -1,4 +1,4 @@
-"""The local server tunes the collector while serving (runtimes/local/server.py): it
+"""The local server tunes the collector while serving (runtimes/local/collector.py): it
 freezes what start-up made, so that the full passes, which pause the loop that accepts
 every submission, skip it, and collects the young generation less often; shutdown puts
 both back (a process may serve many times, as the tests do)."""
@@ -8,7 +8,8 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
-from runtimes.local.server import GEN0_THRESHOLD
+from runtimes.local import ServingCollector
+from runtimes.local.collector import GEN0_THRESHOLD
 from tests.local.support import host_config, serve_in_thread, wait_until
 
 
@@ -32,3 +33,25 @@ def test_the_collector_is_tuned_while_serving_and_put_back_after(tmp_path: Path)
     assert gc.get_freeze_count() == 0
     assert _tracked(app)
     assert gc.get_threshold() == thresholds
+
+
+def test_an_embedding_tunes_the_collector_for_a_block_and_gets_it_back() -> None:
+    thresholds = gc.get_threshold()
+    made_before = object.__new__(_Tracked)
+    collector = ServingCollector()
+    with collector:
+        assert collector.started and gc.get_freeze_count() > 0
+        assert not _tracked(made_before)  # frozen: full passes skip it
+        made_during = object.__new__(_Tracked)
+        assert _tracked(made_during)
+        assert gc.get_threshold() == (GEN0_THRESHOLD, *thresholds[1:])
+        collector.start()  # a second start changes nothing: one stop puts all back
+    assert not collector.started
+    assert gc.get_freeze_count() == 0 and _tracked(made_before)
+    assert gc.get_threshold() == thresholds
+    collector.stop()  # without a start: nothing to put back
+    assert gc.get_threshold() == thresholds
+
+
+class _Tracked:
+    """An object the collector tracks (a plain class instance)."""
