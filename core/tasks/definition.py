@@ -42,12 +42,17 @@ class TaskDefinition:
 
     def checkpoint(self, value: object) -> JsonObject:
         """Check that ``value`` is a checkpoint of this definition and return a copy."""
-        cp = json_copy(value, f"checkpoint of {self.name}")
-        if type(cp) is not dict or type(cp.get("phase")) is not str:
+        return self.check_phase(json_copy(value, f"checkpoint of {self.name}"))
+
+    def check_phase(self, value: object) -> JsonObject:
+        """Check that ``value`` is an object naming a phase of this definition, and return
+        it as it is. For a checkpoint on its way into ``Tx.put_task``, which copies and
+        checks its JSON as it stages it: copying it here too would do that twice."""
+        if type(value) is not dict or type(value.get("phase")) is not str:
             raise TaskStateError(f"{self.name}: a checkpoint is an object with a string 'phase'")
-        if cp["phase"] not in self.phases:
-            raise TaskStateError(f"{self.name}: unknown phase {cp['phase']!r}")
-        return cp
+        if value["phase"] not in self.phases:
+            raise TaskStateError(f"{self.name}: unknown phase {value['phase']!r}")
+        return value
 
     def can_take(self, stored_version: int) -> bool:
         """Whether this definition can run a task stored at ``stored_version``."""

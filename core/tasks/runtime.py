@@ -161,12 +161,13 @@ class TaskRuntime:
         ended_at = rec.ended_at
         if isinstance(nxt, dict):
             self._run_only("commit a checkpoint")
-            state = Running(self.definition.checkpoint(nxt))
+            # put_task copies and checks the checkpoint's JSON as it stages it.
+            state = Running(self.definition.check_phase(nxt))
         elif isinstance(nxt, Waiting):
             self._run_only("wait")
             await self._check_wait(tx, rec, nxt)
             state = Waiting(
-                self.definition.checkpoint(nxt.checkpoint), tuple(nxt.on), nxt.policy, nxt.until
+                self.definition.check_phase(nxt.checkpoint), tuple(nxt.on), nxt.policy, nxt.until
             )
         elif isinstance(nxt, Completed | Failed | Aborted):
             state = settle_state(self.session, tx, rec, nxt)

@@ -153,6 +153,33 @@ async def test_an_unknown_phase_faults(tmp_path: Path) -> None:
     await engine.close()
 
 
+async def test_a_checkpoint_is_copied_and_gated_once_staged(tmp_path: Path) -> None:
+    """The phase check does not copy a handler's checkpoint: ``put_task`` is its JSON
+    gate and its copy. A value mutated after its commit is not what the next phase
+    reads, and a checkpoint that is not JSON faults the task."""
+    kept: dict[str, Any] = {"phase": "second", "items": [1]}
+    seen: list[Any] = []
+
+    async def first(task: Task, rt: TaskRuntime) -> None:
+        await rt.checkpoint(kept)
+        kept["items"].append(2)
+
+    async def second(task: Task, rt: TaskRuntime) -> None:
+        seen.append(task.checkpoint["items"])  # type: ignore[index]
+        await rt.checkpoint({"phase": "second", "items": {1, 2}})
+
+    world = World(tmp_path)
+    engine = await world.open()
+    defn = define_task("t.copied", phases={"first": first, "second": second})
+    world.registry.install(defn)
+    task = await engine.create_task(defn)
+    done = await engine.wait_for_task(task.id)
+    assert seen == [[1]]
+    assert isinstance(outcome(done), Faulted)
+    assert "checkpoint" in outcome(done).error.message, outcome(done).error.message
+    await engine.close()
+
+
 # --------------------------------------------------------------------------- memos
 
 
