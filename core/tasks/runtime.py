@@ -50,8 +50,10 @@ class CheckpointRule(Protocol):
     """What a runtime needs of its task's definition (a ``TaskDefinition``, which
     imports this module for its handler types): to check the checkpoints it commits."""
 
-    def checkpoint(self, value: object) -> JsonObject:
-        """A checked copy of ``value`` as a checkpoint; ``TaskStateError`` otherwise."""
+    def check_phase(self, value: object) -> JsonObject:
+        """``value`` itself if it is an object naming one of the definition's phases;
+        ``TaskStateError`` otherwise. Not copied or checked as JSON: ``Tx.put_task``, where
+        the runtime stages it, does both."""
         ...
 
 
