@@ -105,6 +105,7 @@ async def note_restart(tx: Tx, interrupted: list[Task]) -> None:
     them running): note one ``restart`` event per conversation naming them. Reads the
     tool calls' assistant entries, so it runs before the reconciliation's writes."""
     by_conversation: dict[int, list[JsonValue]] = {}
+    await tx.prefetch_docs(EVENTS, {t.conversation_id for t in interrupted})
     for task in sorted(interrupted, key=lambda t: t.id):
         cp = task.checkpoint or {}
         item: JsonObject = {"task": task.id, "kind": _kind_name(task.kind)}

@@ -18,7 +18,7 @@ queries (``core.tasks.ownership``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, Literal, Protocol, cast
 
@@ -130,6 +130,8 @@ class TxSession(Protocol):
     async def current_document(
         self, definition: DocDefinition[Any], owner_id: int | None, key: str | None
     ) -> DocumentState | None: ...
+
+    async def prefetch_docs(self, definition: DocDefinition[Any], ids: Iterable[int]) -> None: ...
 
 
 class Tx:
@@ -463,6 +465,11 @@ class Tx:
         return task
 
     # ------------------------------------------------------------------ documents
+
+    async def prefetch_docs(self, definition: DocDefinition[Any], ids: Iterable[int]) -> None:
+        """Read ``definition``'s documents owned by ``ids`` at once, to :meth:`doc` each."""
+        self._live()
+        await self._session.prefetch_docs(definition, ids)
 
     async def doc(
         self, definition: DocDefinition[Any], owner_id: int | None = None, key: str | None = None

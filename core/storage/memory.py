@@ -227,6 +227,24 @@ class MemoryStorage:
                 return rec
         return None
 
+    async def current_documents(
+        self, kind: str, scope: DocumentScope, owner_ids: Sequence[int], key: str | None = None
+    ) -> list[DocumentState]:
+        self._check()
+        owners = set(owner_ids)
+        found = sorted(
+            (rec.owner_id, rec.id)
+            for rec in self.state.documents.values()
+            if rec.kind == kind
+            and rec.scope == scope
+            and rec.key == key
+            and rec.owner_id in owners
+            and rec.retired_at is None
+        )
+        view = _View(self.state)
+        states = (view.document_state(doc_id, None) for _, doc_id in found)
+        return [state for state in states if state is not None]
+
     # ------------------------------------------------------------------ scans
 
     async def scan_conversations(

@@ -247,6 +247,16 @@ class Storage(Protocol):
         """The incarnation at this address alive at ``at`` (``None``: the current one)."""
         ...
 
+    async def current_documents(
+        self, kind: str, scope: DocumentScope, owner_ids: Sequence[int], key: str | None = None
+    ) -> list[DocumentState]:
+        """The current incarnations of document ``kind`` at ``(scope, owner, key)`` for
+        each of ``owner_ids`` that has one, with their current values, ascending by owner
+        id, read together (one snapshot). Opening the harness after a crash notes an
+        event in every recovered conversation's document: one read, not two per
+        conversation."""
+        ...
+
     async def scan_conversations(
         self,
         *,

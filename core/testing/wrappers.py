@@ -80,6 +80,11 @@ class DelegatingStorage:
     ) -> DocumentRecord | None:
         return await self.inner.find_document(kind, scope, owner_id, key, at)
 
+    async def current_documents(
+        self, kind: str, scope: DocumentScope, owner_ids: Sequence[int], key: str | None = None
+    ) -> list[DocumentState]:
+        return await self.inner.current_documents(kind, scope, owner_ids, key)
+
     async def scan_conversations(self, **query: Any) -> Page[ConversationRecord]:
         return await self.inner.scan_conversations(**query)
 

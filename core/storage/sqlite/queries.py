@@ -39,6 +39,7 @@ from core.storage.sqlite.rows import (
     owner_column,
     read_conversation,
     read_document_state,
+    read_revisions,
 )
 
 __all__ = ["SqliteQueries"]
@@ -174,6 +175,27 @@ class SqliteQueries:
             return decode_document(rows[0]) if rows else None
 
         return await self._read(read)
+
+    async def current_documents(
+        self, kind: str, scope: DocumentScope, owner_ids: Sequence[int], key: str | None = None
+    ) -> list[DocumentState]:
+        owners = sorted(set(owner_ids))
+
+        def read(ex: SqlExecutor) -> list[DocumentState]:
+            records: list[DocumentRecord] = []
+            for start in range(0, len(owners), _IDS_PER_STATEMENT - 3):
+                chunk = owners[start : start + _IDS_PER_STATEMENT - 3]
+                marks = ",".join("?" * len(chunk))
+                rows = ex.fetch(
+                    f"SELECT {DOC_COLUMNS} FROM documents WHERE kind = ? AND scope = ?"
+                    f" AND key = ? AND owner_id IN ({marks}) AND retired_at IS NULL",
+                    (dumps(kind), scope, dumps(key), *chunk),
+                )
+                records.extend(decode_document(row) for row in rows)
+            records.sort(key=lambda rec: rec.owner_id or 0)
+            return [read_revisions(ex, rec, None) for rec in records]
+
+        return await self._read(read) if owners else []
 
     # ------------------------------------------------------------------ scans
 

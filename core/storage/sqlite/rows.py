@@ -31,6 +31,7 @@ __all__ = [
     "owner_column",
     "read_conversation",
     "read_document_state",
+    "read_revisions",
 ]
 
 _NO_OWNER = 0  # documents.owner_id for session documents (keeps the address index NOT NULL)
@@ -84,6 +85,13 @@ def read_document_state(ex: SqlExecutor, document_id: int, at: int | None) -> Do
     historical_read_allowed(rec, at)
     if not (rec.retired_at is None if at is None else rec.alive_at(at)):
         return None
+    return read_revisions(ex, rec, at)
+
+
+def read_revisions(ex: SqlExecutor, rec: DocumentRecord, at: int | None) -> DocumentState:
+    """The value of the incarnation ``rec`` (read, and alive at ``at``) at ``at``
+    (``None``: current), folded from its latest base revision on."""
+    document_id = rec.id
     point = MAX_ID if at is None else at
     base = ex.fetch(
         "SELECT seq FROM revisions WHERE document_id = ? AND base = 1 AND seq <= ?"

@@ -229,6 +229,30 @@ async def indexes_logical_addresses_and_exact_scope_scans_independently(storage:
     assert await found("note", "session", None, None) == session_doc
     assert await found("note", "task", t, None) == task_doc
     assert await found("note", "task", t + 1, None) is None
+    # Many owners' documents at one (kind, scope, key), read together, by owner id.
+    c2, c2_note, c2_retired = [await storage.mint_id() for _ in range(3)]
+    await storage.commit([ConversationRecord(c2), _doc(c2_note, "note", owner_id=c2, value=2)])
+    await storage.commit([_doc(c2_retired, "note", owner_id=c2, key="a", value="gone")])
+    await storage.commit([DocumentRetire(c2_retired)])
+    await storage.commit([DocumentChange(c2_note, 1, value=20)])  # a newer base
+    await storage.commit([DocumentChange(c2_note, 1, ops=[["r", 21]])])  # and a delta on it
+
+    async def current(
+        kind: str, scope: Any, owners: list[int], key: str | None = None
+    ) -> list[tuple[int, JsonValue]]:
+        states = await storage.current_documents(kind, scope, owners, key)
+        return [(s.record.id, s.value) for s in states]
+
+    assert await current("note", "conversation", [c2, 1, c2, c2 + 9]) == [
+        (single, 0),
+        (c2_note, 21),
+    ]
+    [folded] = await storage.current_documents("note", "conversation", [c2])
+    assert (folded.version, folded.deltas_since_base) == (1, 1)
+    assert await current("note", "conversation", [c2, 1], key="a") == [(fam_a, "a")]
+    assert await current("note", "task", [t + 1, t]) == [(task_doc, "t")]
+    assert await current("todo", "conversation", [c2]) == []
+    assert await current("note", "conversation", []) == []
     conv_docs = await storage.scan_documents("conversation", owner_id=1)
     assert [r.id for r in conv_docs.items] == [single, fam_a, fam_proto, fam_ctor, other_kind]
     notes = await storage.scan_documents("conversation", owner_id=1, kind="note", limit=2)
