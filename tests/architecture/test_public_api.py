@@ -201,6 +201,7 @@ PINNED: dict[str, list[str]] = {
     ],
     "runtimes.local": [
         "AioSqliteDatabase",
+        "ServingCollector",
         "Sqlite3Database",
         "SystemClock",
         "open_sqlite_storage",
