@@ -43,7 +43,7 @@ class AcceptFirst:
 
     All methods run on one event loop (the host's)."""
 
-    def __init__(self, *, batch: int = 16, max_defer_s: float = 0.05) -> None:
+    def __init__(self, *, batch: int = 4, max_defer_s: float = 0.05) -> None:
         if batch < 1 or max_defer_s < 0:
             raise ValueError("batch must be >= 1 and max_defer_s >= 0")
         self.batch = batch
