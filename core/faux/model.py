@@ -321,21 +321,30 @@ class _Estimator:
     """About four characters per token: enough for threshold decisions in tests.
 
     Requests of one conversation repeat the previous request plus a few messages, so the
-    count of the shared prefix is reused (by identity) instead of recounted.
+    count of the shared prefix is reused (by identity) instead of recounted. One model
+    may answer many conversations in turn: each one's last request is kept apart, by its
+    first message (the same object in each of its requests), for the ``_KEPT`` most
+    recent ones (at 1,000 conversations answered at once, one shared slot recounted
+    every request's whole transcript).
     """
 
+    _KEPT = 4096
+
     def __init__(self) -> None:
-        self._last: list[Message] = []
-        self._counts: list[int] = []
+        self._last: dict[int, tuple[list[Message], list[int]]] = {}
 
     def usage(self, request: ModelRequest | None, message: AssistantMessage) -> Usage:
         sent = 0
-        if request is not None:
+        if request is not None and request.messages:
             messages = request.messages
-            same = list(map(operator.is_, self._last, messages))  # compared in C
+            key = id(messages[0])  # a reused id is harmless: the prefix is compared below
+            last, counts = self._last.pop(key, ((), ()))
+            same = list(map(operator.is_, last, messages))  # compared in C
             shared = same.index(False) if False in same else len(same)
-            counts = self._counts[:shared] + [message_chars(m) for m in messages[shared:]]
-            self._last, self._counts = list(messages), counts
+            counts = [*counts[:shared], *(message_chars(m) for m in messages[shared:])]
+            self._last[key] = (list(messages), counts)
+            if len(self._last) > self._KEPT:
+                del self._last[next(iter(self._last))]  # the least recently used
             sent = sum(counts)
         return Usage(input=sent // 4, output=max(1, message_chars(message) // 4))
 

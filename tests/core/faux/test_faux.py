@@ -18,7 +18,7 @@ from core.faux import (
     faux_tool_call,
 )
 from core.harness import ModelError, ModelRequest, UserMessage
-from core.harness.messages import ThinkingBlock
+from core.harness.messages import ThinkingBlock, message_chars
 from core.harness.models import Deferred, StreamDone, TextDelta, ThinkingDelta, ToolCallDelta
 from core.tasks import CancelSignal
 
@@ -48,6 +48,31 @@ async def test_canned_messages_stream_as_deltas_and_end_with_the_message() -> No
     assert isinstance(done, StreamDone) and done.message.stop_reason == "tool_use"
     assert done.message.usage.input > 0 and done.message.model == "faux/faux-1"
     assert faux.state.call_count == 1 and faux.state.requests == [REQUEST]
+
+
+async def test_usage_estimates_each_request_whole_across_interleaved_conversations() -> None:
+    # The estimator reuses the count of the prefix a conversation's requests share; with
+    # several conversations taking turns, and one whose history is rewritten behind its
+    # first message (as compaction does), each estimate is still that of the request.
+    faux = FauxModel(fallback=faux_message("ok"))
+
+    async def estimate(messages: list[Any]) -> int:
+        request = ModelRequest(model="faux/faux-1", messages=messages)
+        done = (await collect(faux.stream(request, CancelSignal())))[-1]
+        return int(done.message.usage.input)
+
+    def whole(messages: list[Any]) -> int:
+        return sum(message_chars(m) for m in messages) // 4
+
+    a = [UserMessage(content="a" * 40)]
+    b = [UserMessage(content="b" * 400)]
+    for n in range(6):
+        a, b = [*a, UserMessage(content="x" * (8 * n))], [*b, UserMessage(content="y" * 80)]
+        assert await estimate(a) == whole(a)
+        assert await estimate(b) == whole(b)
+    rewritten = [a[0], UserMessage(content="summary " * 3)]
+    assert await estimate(rewritten) == whole(rewritten)
+    assert await estimate(a[:2]) == whole(a[:2])
 
 
 async def test_function_steps_see_the_request_and_errors_are_raised() -> None:
