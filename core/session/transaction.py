@@ -47,6 +47,7 @@ from core.records import (
     Task,
     TaskStatus,
     Terminal,
+    Waiting,
 )
 from core.session.documents import DocDefinition, DocHandle
 from core.session.task_payloads import checked_task
@@ -56,6 +57,7 @@ from core.telemetry import Telemetry
 __all__ = ["TaskLayer", "Tx", "TxSession"]
 
 DocAddress = tuple[str, str, int | None, str | None]
+_UNSET: Any = object()  # no payload is this object
 
 
 class TaskLayer(Protocol):
@@ -451,6 +453,24 @@ class Tx:
                 f"Task {task.id}: conversation, kind, owner and background never change"
             )
         task = checked_task(task, before)
+        self._write()
+        self.tasks[task.id] = task
+        return task
+
+    def stage_created_task(self, task: Task, *, input_admitted: bool) -> Task:
+        """Stage a task minted by this commit as the task layer's creation built it: at a
+        ``Waiting`` state whose checkpoint the creation copied and checked itself (a copy
+        nobody else holds), staged as it is, like ``input`` with ``input_admitted``; the
+        rest is copied and checked as :meth:`put_task` does. Copying those again cost two
+        copies per task created (two a tool round)."""
+        self._live()
+        if task.id not in self.minted or self.staged_task(task.id) is not None:
+            raise TaskStateError(f"Task {task.id} is not a task this commit creates")
+        if type(task.state) is not Waiting or task.state.on:
+            raise TaskStateError(f"Task {task.id} is created waiting on nothing")
+        # The admitted payloads, as a previous record sharing them would hold them.
+        admitted = task.evolve(input=task.input if input_admitted else _UNSET, memos=None)
+        task = checked_task(task, admitted)
         self._write()
         self.tasks[task.id] = task
         return task
