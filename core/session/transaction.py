@@ -32,7 +32,14 @@ from core.errors import (
     UnknownRecord,
     UnknownTaskKind,
 )
-from core.jsonvalue import JsonObject, JsonValue, check_text, copy_admitted, json_copy
+from core.jsonvalue import (
+    JsonObject,
+    JsonValue,
+    check_text,
+    copy_admitted,
+    json_check,
+    json_copy,
+)
 from core.records import (
     ROOT_CONVERSATION_ID,
     Completing,
@@ -335,21 +342,26 @@ class Tx:
         head: int | Literal["self"] | None = None,
         edits: list[JsonValue] | None = None,
         by_task_id: int | None = None,
+        owned: bool = False,
     ) -> Entry:
-        """Append an immutable entry. ``head="self"`` makes it a head marker for itself."""
+        """Append an immutable entry. ``head="self"`` makes it a head marker for itself.
+
+        ``owned``: ``message`` and ``data`` were built for this entry and are handed over
+        (no part of them is held elsewhere): checked as JSON, not copied."""
         self._live()
         if not await self.conversation_exists(conversation_id):
             raise UnknownRecord(f"Unknown conversation {conversation_id}")
         if not kind or type(kind) is not str:
             raise ValueError("an entry kind is a non-empty string")
         check_text(kind, "entry kind")
+        admit = json_check if owned else json_copy
         entry_id = await self.mint_id()
         entry = Entry(
             id=entry_id,
             conversation_id=conversation_id,
             kind=kind,
-            message=json_copy(message, "entry message"),
-            data=json_copy(data, "entry data"),
+            message=admit(message, "entry message"),
+            data=admit(data, "entry data"),
             head=entry_id if head == "self" else head,
             edits=None
             if edits is None
