@@ -32,16 +32,24 @@ from core.records import (
 __all__ = ["checked_task"]
 
 
-def checked_task(task: Task, before: Task | None = None) -> Task:
+def checked_task(
+    task: Task,
+    before: Task | None = None,
+    *,
+    state_admitted: bool = False,
+    input_admitted: bool = False,
+) -> Task:
     """Copy and JSON-check every payload of a task record.
 
     Payload objects shared with ``before`` (the kernel's own committed or staged record,
-    which no caller can reach) were checked when they were admitted and are reused.
+    which no caller can reach) were checked when they were admitted and are reused, as
+    are the state and the input where the caller says it admitted them itself (the task
+    layer's creation: fresh copies nobody else holds).
     """
     state = task.state
     where = f"task {task.id}"
     new_state: TaskState
-    if before is not None and state is before.state:
+    if state_admitted or (before is not None and state is before.state):
         new_state = state
     elif isinstance(state, Waiting):
         on = tuple(state.on)
@@ -66,11 +74,17 @@ def checked_task(task: Task, before: Task | None = None) -> Task:
         new_state = type(state)(_outcome(state.outcome, where))
     else:
         raise TaskStateError(f"{where}: unknown state {state!r}")
-    memos = {} if isinstance(new_state, Completing | Terminal) else task.memos
-    if before is None or memos is not before.memos:
+    memos = task.memos
+    if isinstance(new_state, Completing | Terminal):
+        memos = {}  # settled records drop their memos
+    elif before is not None and memos is before.memos:
+        pass  # admitted with the record before
+    elif type(memos) is dict and not memos:
+        memos = {}  # nothing to check (the caller's dict stays the caller's)
+    else:
         memos = cast("dict[str, JsonValue]", json_copy(memos, f"{where} memos"))
     value = task.input
-    if before is None or value is not before.input:
+    if not input_admitted and (before is None or value is not before.input):
         value = json_copy(value, f"{where} input")
     if new_state is state and memos is task.memos and value is task.input:
         return task  # every payload is an admitted one: the record itself is staged

@@ -64,7 +64,6 @@ from core.telemetry import Telemetry
 __all__ = ["TaskLayer", "Tx", "TxSession"]
 
 DocAddress = tuple[str, str, int | None, str | None]
-_UNSET: Any = object()  # no payload is this object
 
 
 class TaskLayer(Protocol):
@@ -480,9 +479,7 @@ class Tx:
             raise TaskStateError(f"Task {task.id} is not a task this commit creates")
         if type(task.state) is not Waiting or task.state.on:
             raise TaskStateError(f"Task {task.id} is created waiting on nothing")
-        # The admitted payloads, as a previous record sharing them would hold them.
-        admitted = task.evolve(input=task.input if input_admitted else _UNSET, memos=None)
-        task = checked_task(task, admitted)
+        task = checked_task(task, state_admitted=True, input_admitted=input_admitted)
         self._write()
         self.tasks[task.id] = task
         return task
