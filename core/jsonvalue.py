@@ -223,10 +223,11 @@ def json_copy(
     ``depth`` is the nesting level ``value`` sits at when it is a part of a larger value
     (1: it is the whole value), so the part's own nesting counts toward :data:`MAX_DEPTH`.
     """
-    problem = _scalar_problem(value, max_string_chars)
-    if problem is None:
-        return value  # type: ignore[return-value]
-    if problem is not _CONTAINER:
+    t = type(value)
+    if t is not dict and t is not list:  # a scalar (or a refusal); containers go on
+        problem = _scalar_problem(value, max_string_chars)
+        if problem is None:
+            return value  # type: ignore[return-value]
         _refuse(where, None, problem)
     root: list[JsonValue] = [None]
     # Containers still to copy: (source, where its copy goes, slot there, path, depth).
@@ -283,10 +284,11 @@ def json_check(value: object, where: str = "value") -> JsonValue:
     part of it, so nothing can change it afterwards): the gate's check without its copy.
     Anything that may be shared goes through :func:`json_copy`.
     """
-    problem = _scalar_problem(value, MAX_STRING_CHARS)
-    if problem is None:
-        return value  # type: ignore[return-value]
-    if problem is not _CONTAINER:
+    t = type(value)
+    if t is not dict and t is not list:  # a scalar (or a refusal); containers go on
+        problem = _scalar_problem(value, MAX_STRING_CHARS)
+        if problem is None:
+            return value  # type: ignore[return-value]
         _refuse(where, None, problem)
     # Containers still to check: (container, path, depth); as in json_copy, the common
     # scalar types are tested inline, the rest (and every refusal) by ``_scalar_problem``.
