@@ -20,6 +20,7 @@ from typing import Any, Literal, TypeAlias, cast
 
 from core.errors import StorageCorrupt
 from core.jsonvalue import JsonObject, JsonValue
+from core.slotted import direct_init
 
 __all__ = [
     "MAX_ID",
@@ -135,6 +136,7 @@ public API); new code uses ``ConversationRecord``."""
 # --------------------------------------------------------------------------- entries
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Entry:
     """An immutable transcript entry.
@@ -229,6 +231,7 @@ def _error_from_json(o: JsonValue) -> ErrorInfo:
     return ErrorInfo(cast(str, d["message"]), d.get("detail"))
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Completed:
     result: JsonValue = None
@@ -301,6 +304,7 @@ TaskStatus: TypeAlias = Literal["pending", "running", "waiting", "completing", "
 WaitPolicy: TypeAlias = Literal["all_settled", "fail_fast"]
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Pending:
     """Runnable. Written only by open-time reconciliation and definition handover."""
@@ -309,6 +313,7 @@ class Pending:
     status: Literal["pending"] = field(default="pending", init=False)
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Running:
     """Reserved by one invocation."""
@@ -317,6 +322,7 @@ class Running:
     status: Literal["running"] = field(default="running", init=False)
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Waiting:
     """Ready when every task in ``on`` is terminal (or one failed, under ``fail_fast``)
@@ -329,6 +335,7 @@ class Waiting:
     status: Literal["waiting"] = field(default="waiting", init=False)
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Completing:
     """Outcome decided; ordinary owned work is still draining."""
@@ -337,6 +344,7 @@ class Completing:
     status: Literal["completing"] = field(default="completing", init=False)
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Terminal:
     outcome: Outcome
@@ -385,6 +393,7 @@ def state_from_json(o: JsonObject) -> TaskState:
 # --------------------------------------------------------------------------- tasks
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Task:
     """A task record. Every write replaces the whole record.
@@ -571,6 +580,7 @@ class DocumentRecord:
         return self.created_at <= seq and (self.retired_at is None or seq < self.retired_at)
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class DocumentState:
     """A document's value at one point: its stored ``version`` and how many deltas
