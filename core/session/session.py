@@ -51,6 +51,7 @@ from core.session.documents import DocDefinition, DocHandle
 from core.session.landing import land_shielded
 from core.session.transaction import TaskLayer, Tx
 from core.session.waiters import WaiterRegistry
+from core.slotted import direct_init
 from core.storage.paging import scan_all
 from core.storage.port import (
     DocumentChange,
@@ -85,6 +86,7 @@ DocAddress = tuple[str, str, int | None, str | None]
 _LIVE_STATUSES: tuple[TaskStatus, ...] = ("pending", "running", "waiting", "completing")
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class DocumentEvent:
     """A document change as committed: ``ops`` is ``None`` for a base (creation, version
@@ -98,6 +100,7 @@ class DocumentEvent:
     retired: bool = False
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class CommitEvent:
     """Everything one commit changed, delivered to listeners after storage success."""

@@ -27,6 +27,7 @@ from core.records import (
     Terminal,
     Waiting,
 )
+from core.slotted import direct_init
 from core.tasks.definition import TaskDefinition
 
 __all__ = [
@@ -68,6 +69,7 @@ Owners = Callable[[Task], Iterable[Task]]
 :func:`core.tasks.ownership.owners`), bound to the records a decision looks at."""
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Resolution:
     """How a task's record meets its kind's current definition: ``definition`` runs
@@ -328,6 +330,7 @@ def startable(
 # ---------------------------------------------------------------------- a step
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Step:
     """What an invocation does before its next phase.
