@@ -16,11 +16,11 @@ module is the only place that knows the stored shape.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, cast
+from typing import Literal, TypeAlias, cast
 
 from core.errors import StorageCorrupt
 from core.jsonvalue import JsonObject, JsonValue
-from core.slotted import direct_init
+from core.slotted import KEEP, direct_init
 
 __all__ = [
     "MAX_ID",
@@ -434,23 +434,31 @@ class Task:
     def live(self) -> bool:
         return not isinstance(self.state, Terminal)
 
-    def evolve(self, **changes: Any) -> Task:
-        """A copy with ``changes`` applied: ``dataclasses.replace`` without its generic
-        overhead, which matters on the commit path."""
-        get = changes.get
+    def evolve(
+        self,
+        *,
+        version: int = KEEP,
+        input: JsonValue = KEEP,
+        state: TaskState = KEEP,
+        abort_requested: bool = KEEP,
+        started_at: int | None = KEEP,
+        ended_at: int | None = KEEP,
+        memos: dict[str, JsonValue] = KEEP,
+    ) -> Task:
+        """A copy with the given fields replaced (``dataclasses.replace``, minus its cost)."""
         return Task(
             self.id,
             self.conversation_id,
             self.kind,
-            get("version", self.version),
-            get("input", self.input),
-            get("state", self.state),
+            self.version if version is KEEP else version,
+            self.input if input is KEEP else input,
+            self.state if state is KEEP else state,
             self.owner,
             self.background,
-            get("abort_requested", self.abort_requested),
-            get("started_at", self.started_at),
-            get("ended_at", self.ended_at),
-            get("memos", self.memos),
+            self.abort_requested if abort_requested is KEEP else abort_requested,
+            self.started_at if started_at is KEEP else started_at,
+            self.ended_at if ended_at is KEEP else ended_at,
+            self.memos if memos is KEEP else memos,
         )
 
     def to_json(self) -> JsonObject:

@@ -15,11 +15,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeVar
 
-__all__ = ["direct_init"]
+__all__ = ["KEEP", "direct_init"]
 
 C = TypeVar("C", bound=type)
 
 _MISSING_ARG: Any = object()  # an argument left out whose default comes from a factory
+
+KEEP: Any = object()
+"""The default of a copy method's arguments (``Task.evolve``): the field is kept."""
 
 
 def direct_init(cls: C) -> C:
