@@ -352,6 +352,7 @@ class Step:
 
 
 STOP = Step("stop")
+_RUN = Step("run")  # the common answer, shared like STOP (steps are immutable)
 
 
 def next_step(
@@ -379,7 +380,7 @@ def next_step(
             if current is not None and current.can_take(record.version):
                 return Step("hand_over")
             return Step("run", stray="missing_task" if current is None else "incompatible_task")
-    return Step("run")
+    return _RUN
 
 
 def error_info(error: BaseException) -> ErrorInfo:
