@@ -43,6 +43,7 @@ __all__ = [
     "check_text",
     "copy_admitted",
     "dumps",
+    "json_check",
     "json_copy",
     "json_equal",
     "loads",
@@ -222,10 +223,11 @@ def json_copy(
     ``depth`` is the nesting level ``value`` sits at when it is a part of a larger value
     (1: it is the whole value), so the part's own nesting counts toward :data:`MAX_DEPTH`.
     """
-    problem = _scalar_problem(value, max_string_chars)
-    if problem is None:
-        return value  # type: ignore[return-value]
-    if problem is not _CONTAINER:
+    t = type(value)
+    if t is not dict and t is not list:  # a scalar (or a refusal); containers go on
+        problem = _scalar_problem(value, max_string_chars)
+        if problem is None:
+            return value  # type: ignore[return-value]
         _refuse(where, None, problem)
     root: list[JsonValue] = [None]
     # Containers still to copy: (source, where its copy goes, slot there, path, depth).
@@ -273,6 +275,57 @@ def json_copy(
             else:
                 _refuse(where, (path, key), _scalar_problem(item, max_string_chars) or "")
     return root[0]
+
+
+def json_check(value: object, where: str = "value") -> JsonValue:
+    """Return ``value`` itself if :func:`json_copy` would admit it; raise as it would.
+
+    For a value its caller built for this one use and hands over (nobody else holds any
+    part of it, so nothing can change it afterwards): the gate's check without its copy.
+    Anything that may be shared goes through :func:`json_copy`.
+    """
+    t = type(value)
+    if t is not dict and t is not list:  # a scalar (or a refusal); containers go on
+        problem = _scalar_problem(value, MAX_STRING_CHARS)
+        if problem is None:
+            return value  # type: ignore[return-value]
+        _refuse(where, None, problem)
+    # Containers still to check: (container, path, depth); as in json_copy, the common
+    # scalar types are tested inline, the rest (and every refusal) by ``_scalar_problem``.
+    stack: list[tuple[Any, _Path, int]] = [(value, None, 1)]
+    isfinite = math.isfinite
+    limit = MAX_STRING_CHARS
+    while stack:
+        source, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            _refuse(where, path, f"nests deeper than {MAX_DEPTH} levels")
+        pairs: Any
+        if type(source) is dict:
+            for k in source:
+                if type(k) is not str:
+                    _refuse(where, path, f"has a key of type {type(k).__name__}")
+                if len(k) > limit or (not k.isascii() and _SURROGATE.search(k) is not None):
+                    _refuse(where, path, f"has a key that {_text_problem(k, limit)}")
+            pairs = source.items()
+        else:
+            pairs = enumerate(source)
+        for key, item in pairs:
+            t = type(item)
+            if t is str:
+                if len(item) > limit or (
+                    not item.isascii() and _SURROGATE.search(item) is not None
+                ):
+                    _refuse(where, (path, key), _text_problem(item, limit) or "")
+            elif t is dict or t is list:
+                stack.append((item, (path, key), depth + 1))
+            elif not (
+                item is None
+                or t is bool
+                or (t is int and _INT_MIN <= item <= _INT_MAX)
+                or (t is float and isfinite(item))
+            ):
+                _refuse(where, (path, key), _scalar_problem(item, limit) or "")
+    return value  # type: ignore[return-value]
 
 
 def copy_admitted(value: JsonValue) -> JsonValue:

@@ -90,9 +90,16 @@ async def append_message(
     """Inside a commit: append an entry holding ``message``, a message whose JSON round
     trip is exact (built by the harness from JSON values, or a model's answer made
     servable). The context range takes the object itself once the commit lands: the
-    harness does not validate again what it built."""
+    harness does not validate again what it built. ``message_to_json`` builds a fresh
+    value, and ``data`` is built for this entry by every caller: both are handed over,
+    checked as JSON but not copied."""
     entry = await tx.append_entry(
-        conversation_id, kind, message=message_to_json(message), data=data, by_task_id=by_task_id
+        conversation_id,
+        kind,
+        message=message_to_json(message),
+        data=data,
+        by_task_id=by_task_id,
+        owned=True,
     )
     h.built_message(entry, message)
     return entry

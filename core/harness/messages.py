@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from core.errors import InvalidJson
-from core.jsonvalue import JsonObject, JsonValue, json_copy, scrub_json, scrub_text
+from core.jsonvalue import JsonObject, JsonValue, json_check, scrub_json, scrub_text
 
 __all__ = [
     "AssistantMessage",
@@ -184,7 +184,7 @@ def _plain(message: AssistantMessage) -> bool:
         else:
             texts += (block.id, block.name)
             try:
-                json_copy(block.arguments, "arguments")
+                json_check(block.arguments, "arguments")  # a check: no copy is kept
             except InvalidJson:
                 return False
     for text in texts:

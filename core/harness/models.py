@@ -25,6 +25,7 @@ from typing import Literal, Protocol, TypeAlias
 
 from core.harness.messages import AssistantMessage, Message
 from core.jsonvalue import JsonObject, JsonValue
+from core.slotted import direct_init
 from core.tasks.signal import CancelSignal
 
 __all__ = [
@@ -56,6 +57,7 @@ class ModelInfo:
     supports_tools: bool = True
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     """A tool as the model sees it: ``parameters`` is a JSON schema object."""
@@ -65,6 +67,7 @@ class ToolSpec:
     parameters: JsonObject
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     """One request: the model id, the messages to send, and the tools it may call."""
@@ -79,6 +82,7 @@ class ModelRequest:
     allow_deferred: bool = True
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class StreamStart:
     """The provider accepted the request; ``model`` is the model that answers."""
@@ -114,6 +118,7 @@ class ToolCallDelta:
     arguments: str = ""
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class StreamDone:
     """The response is complete; ``message`` is authoritative over the deltas."""

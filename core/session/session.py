@@ -51,6 +51,7 @@ from core.session.documents import DocDefinition, DocHandle
 from core.session.landing import land_shielded
 from core.session.transaction import TaskLayer, Tx
 from core.session.waiters import WaiterRegistry
+from core.slotted import direct_init
 from core.storage.paging import scan_all
 from core.storage.port import (
     DocumentChange,
@@ -85,6 +86,7 @@ DocAddress = tuple[str, str, int | None, str | None]
 _LIVE_STATUSES: tuple[TaskStatus, ...] = ("pending", "running", "waiting", "completing")
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class DocumentEvent:
     """A document change as committed: ``ops`` is ``None`` for a base (creation, version
@@ -98,6 +100,7 @@ class DocumentEvent:
     retired: bool = False
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class CommitEvent:
     """Everything one commit changed, delivered to listeners after storage success."""
@@ -108,14 +111,6 @@ class CommitEvent:
     tasks: list[Task] = field(default_factory=list)
     submissions: list[SubmissionRecord] = field(default_factory=list)
     documents: list[DocumentEvent] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class _CachedDoc:
-    record: DocumentRecord
-    version: int
-    value: JsonValue  # never mutated: handles and readers get copies
-    deltas_since_base: int
 
 
 class Session:
@@ -143,7 +138,9 @@ class Session:
         self._poison: BaseException | None = None
         self._listeners: list[Callable[[CommitEvent], None]] = []
         self._conversations: dict[int, ConversationRecord] = {}
-        self._docs: dict[int, _CachedDoc] = {}
+        # Committed current documents (frozen: the answers of current_document, shared;
+        # their values are never mutated, handles and readers get copies).
+        self._docs: dict[int, DocumentState] = {}
         self._addresses: dict[DocAddress, int | None] = {}
         self._task_docs: dict[int, set[int]] = {}
         """Current task-scoped documents per task, for tasks whose set is known."""
@@ -340,7 +337,7 @@ class Session:
                         self._task_docs.setdefault(rec.owner_id, set()).add(rec.id)
                 prev = self._docs.get(rec.id)
                 deltas = 0 if ev.ops is None else (prev.deltas_since_base + 1 if prev else 1)
-                self._docs[rec.id] = _CachedDoc(rec, ev.version, ev.value, deltas)
+                self._docs[rec.id] = DocumentState(rec, ev.version, ev.value, deltas)
             # Only a creation or retirement stamps the record; a change's event is final.
             stamped.append(ev if rec is ev.record else replace(ev, record=rec))
         for task_id in ended_tasks:
@@ -437,9 +434,7 @@ class Session:
                 return None
             cached = self._docs.get(doc_id)
             if cached is not None:
-                return DocumentState(
-                    cached.record, cached.version, cached.value, cached.deltas_since_base
-                )
+                return cached
         self.check_open()
         record = await self.storage.find_document(definition.kind, definition.scope, owner_id, key)
         if record is None:
@@ -449,9 +444,7 @@ class Session:
         if state is None:
             return None
         self._addresses[address] = record.id
-        self._docs[record.id] = _CachedDoc(
-            state.record, state.version, state.value, state.deltas_since_base
-        )
+        self._docs[record.id] = state
         return state
 
     async def prefetch_docs(self, definition: DocDefinition[Any], ids: Iterable[int]) -> None:
@@ -465,9 +458,9 @@ class Session:
             return
         self.check_open()
         for state in await self.storage.current_documents(kind, scope, sorted(missing)):
-            rec, version, value = state.record, state.version, state.value
+            rec = state.record
             self._addresses[(kind, scope, rec.owner_id, None)] = rec.id
-            self._docs[rec.id] = _CachedDoc(rec, version, value, state.deltas_since_base)
+            self._docs[rec.id] = state
             missing.discard(cast(int, rec.owner_id))
         for owner_id in missing:
             self._addresses[(kind, scope, owner_id, None)] = None
@@ -519,9 +512,7 @@ class Session:
             if doc_id not in self._docs:
                 state = await self.storage.document(doc_id)
                 if state is not None:
-                    self._docs[doc_id] = _CachedDoc(
-                        state.record, state.version, state.value, state.deltas_since_base
-                    )
+                    self._docs[doc_id] = state
         return found
 
     # ------------------------------------------------------------------ close

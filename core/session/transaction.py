@@ -32,11 +32,16 @@ from core.errors import (
     UnknownRecord,
     UnknownTaskKind,
 )
-from core.jsonvalue import JsonObject, JsonValue, check_text, copy_admitted, json_copy
+from core.jsonvalue import (
+    JsonObject,
+    JsonValue,
+    check_text,
+    copy_admitted,
+    json_check,
+    json_copy,
+)
 from core.records import (
     ROOT_CONVERSATION_ID,
-    Aborted,
-    Completed,
     Completing,
     ConversationOwner,
     ConversationParent,
@@ -44,21 +49,15 @@ from core.records import (
     DocumentRecord,
     DocumentState,
     Entry,
-    Failed,
-    Faulted,
-    Orphaned,
-    Outcome,
-    Pending,
-    Running,
     SubmissionRecord,
     SubmissionStatus,
     Task,
-    TaskState,
     TaskStatus,
     Terminal,
     Waiting,
 )
 from core.session.documents import DocDefinition, DocHandle
+from core.session.task_payloads import checked_task
 from core.storage.port import Cursor, DocumentCopy, DocumentCreate, Order, Page, Storage
 from core.telemetry import Telemetry
 
@@ -342,21 +341,26 @@ class Tx:
         head: int | Literal["self"] | None = None,
         edits: list[JsonValue] | None = None,
         by_task_id: int | None = None,
+        owned: bool = False,
     ) -> Entry:
-        """Append an immutable entry. ``head="self"`` makes it a head marker for itself."""
+        """Append an immutable entry. ``head="self"`` makes it a head marker for itself.
+
+        ``owned``: ``message`` and ``data`` were built for this entry and are handed over
+        (no part of them is held elsewhere): checked as JSON, not copied."""
         self._live()
         if not await self.conversation_exists(conversation_id):
             raise UnknownRecord(f"Unknown conversation {conversation_id}")
         if not kind or type(kind) is not str:
             raise ValueError("an entry kind is a non-empty string")
         check_text(kind, "entry kind")
+        admit = json_check if owned else json_copy
         entry_id = await self.mint_id()
         entry = Entry(
             id=entry_id,
             conversation_id=conversation_id,
             kind=kind,
-            message=json_copy(message, "entry message"),
-            data=json_copy(data, "entry data"),
+            message=admit(message, "entry message"),
+            data=admit(data, "entry data"),
             head=entry_id if head == "self" else head,
             edits=None
             if edits is None
@@ -459,7 +463,23 @@ class Tx:
             raise TaskStateError(
                 f"Task {task.id}: conversation, kind, owner and background never change"
             )
-        task = _checked(task, before)
+        task = checked_task(task, before)
+        self._write()
+        self.tasks[task.id] = task
+        return task
+
+    def stage_created_task(self, task: Task, *, input_admitted: bool) -> Task:
+        """Stage a task minted by this commit as the task layer's creation built it: at a
+        ``Waiting`` state whose checkpoint the creation copied and checked itself (a copy
+        nobody else holds), staged as it is, like ``input`` with ``input_admitted``; the
+        rest is copied and checked as :meth:`put_task` does. Copying those again cost two
+        copies per task created (two a tool round)."""
+        self._live()
+        if task.id not in self.minted or self.staged_task(task.id) is not None:
+            raise TaskStateError(f"Task {task.id} is not a task this commit creates")
+        if type(task.state) is not Waiting or task.state.on:
+            raise TaskStateError(f"Task {task.id} is created waiting on nothing")
+        task = checked_task(task, state_admitted=True, input_admitted=input_admitted)
         self._write()
         self.tasks[task.id] = task
         return task
@@ -535,66 +555,3 @@ class Tx:
         """Stage a raw document creation (forks use it to copy documents into a child)."""
         self._live()
         self.extra_writes.append(write)
-
-
-def _checked(task: Task, before: Task | None = None) -> Task:
-    """Copy and JSON-check every payload of a task record.
-
-    Payload objects shared with ``before`` (the kernel's own committed or staged record,
-    which no caller can reach) were checked when they were admitted and are reused.
-    """
-    state = task.state
-    where = f"task {task.id}"
-    new_state: TaskState
-    if before is not None and state is before.state:
-        new_state = state
-    elif isinstance(state, Waiting):
-        on = tuple(state.on)
-        if any(type(t) is not int for t in on):
-            raise TaskStateError(f"{where}: waiting on non-task ids {on!r}")
-        if state.policy not in ("all_settled", "fail_fast"):
-            raise TaskStateError(f"{where}: unknown wait policy {state.policy!r}")
-        if state.until is not None and type(state.until) is not int:
-            raise TaskStateError(f"{where}: until must be epoch milliseconds (int)")
-        new_state = Waiting(_checkpoint(state.checkpoint, where), on, state.policy, state.until)
-    elif isinstance(state, Pending | Running):
-        checkpoint = state.checkpoint
-        if before is None or checkpoint is not before.checkpoint:
-            checkpoint = _checkpoint(checkpoint, where)
-        new_state = type(state)(checkpoint)
-    elif isinstance(state, Completing | Terminal):
-        new_state = type(state)(_outcome(state.outcome, where))
-    else:
-        raise TaskStateError(f"{where}: unknown state {state!r}")
-    memos = {} if isinstance(new_state, Completing | Terminal) else task.memos
-    if before is None or memos is not before.memos:
-        memos = cast("dict[str, JsonValue]", json_copy(memos, f"{where} memos"))
-    value = task.input
-    if before is None or value is not before.input:
-        value = json_copy(value, f"{where} input")
-    return task.evolve(input=value, state=new_state, memos=memos)
-
-
-def _checkpoint(checkpoint: object, where: str) -> JsonObject:
-    value = json_copy(checkpoint, f"{where} checkpoint")
-    if type(value) is not dict or type(value.get("phase")) is not str:
-        raise TaskStateError(f"{where}: a checkpoint is an object with a string 'phase'")
-    return value
-
-
-def _outcome(outcome: Outcome, where: str) -> Outcome:
-    w = f"{where} outcome"
-    if isinstance(outcome, Completed):
-        return Completed(json_copy(outcome.result, w))
-    if isinstance(outcome, Failed):
-        return Failed(
-            replace(outcome.error, detail=json_copy(outcome.error.detail, w)),
-            json_copy(outcome.result, w),
-        )
-    if isinstance(outcome, Aborted):
-        return Aborted(outcome.reason, json_copy(outcome.result, w))
-    if isinstance(outcome, Faulted):
-        return Faulted(replace(outcome.error, detail=json_copy(outcome.error.detail, w)))
-    if isinstance(outcome, Orphaned):
-        return outcome
-    raise TaskStateError(f"{where}: unknown outcome {outcome!r}")

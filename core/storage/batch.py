@@ -98,6 +98,7 @@ class CommitPlan:
     new_ids: dict[int, str] = field(default_factory=dict)
     conversations: list[tuple[ConversationRecord, str]] = field(default_factory=list)
     entries: list[tuple[Entry, str]] = field(default_factory=list)
+    """Entries as staged, with their record's text as stored (stamped with ``seq``)."""
     tasks: dict[int, tuple[Task, str]] = field(default_factory=dict)
     submissions: dict[int, tuple[SubmissionRecord, str]] = field(default_factory=dict)
     created_documents: list[DocumentRecord] = field(default_factory=list)
@@ -173,8 +174,11 @@ def plan_commit(writes: Sequence[Write], view: BatchView, seq: int, next_id: int
     for w in writes:
         if isinstance(w, Entry):
             own(w.id, "entry", replaceable=False)
-            stamped = w.stamped(seq)
-            plan.entries.append((stamped, _encode(stamped.to_json(), f"entry {w.id}")))
+            # Stamped in its JSON form: ``commit_seq`` is the last key, as ``to_json`` of
+            # ``w.stamped(seq)`` writes it, without building that entry.
+            record = w.to_json()
+            record["commit_seq"] = seq
+            plan.entries.append((w, _encode(record, f"entry {w.id}")))
         elif isinstance(w, Task):
             own(w.id, "task", replaceable=True)
             plan.tasks[w.id] = (w, _task_text(w))

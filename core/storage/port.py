@@ -49,6 +49,7 @@ from core.records import (
     Task,
     TaskStatus,
 )
+from core.slotted import direct_init
 
 __all__ = [
     "Cursor",
@@ -79,6 +80,7 @@ class Page(Generic[T]):
 # --------------------------------------------------------------------------- document writes
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class DocumentCreate:
     """Create an incarnation at an address that has no current one; its first revision is
@@ -113,6 +115,7 @@ class DocumentCopy:
     at: int | None
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class DocumentChange:
     """Add a revision: a delta (``ops``, same version as the current one) or, when

@@ -69,6 +69,8 @@ class TaskFactory:
             await tx.ensure_root()
         elif not await tx.conversation_exists(conversation_id):
             raise UnknownRecord(f"Unknown conversation {conversation_id}")
+        # ``initial`` is handed the admitted input: it is copied again as it is staged.
+        input_admitted = checkpoint is not None
         checkpoint = defn.checkpoint(defn.initial(value) if checkpoint is None else checkpoint)
         task_id = await tx.mint_id()
         telemetry = tx.session.telemetry
@@ -96,7 +98,7 @@ class TaskFactory:
             background=bool(background),
             memos={TRACE_MEMO: trace} if trace is not None else {},
         )
-        return await tx.put_task(task)
+        return tx.stage_created_task(task, input_admitted=input_admitted)
 
     async def before_prepare(self, tx: Tx) -> None:
         """Nothing schedules on a bare session: no part in its commits."""

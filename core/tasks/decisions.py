@@ -27,6 +27,7 @@ from core.records import (
     Terminal,
     Waiting,
 )
+from core.slotted import direct_init
 from core.tasks.definition import TaskDefinition
 
 __all__ = [
@@ -68,6 +69,7 @@ Owners = Callable[[Task], Iterable[Task]]
 :func:`core.tasks.ownership.owners`), bound to the records a decision looks at."""
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Resolution:
     """How a task's record meets its kind's current definition: ``definition`` runs
@@ -328,6 +330,7 @@ def startable(
 # ---------------------------------------------------------------------- a step
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Step:
     """What an invocation does before its next phase.
@@ -349,6 +352,7 @@ class Step:
 
 
 STOP = Step("stop")
+_RUN = Step("run")  # the common answer, shared like STOP (steps are immutable)
 
 
 def next_step(
@@ -376,7 +380,7 @@ def next_step(
             if current is not None and current.can_take(record.version):
                 return Step("hand_over")
             return Step("run", stray="missing_task" if current is None else "incompatible_task")
-    return Step("run")
+    return _RUN
 
 
 def error_info(error: BaseException) -> ErrorInfo:

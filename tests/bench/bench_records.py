@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from core.jsonvalue import dumps, json_copy, loads
 from core.records import Running, Task, task_from_json
-from core.session.transaction import _checked
+from core.session.task_payloads import checked_task as _checked
 
 
 class PRunning(BaseModel):

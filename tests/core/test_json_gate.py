@@ -14,6 +14,7 @@ from core.jsonvalue import (
     MAX_INT_DIGITS,
     MAX_STRING_CHARS,
     dumps,
+    json_check,
     json_copy,
     json_equal,
     scrub_json,
@@ -56,6 +57,22 @@ def test_the_gate_refuses_with_the_path_of_the_bad_value(bad: Any, field: str) -
     assert caught.value.field == field
     assert isinstance(caught.value, InvalidInput) and isinstance(caught.value, ValueError)
     dumps(str(caught.value))  # the message itself can be served
+
+
+@pytest.mark.parametrize(("bad", "field"), [(b, f) for _, b, f in BAD], ids=[i for i, _, _ in BAD])
+def test_the_check_without_copy_refuses_what_the_gate_refuses(bad: Any, field: str) -> None:
+    with pytest.raises(InvalidJson) as caught:
+        json_check(bad, "v")
+    assert caught.value.field == field
+
+
+def test_the_check_without_copy_hands_back_the_value_itself() -> None:
+    value = {"deep": nested(MAX_DEPTH - 1), "s": "é" * MAX_STRING_CHARS, "n": 2**64, "f": 1.5}
+    assert json_check(value) is value
+    assert json_check("text") == "text" and json_check(None) is None
+    for bad in (object(), (1, 2), {1: "int key"}, [float("nan")], {"k": b"bytes"}):
+        with pytest.raises(InvalidJson):
+            json_check(bad)
 
 
 def test_the_limits_themselves_are_admitted() -> None:
