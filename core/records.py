@@ -15,9 +15,10 @@ module is the only place that knows the stored shape.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, TypeAlias, cast
 
+from core._record import record
 from core.errors import StorageCorrupt
 from core.jsonvalue import JsonObject, JsonValue
 from core.slotted import KEEP, direct_init
@@ -72,7 +73,7 @@ MAX_ID = 2**53 - 1
 # --------------------------------------------------------------------------- conversations
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ConversationParent:
     """Fork history: the child sees the parent's entries up to ``at_entry``."""
 
@@ -80,7 +81,7 @@ class ConversationParent:
     at_entry: int
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ConversationOwner:
     """The task that owns a sub-agent conversation."""
 
@@ -88,7 +89,7 @@ class ConversationOwner:
     task_id: int
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ConversationRecord:
     """A stored conversation: its id, and where it came from (a fork's ``parent``, a
     sub-agent's ``owner``). Not the handle callers hold on a conversation, which is
@@ -137,7 +138,7 @@ public API); new code uses ``ConversationRecord``."""
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Entry:
     """An immutable transcript entry.
 
@@ -214,7 +215,7 @@ def entry_from_json(o: JsonObject) -> Entry:
 # --------------------------------------------------------------------------- outcomes
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ErrorInfo:
     message: str
     detail: JsonValue = None
@@ -232,27 +233,27 @@ def _error_from_json(o: JsonValue) -> ErrorInfo:
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Completed:
     result: JsonValue = None
     kind: Literal["completed"] = field(default="completed", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Failed:
     error: ErrorInfo
     result: JsonValue = None
     kind: Literal["failed"] = field(default="failed", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Aborted:
     reason: str | None = None
     result: JsonValue = None
     kind: Literal["aborted"] = field(default="aborted", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Orphaned:
     """No definition can run the task: ``missing_task``, ``task_too_old``, ``migration_failed``."""
 
@@ -260,7 +261,7 @@ class Orphaned:
     kind: Literal["orphaned"] = field(default="orphaned", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Faulted:
     """An uncaught exception, a phase without durable progress, or a bad abort handler."""
 
@@ -305,7 +306,7 @@ WaitPolicy: TypeAlias = Literal["all_settled", "fail_fast"]
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Pending:
     """Runnable. Written only by open-time reconciliation and definition handover."""
 
@@ -314,7 +315,7 @@ class Pending:
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Running:
     """Reserved by one invocation."""
 
@@ -323,7 +324,7 @@ class Running:
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Waiting:
     """Ready when every task in ``on`` is terminal (or one failed, under ``fail_fast``)
     and the clock has reached ``until`` (epoch ms). Holds no invocation."""
@@ -336,7 +337,7 @@ class Waiting:
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Completing:
     """Outcome decided; ordinary owned work is still draining."""
 
@@ -345,7 +346,7 @@ class Completing:
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Terminal:
     outcome: Outcome
     status: Literal["terminal"] = field(default="terminal", init=False)
@@ -394,7 +395,7 @@ def state_from_json(o: JsonObject) -> TaskState:
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Task:
     """A task record. Every write replaces the whole record.
 
@@ -506,7 +507,7 @@ SubmissionType: TypeAlias = Literal["input", "write"]
 SubmissionStatus: TypeAlias = Literal["queued", "placed", "done", "unanswered"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class SubmissionRecord:
     """An accepted input or write. input: queued → placed → done | unanswered;
     write: queued → done | unanswered. ``entry`` is the placed entry, ``answer`` the
@@ -564,7 +565,7 @@ DocumentScope: TypeAlias = Literal["session", "conversation", "task"]
 DocumentHistory: TypeAlias = Literal["latest", "rewindable"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DocumentRecord:
     """One incarnation of a document: alive for ``created_at <= seq < retired_at``.
 
@@ -589,7 +590,7 @@ class DocumentRecord:
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DocumentState:
     """A document's value at one point: its stored ``version`` and how many deltas
     follow the newest base (the input of base decisions)."""

@@ -8,9 +8,10 @@ The conventions every method follows are in :mod:`core.env`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Protocol, runtime_checkable
 
+from core._record import record
 from core.env.errors import EnvError
 from core.env.values import (
     EditResult,
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class OpStatus:
     """What the environment knows about an op id.
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Literal, TypeAlias
+
+from core._record import record
 
 __all__ = [
     "OP_ID_PATTERN",
@@ -41,7 +42,7 @@ OP_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,255}")
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class OpRef:
     """Identity of one mutating call: ``id`` is ``"<task id>:<tool call id>"``.
 
@@ -64,7 +65,7 @@ class OpRef:
             raise ValueError("attempt must be >= 1")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class TextEdit:
     """Replace the single exact occurrence of ``old_text`` with ``new_text``."""
 
@@ -72,7 +73,7 @@ class TextEdit:
     new_text: str
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ReadResult:
     """A window of whole lines from a UTF-8 text file.
 
@@ -99,7 +100,7 @@ class ReadResult:
     next_line_bytes: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class WriteResult:
     """A completed write: ``bytes_written`` UTF-8 bytes now at ``path`` with ``sha256``."""
 
@@ -108,7 +109,7 @@ class WriteResult:
     sha256: str
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class EditResult:
     """A completed edit.
 
@@ -127,7 +128,7 @@ class EditResult:
     sha256: str
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DirEntry:
     """One directory entry; ``kind`` describes the entry itself (symlinks are not followed)."""
 
@@ -136,7 +137,7 @@ class DirEntry:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class LsResult:
     """Entries of one directory sorted by name; ``truncated`` when ``limit`` cut the list."""
 
@@ -144,7 +145,7 @@ class LsResult:
     truncated: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class FindResult:
     """Paths matching a glob, relative to the search path, sorted.
 
@@ -155,7 +156,7 @@ class FindResult:
     truncated: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class GrepOptions:
     """Filters and caps for :meth:`ExecutionEnv.grep`.
 
@@ -180,7 +181,7 @@ class GrepOptions:
             raise ValueError("context must be >= 0, limit and max_line_length >= 1")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class GrepMatch:
     """One reported line: a match, or context around one (``is_context``)."""
 
@@ -190,7 +191,7 @@ class GrepMatch:
     is_context: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class GrepResult:
     """Matching lines in file order; ``truncated`` when ``limit`` matches were reached."""
 
@@ -198,7 +199,7 @@ class GrepResult:
     truncated: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ExecResult:
     """Outcome of a shell command; stdout and stderr are merged into one stream.
 

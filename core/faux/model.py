@@ -26,9 +26,10 @@ import inspect
 import json
 import operator
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, TypeAlias, cast
 
+from core._record import record
 from core.harness.messages import (
     AssistantMessage,
     Message,
@@ -71,7 +72,7 @@ __all__ = [
 FAUX_MODEL = ModelInfo("faux/faux-1", context_window=128_000, max_tokens=16_384)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FauxReply:
     """A scripted response with streaming behaviour.
 
@@ -97,7 +98,7 @@ FauxStep: TypeAlias = (
 )
 
 
-@dataclass
+@record
 class FauxState:
     call_count: int = 0
     requests: list[ModelRequest] = field(default_factory=list)

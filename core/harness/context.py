@@ -22,8 +22,9 @@ from __future__ import annotations
 import bisect
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from core._record import record
 from core.harness.messages import (
     AssistantMessage,
     Message,
@@ -49,7 +50,7 @@ def _no_usage() -> Usage:
     return Usage()
 
 
-@dataclass
+@record
 class ActiveRange:
     """The entries of one conversation's active range, oldest first, with their parsed
     messages. Kept per conversation by the harness and extended as entries commit.
@@ -183,7 +184,7 @@ class ActiveRange:
         return stand_in
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ContextView:
     """A derived context. Read-only: the range hands the same view to every caller
     until an entry is added."""

@@ -20,9 +20,10 @@ Adapters never touch storage; the harness commits what the stream produced.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, Protocol, TypeAlias
 
+from core._record import record
 from core.harness.messages import AssistantMessage, Message
 from core.jsonvalue import JsonObject, JsonValue
 from core.slotted import direct_init
@@ -47,7 +48,7 @@ __all__ = [
 ThinkingLevel: TypeAlias = Literal["off", "low", "medium", "high"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ModelInfo:
     """``id`` is the name agents store, e.g. ``"openai/gpt-4o-mini"`` or ``"faux/faux-1"``."""
 
@@ -58,7 +59,7 @@ class ModelInfo:
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ToolSpec:
     """A tool as the model sees it: ``parameters`` is a JSON schema object."""
 
@@ -68,7 +69,7 @@ class ToolSpec:
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ModelRequest:
     """One request: the model id, the messages to send, and the tools it may call."""
 
@@ -83,14 +84,14 @@ class ModelRequest:
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class StreamStart:
     """The provider accepted the request; ``model`` is the model that answers."""
 
     model: str
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class TextDelta:
     """More answer text, to append to what came before.
 
@@ -101,14 +102,14 @@ class TextDelta:
     text: str
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class ThinkingDelta:
     """More reasoning text, to append to what came before."""
 
     text: str
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class ToolCallDelta:
     """Part of the ``index``-th tool call: its id and name arrive first, arguments in pieces."""
 
@@ -119,14 +120,14 @@ class ToolCallDelta:
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class StreamDone:
     """The response is complete; ``message`` is authoritative over the deltas."""
 
     message: AssistantMessage
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Deferred:
     """The provider will answer later: poll ``fetch`` with ``handle`` after ``poll_after_ms``."""
 

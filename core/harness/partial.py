@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from core._record import record
 from core.harness.messages import (
     AssistantMessage,
     StopReason,
@@ -19,7 +20,7 @@ from core.jsonvalue import scrub_text
 __all__ = ["Partial", "close_stream"]
 
 
-@dataclass
+@record
 class Partial:
     """The response as streamed so far."""
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import BaseModel
 
+from core._record import record
 from core.errors import RegistryError
 from core.jsonvalue import JsonObject, JsonValue, dumps, loads
 from core.session.documents import DocDefinition
@@ -52,7 +53,7 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SECTION_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
-@dataclass(frozen=True, eq=False)
+@record(frozen=True, eq=False)
 class ToolDefinition:
     """A tool. ``parameters`` is the pydantic model its arguments are validated against
     (its JSON schema is what the model sees).
@@ -121,7 +122,7 @@ def define_tool(
     )
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class SectionContext:
     """What a system prompt section can look at while it renders."""
 
@@ -131,7 +132,7 @@ class SectionContext:
     """``await documents(definition)``: a conversation document's committed value."""
 
 
-@dataclass(frozen=True, eq=False)
+@record(frozen=True, eq=False)
 class Section:
     """A keyed piece of the system prompt; ``render`` returns ``None`` to omit it."""
 
@@ -149,14 +150,14 @@ def section(
     return Section(key, render, tag)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Block:
     """Returned by a ``before_tool`` hook to refuse a call; ``reason`` reaches the model."""
 
     reason: str
 
 
-@dataclass(frozen=True, eq=False)
+@record(frozen=True, eq=False)
 class Hooks:
     """Extension points around the built-in tasks. Every hook is optional and async.
 
@@ -188,7 +189,7 @@ class Hooks:
 ToolWrapper: TypeAlias = Callable[[ToolDefinition], ToolDefinition]
 
 
-@dataclass(frozen=True, eq=False)
+@record(frozen=True, eq=False)
 class Extension:
     name: str
     tools: tuple[ToolDefinition, ...] = ()
@@ -247,7 +248,7 @@ def _validate_extension(ext: Extension) -> None:
             raise RegistryError(f"extension {ext.name!r} defines task {task!r} twice")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ResolvedAgent:
     """An agent document resolved against one registry snapshot."""
 

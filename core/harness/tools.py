@@ -8,9 +8,10 @@ Raising is allowed: the harness turns it into a ``tool_error`` result.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from core._record import record
 from core.env import ExecutionEnv, OpRef
 from core.errors import PerdureError
 from core.jsonvalue import JsonObject, JsonValue
@@ -44,7 +45,7 @@ DiagnosticCode = Literal[
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Diagnostic:
     code: str
     message: str
@@ -54,7 +55,7 @@ class Diagnostic:
         return {"code": self.code, "message": self.message, "severity": self.severity}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ToolResult:
     """``content`` is what the model reads; ``details`` is structured JSON for UIs.
 

@@ -29,9 +29,10 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, TypeVar, cast, overload
 
+from core._record import record
 from core.clock import Clock
 from core.docops import diff, revise
 from core.errors import SessionClosed, SessionPoisoned, StorageRejected
@@ -87,7 +88,7 @@ _LIVE_STATUSES: tuple[TaskStatus, ...] = ("pending", "running", "waiting", "comp
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DocumentEvent:
     """A document change as committed: ``ops`` is ``None`` for a base (creation, version
     change, or a base decision), otherwise the delta that was stored."""
@@ -101,7 +102,7 @@ class DocumentEvent:
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class CommitEvent:
     """Everything one commit changed, delivered to listeners after storage success."""
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, TypeVar
 
+from core._record import record
 from core.errors import StorageClosed, StorageRejected
 from core.jsonvalue import JsonObject, loads
 from core.records import (
@@ -41,7 +42,7 @@ __all__ = ["MemoryState", "MemoryStorage"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class _TaskIndex:
     conversation_id: int
     kind: str
@@ -50,7 +51,7 @@ class _TaskIndex:
     background: bool
 
 
-@dataclass
+@record
 class MemoryState:
     """Everything a MemoryStorage holds; survives close so it can be opened again."""
 

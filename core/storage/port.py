@@ -33,9 +33,9 @@ checks each point):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Generic, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
+from core._record import record
 from core.jsonvalue import JsonObject, JsonValue
 from core.records import (
     ConversationRecord,
@@ -69,7 +69,7 @@ Order: TypeAlias = Literal["asc", "desc"]
 Cursor: TypeAlias = JsonObject
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Page(Generic[T]):
     """One page of a scan: its records and the cursor of the next page (``None``: last)."""
 
@@ -81,7 +81,7 @@ class Page(Generic[T]):
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DocumentCreate:
     """Create an incarnation at an address that has no current one; its first revision is
     a base holding ``value`` at ``version``."""
@@ -96,7 +96,7 @@ class DocumentCreate:
     value: JsonValue
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DocumentCopy:
     """Create an incarnation whose first base is the stored value and version of document
     ``source_id`` at seq ``at`` (``None``: the current value before this batch).
@@ -116,7 +116,7 @@ class DocumentCopy:
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DocumentChange:
     """Add a revision: a delta (``ops``, same version as the current one) or, when
     ``ops`` is ``None``, a base holding ``value`` (required for a version change)."""
@@ -132,7 +132,7 @@ class DocumentChange:
         return self.ops is None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DocumentRetire:
     """End the current incarnation. Applied after every content write of the batch."""
 

@@ -8,8 +8,7 @@ order) is refused instead of silently skipping records.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from core._record import record
 from core.errors import InvalidCursor
 from core.jsonvalue import JsonObject, JsonValue, json_equal
 from core.storage.port import Cursor, Order
@@ -19,7 +18,7 @@ __all__ = ["MAX_LIMIT", "ScanPosition", "min_cap", "next_cursor", "start_scan"]
 MAX_LIMIT = 10_000
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ScanPosition:
     order: Order
     limit: int

@@ -12,9 +12,10 @@ can be finalized, when to wake, what a step does next. The scheduler
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
+from core._record import record
 from core.jsonvalue import JsonObject, JsonValue, json_equal
 from core.records import (
     Completed,
@@ -70,7 +71,7 @@ Owners = Callable[[Task], Iterable[Task]]
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Resolution:
     """How a task's record meets its kind's current definition: ``definition`` runs
     it (with ``migrated`` input and checkpoint, when a migration ran), or ``blocked``
@@ -81,7 +82,7 @@ class Resolution:
     migrated: tuple[JsonValue, JsonObject] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class TaskView:
     """A live task as :meth:`Scheduler.inspect` derives it, without running task code.
 
@@ -97,7 +98,7 @@ class TaskView:
     until: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Inspection:
     scheduling: Literal["paused", "running", "closing"]
     tasks: list[TaskView] = field(default_factory=list)
@@ -331,7 +332,7 @@ def startable(
 
 
 @direct_init
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Step:
     """What an invocation does before its next phase.
 

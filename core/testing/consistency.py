@@ -29,8 +29,9 @@ reports a submission settled twice or rewritten after it settled.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from core._record import record
 from core.harness.builtin_documents import INBOX, LIVE
 from core.harness.messages import AssistantMessage, message_from_json
 from core.harness.runs import GENERATION, TOOL
@@ -54,7 +55,7 @@ _TABLES = {
 }
 
 
-@dataclass
+@record
 class StoredWorld:
     """Everything committed in one storage, read back through the port."""
 

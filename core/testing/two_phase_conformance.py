@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Protocol
 
+from core._record import record
 from core.errors import SessionPoisoned, StorageCorrupt, StorageRejected
 from core.faux.model import _yield
 from core.jsonvalue import JsonObject, dumps, loads
@@ -43,7 +44,7 @@ OpenStorage = Callable[[CommitGate | None], Awaitable[TwoPhaseStorage]]
 runner closes what it opened after the case."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TwoPhaseCase:
     name: str
     run: Callable[[OpenStorage], Awaitable[None]]

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from core._record import record
 from core.env import (
     CommandCancelled,
     CommandTimeout,
@@ -179,7 +180,7 @@ class BashArgs(_Args):
 # --------------------------------------------------------------------------- output
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ToolOutput:
     """What a tool returns: ``text`` for the model, ``details`` for the harness and UIs."""
 
