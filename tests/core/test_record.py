@@ -168,6 +168,17 @@ def test_keywords_defaults_and_factories() -> None:
             assert (items, more) == ((1,), True)
 
 
+def test_repr_eq_and_hash_are_specialized_on_first_call() -> None:
+    Entry = _classes(record)["Entry"]
+    assert "first_call" in Entry.__dict__["__hash__"].__code__.co_name or not _record._FAST_PATH
+    a, b = Entry(1, "k"), Entry(1, "k")
+    assert {a: 1}[b] == 1  # hash, then eq, each through its stand-in once
+    assert repr(a) == "_classes.<locals>.Entry(id=1, kind='k', message=None, head=None)"
+    for method in ("__hash__", "__eq__", "__repr__"):  # the real ones replaced the stand-ins
+        assert Entry.__dict__[method].__code__.co_name != "first_call", method
+    assert hash(a) == hash((1, "k", None, None)) and a == b and a != Entry(2, "k")
+
+
 def test_frozen_records_refuse_writes() -> None:
     e = RECORDS["Entry"](1, "k")
     with pytest.raises(dataclasses.FrozenInstanceError):
