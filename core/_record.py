@@ -12,18 +12,22 @@ path of every process (about 35 ms of the recovery benchmark's ~170 ms of import
   so it runs the same bytecode a generated ``__init__`` would (per-instance cost is
   unchanged: ``object.__setattr__`` per field for frozen records, a store per field
   otherwise, defaults as the function's defaults);
-* ``__eq__`` / ``__hash__`` compare and hash the same field tuples through an
-  ``operator.attrgetter``; ``__repr__``, the frozen ``__setattr__`` / ``__delattr__`` and
-  the slotted pickling pair are closures over the class's field names.
+* ``__eq__``, ``__hash__`` and ``__repr__`` are compiled the same way, once per field
+  count, and specialized when first called (most records are never compared, hashed
+  or printed); the frozen ``__setattr__`` / ``__delattr__`` and the slotted pickling
+  pair are closures over the class's field names.
 
 The class is a real dataclass to everything else: ``__dataclass_fields__`` holds
 ``dataclasses.Field`` objects and ``__dataclass_params__`` the parameters, so
 ``dataclasses.fields`` / ``replace`` / ``asdict`` / ``is_dataclass`` and pydantic treat
 it as one. Anything outside those shapes -- a base class other than ``object`` or
 ``Generic``, ``ClassVar`` / ``InitVar`` / ``KW_ONLY``, a method ``@dataclass`` would
-generate written by hand, ``order`` / ``kw_only`` / ``unsafe_hash`` and so on -- goes to
-``dataclasses.dataclass`` unchanged, as does every class on Python 3.13+, whose
-``dataclasses`` already compiles a class's methods in one batch (Pyodide runs 3.14).
+generate written by hand, a mutable default and so on -- goes to
+``dataclasses.dataclass`` unchanged (``record`` takes ``eq``, ``frozen`` and ``slots``;
+a class that needs ``order`` or ``kw_only`` uses ``dataclass``), as does every class on
+Python 3.13+, whose
+``dataclasses`` already compiles a class's methods in one batch (Pyodide runs 3.14;
+there ``record`` is ``dataclass``).
 ``tests/core/test_record.py`` checks ``record`` against ``dataclass`` class by class.
 """
 
@@ -45,7 +49,9 @@ T = TypeVar("T")
 
 # Where ``dataclasses`` batches its ``exec`` (``_FuncBuilder``: 3.13+, and so Pyodide's
 # 3.14), it does all the work: ``record`` relies on its 3.11/3.12 internals only.
-_FAST_PATH = not hasattr(dataclasses, "_FuncBuilder")
+_FAST_PATH = not hasattr(dataclasses, "_FuncBuilder") and all(
+    hasattr(dataclasses, name) for name in ("_FIELD", "_DataclassParams")
+)
 
 # Methods ``@dataclass`` would add or refuse to overwrite: a class defining one by hand
 # goes to ``dataclass``, which knows the rules for each.
