@@ -1,13 +1,12 @@
 """The records perdure stores: conversations, entries, tasks, submissions, documents.
 
-Records are frozen, slotted dataclasses rather than pydantic models: the kernel builds
-and copies them on every commit (twice as cheap to build as a pydantic model), they
-take positional arguments and pattern-match cleanly, and their stored JSON shape is
-written out here by hand. Untrusted input is validated at the boundaries instead
-(:func:`core.jsonvalue.json_copy` for payloads, pydantic for tool arguments, HTTP
-bodies and typed documents). ``tests/bench/bench_records.py`` measures both choices.
-JSON payload fields (``input``, ``checkpoint``, ``data``, ...) hold values admitted
-through ``json_copy``; treat them as read-only.
+Records are frozen, slotted dataclasses (:func:`core._record.record`) rather than pydantic
+models: the kernel builds and copies them on every commit (twice as cheap to build as a
+pydantic model), they take positional arguments and pattern-match cleanly, and their stored
+JSON shape is written out here by hand. Untrusted input is validated at the boundaries instead
+(:func:`core.jsonvalue.json_copy` for payloads, pydantic for tool arguments, HTTP bodies and
+typed documents); ``tests/bench/bench_records.py`` measures both choices. JSON payload fields
+(``input``, ``checkpoint``, ``data``, ...) hold values admitted through ``json_copy``: read-only.
 
 Each record converts to and from a JSON object (``to_json`` / ``*_from_json``); this
 module is the only place that knows the stored shape.

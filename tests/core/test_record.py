@@ -236,4 +236,7 @@ def test_every_core_dataclass_is_built_by_record() -> None:
                 and value.__module__ == module.__name__
                 and dataclasses.is_dataclass(value)
             ):
-                assert value.__init__.__code__.co_filename == "<record>", value
+                # record's classes share its parameter objects (an __init__ may since have
+                # been replaced, by core.slotted.direct_init)
+                made = value.__dataclass_params__  # type: ignore[attr-defined]
+                assert any(made is p for p in _record._params.values()), value
