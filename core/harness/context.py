@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from core.harness.messages import (
@@ -129,6 +129,7 @@ class ActiveRange:
             _system_first(self._flat + tail),
             dict(self._sections),
             self._prompted,
+            self.messages,
         )
         return self._latest
 
@@ -194,6 +195,10 @@ class ContextView:
     sections: dict[str, str]
     prompted: bool = False
     """Whether the range holds a ``system`` entry (a prompt was recorded in it)."""
+    parsed: Sequence[Message | None] | None = None
+    """Each entry's parsed message, aligned with ``entries`` (``None`` where an entry
+    has none), when the view was derived from them: a compaction choosing its cut and
+    serializing what it summarizes takes them instead of parsing every entry again."""
 
 
 def _parse(message: JsonValue) -> Message | None:
@@ -238,6 +243,7 @@ def derive_context(
         _system_first(_pair_tool_results(marker + ordered)),
         sections,
         any(e.kind == "system" for e in entries),
+        parsed,
     )
 
 
