@@ -43,6 +43,7 @@ __all__ = [
     "check_text",
     "copy_admitted",
     "dumps",
+    "dumps_spaced",
     "json_check",
     "json_copy",
     "json_equal",
@@ -87,8 +88,12 @@ try:
     _c_encode: Any = _c_make_encoder(
         None, _not_json, _c_string, None, ":", ",", False, False, False
     )
+    # ``json.dumps``'s defaults (", " and ": ", NaN allowed), the same way.
+    _c_spaced: Any = _c_make_encoder(
+        None, _not_json, _c_string, None, ": ", ", ", False, False, True
+    )
 except (ImportError, TypeError):  # no C accelerator, or another signature: the plain path
-    _c_encode = None
+    _c_encode = _c_spaced = None
 
 
 def dumps(value: JsonValue) -> str:
@@ -102,6 +107,14 @@ def dumps(value: JsonValue) -> str:
     if type(value) is str:  # task kinds, request ids, document keys: several per commit
         return _c_string(value)
     return "".join(_c_encode(value, 0))
+
+
+def dumps_spaced(value: JsonValue) -> str:
+    """``json.dumps(value)``'s very text, for a value that is a tree (no cycle): what
+    token estimates count tool arguments by, several times per model request."""
+    if _c_spaced is None or type(value) is str:
+        return json.dumps(value)
+    return "".join(_c_spaced(value, 0))
 
 
 def loads(text: str) -> Any:
