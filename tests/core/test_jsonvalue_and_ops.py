@@ -64,6 +64,24 @@ def test_dumps_spaced_writes_what_json_dumps_writes(value: JsonValue) -> None:
     assert dumps_spaced([value, {"k": value}]) == json.dumps([value, {"k": value}])
 
 
+@settings(max_examples=300, deadline=None)
+@given(json_values, st.sampled_from(["", " ", "\n "]))
+def test_loads_reads_what_json_loads_reads(value: JsonValue, space: str) -> None:
+    for text in (dumps(value), json.dumps(value, indent=1), space + dumps(value) + space):
+        assert json_equal(loads(text), json.loads(text))
+
+
+@pytest.mark.parametrize(
+    "bad", ["", " ", "{", "{}x", "{} []", "\ufeff{}", "[1,]", '{"a" 1}', "tru"]
+)
+def test_loads_refuses_what_json_loads_refuses_with_its_message(bad: str) -> None:
+    with pytest.raises(json.JSONDecodeError) as ours:
+        loads(bad)
+    with pytest.raises(json.JSONDecodeError) as reference:
+        json.loads(bad)
+    assert str(ours.value) == str(reference.value)
+
+
 @pytest.mark.parametrize("bad", [math.nan, math.inf, b"x", {"k": {1, 2}}, object()])
 def test_dumps_refuses_what_the_reference_encoder_refuses(bad: object) -> None:
     with pytest.raises((TypeError, ValueError)):
