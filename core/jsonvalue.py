@@ -43,6 +43,7 @@ __all__ = [
     "check_text",
     "copy_admitted",
     "dumps",
+    "dumps_spaced",
     "json_check",
     "json_copy",
     "json_equal",
@@ -87,8 +88,12 @@ try:
     _c_encode: Any = _c_make_encoder(
         None, _not_json, _c_string, None, ":", ",", False, False, False
     )
+    # ``json.dumps``'s defaults (", " and ": ", NaN allowed), the same way.
+    _c_spaced: Any = _c_make_encoder(
+        None, _not_json, _c_string, None, ": ", ", ", False, False, True
+    )
 except (ImportError, TypeError):  # no C accelerator, or another signature: the plain path
-    _c_encode = None
+    _c_encode = _c_spaced = None
 
 
 def dumps(value: JsonValue) -> str:
@@ -104,8 +109,36 @@ def dumps(value: JsonValue) -> str:
     return "".join(_c_encode(value, 0))
 
 
+def dumps_spaced(value: JsonValue) -> str:
+    """``json.dumps(value)``'s very text, for a value that is a tree (no cycle): what
+    token estimates count tool arguments by, several times per model request."""
+    if _c_spaced is None or type(value) is str:
+        return json.dumps(value)
+    return "".join(_c_spaced(value, 0))
+
+
 def loads(text: str) -> Any:
+    """``json.loads(text)``: the C scanner straight, for the text storage wrote (no
+    surrounding whitespace); anything else (and every error) takes ``json.loads``'s
+    own path, which skips whitespace, checks for extra data and names the problem."""
+    if _c_scan is not None and type(text) is str:
+        try:
+            value, end = _c_scan(text, 0)
+        except (StopIteration, ValueError):
+            return json.loads(text)
+        if end == len(text):
+            return value
     return json.loads(text)
+
+
+# ``json.loads`` runs two whitespace regex matches and three Python frames around this
+# scanner for every record storage reads back.
+try:
+    from _json import make_scanner as _c_make_scanner
+
+    _c_scan: Any = _c_make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # stub: its own type
+except ImportError:  # no C accelerator: json.loads's pure path
+    _c_scan = None
 
 
 def _text_problem(text: str, max_chars: int) -> str | None:

@@ -206,10 +206,9 @@ def select_cut(view: ContextView, keep_recent_tokens: int) -> int | None:
     candidates: list[Entry] = []
     total = 0
     reached = False
-    for entry in reversed(view.entries):
-        if entry.id == view.head or entry.message is None:
+    for entry, message in zip(reversed(view.entries), reversed(_parsed(view)), strict=True):
+        if entry.id == view.head or message is None:
             continue
-        message = message_from_json(entry.message)
         if isinstance(message, AssistantMessage) and message.stop_reason in ("aborted", "error"):
             continue
         if isinstance(message, SystemMessage):
@@ -482,13 +481,20 @@ async def _end_stale(rt: TaskRuntime, cp: JsonObject, view: ContextView) -> None
 def _messages_before(view: ContextView, first_kept: int) -> list[Message]:
     """The context messages that come from entries older than the cut (the previous
     summary, which opens the context, included)."""
-    kept_ids = {e.id for e in view.entries if e.id >= first_kept and e.id != view.head}
-    older_entries = [e for e in view.entries if e.id not in kept_ids]
-    return derive_context(
-        view.head,
-        older_entries,
-        [None if e.message is None else message_from_json(e.message) for e in older_entries],
-    ).messages
+    older = [
+        (e, m)
+        for e, m in zip(view.entries, _parsed(view), strict=True)
+        if e.id < first_kept or e.id == view.head
+    ]
+    return derive_context(view.head, [e for e, _ in older], [m for _, m in older]).messages
+
+
+def _parsed(view: ContextView) -> Sequence[Message | None]:
+    """The parsed message of each of ``view``'s entries: the view's own when it has
+    them (the harness's range parsed each entry once), else parsed here."""
+    if view.parsed is not None:
+        return view.parsed
+    return [None if e.message is None else message_from_json(e.message) for e in view.entries]
 
 
 async def _place_summary(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import field
 
 from core._record import record
@@ -104,6 +104,25 @@ class ActiveRange:
         if position < len(self.ids) - 1:
             self._full_only = True  # an entry committed out of id order: no shortcuts
 
+    def rebased(self, marker: Entry, built: Message | None = None) -> ActiveRange | None:
+        """The range that ``marker``, a head marker just committed, opens, built from
+        this range's entries from ``marker.head`` on and their parsed messages: what a
+        reload would read back from storage, without reading and parsing it again.
+        ``None`` when this range may not hold all of them (the marker is not newer than
+        this range's head, or its start is older than this range's entries): reload."""
+        start = marker.head
+        if start is None or (self.head is not None and marker.id <= self.head):
+            return None
+        at = bisect.bisect_left(self.ids, start)
+        if start != marker.id and (at == len(self.ids) or self.ids[at] != start):
+            return None
+        pairs = list(zip(self.entries[at:], self.messages[at:], strict=True))
+        bisect.insort(pairs, (marker, built), key=lambda pair: pair[0].id)
+        rebased = ActiveRange(head=marker.id)
+        for entry, message in pairs:
+            rebased.add(entry, message)
+        return rebased
+
     def message_of(self, entry_id: int) -> Message | None:
         """The parsed message of entry ``entry_id`` if the range holds it."""
         position = bisect.bisect_left(self.ids, entry_id)
@@ -130,6 +149,7 @@ class ActiveRange:
             _system_first(self._flat + tail),
             dict(self._sections),
             self._prompted,
+            self.messages,
         )
         return self._latest
 
@@ -195,6 +215,10 @@ class ContextView:
     sections: dict[str, str]
     prompted: bool = False
     """Whether the range holds a ``system`` entry (a prompt was recorded in it)."""
+    parsed: Sequence[Message | None] | None = None
+    """Each entry's parsed message, aligned with ``entries`` (``None`` where an entry
+    has none), when the view was derived from them: a compaction choosing its cut and
+    serializing what it summarizes takes them instead of parsing every entry again."""
 
 
 def _parse(message: JsonValue) -> Message | None:
@@ -239,6 +263,7 @@ def derive_context(
         _system_first(_pair_tool_results(marker + ordered)),
         sections,
         any(e.kind == "system" for e in entries),
+        parsed,
     )
 
 
@@ -338,6 +363,13 @@ class RangeCache:
         """A submission of the conversation settled: drop its range if over the limit."""
         if len(self._ranges) > self.limit:
             self._ranges.pop(conversation_id, None)
+
+    def rebase(self, conversation_id: int, active: ActiveRange | None) -> None:
+        """Keep ``active`` as the conversation's new range, or drop it if ``None``."""
+        if active is None:
+            self._ranges.pop(conversation_id, None)
+        else:
+            self._ranges[conversation_id] = active
 
     def drop(self, conversation_id: int) -> None:
         """Forget the range (it reloads on its next use)."""

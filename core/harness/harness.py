@@ -576,8 +576,8 @@ class Harness:
             active = self._ranges.get(entry.conversation_id)
             if active is None:
                 continue
-            if entry.head is not None:
-                self._ranges.drop(entry.conversation_id)  # a new range: reload lazily
+            if entry.head is not None:  # a new range: of the entries kept, or reloaded
+                self._ranges.rebase(entry.conversation_id, active.rebased(entry, message))
             else:
                 active.add(entry, message)
         for sub in event.submissions:

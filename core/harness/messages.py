@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from core.errors import InvalidJson
-from core.jsonvalue import JsonObject, JsonValue, json_check, scrub_json, scrub_text
+from core.jsonvalue import JsonObject, JsonValue, dumps_spaced, json_check, scrub_json, scrub_text
 
 __all__ = [
     "AssistantMessage",
@@ -208,7 +208,7 @@ def message_chars(message: Message) -> int:
         elif isinstance(block, ThinkingBlock):
             total += len(block.thinking)
         else:
-            total += len(block.name) + len(json.dumps(block.arguments))
+            total += len(block.name) + len(dumps_spaced(block.arguments))
     return total
 
 

@@ -12,7 +12,15 @@ from hypothesis import strategies as st
 
 from core.docops import InvalidOp, apply_ops, diff, revise
 from core.errors import InvalidJson
-from core.jsonvalue import JsonValue, copy_admitted, dumps, json_copy, json_equal, loads
+from core.jsonvalue import (
+    JsonValue,
+    copy_admitted,
+    dumps,
+    dumps_spaced,
+    json_copy,
+    json_equal,
+    loads,
+)
 
 json_values = st.recursive(
     st.none()
@@ -46,6 +54,32 @@ _REFERENCE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_na
 def test_dumps_writes_what_the_reference_encoder_writes(value: JsonValue) -> None:
     # dumps drives the C encoder directly; its text must not drift from the stdlib's.
     assert dumps(value) == _REFERENCE.encode(value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values | st.text() | st.floats())
+def test_dumps_spaced_writes_what_json_dumps_writes(value: JsonValue) -> None:
+    # Token estimates count tool arguments by this text: it must be json.dumps's.
+    assert dumps_spaced(value) == json.dumps(value)
+    assert dumps_spaced([value, {"k": value}]) == json.dumps([value, {"k": value}])
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values, st.sampled_from(["", " ", "\n "]))
+def test_loads_reads_what_json_loads_reads(value: JsonValue, space: str) -> None:
+    for text in (dumps(value), json.dumps(value, indent=1), space + dumps(value) + space):
+        assert json_equal(loads(text), json.loads(text))
+
+
+@pytest.mark.parametrize(
+    "bad", ["", " ", "{", "{}x", "{} []", "\ufeff{}", "[1,]", '{"a" 1}', "tru"]
+)
+def test_loads_refuses_what_json_loads_refuses_with_its_message(bad: str) -> None:
+    with pytest.raises(json.JSONDecodeError) as ours:
+        loads(bad)
+    with pytest.raises(json.JSONDecodeError) as reference:
+        json.loads(bad)
+    assert str(ours.value) == str(reference.value)
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, b"x", {"k": {1, 2}}, object()])

@@ -250,6 +250,37 @@ def test_incremental_views_of_a_compacted_range_equal_full_derivation(
     assert not active._full_only  # the summary joined the flattened prefix
 
 
+def test_a_range_rebased_on_a_new_head_marker_equals_the_reloaded_range() -> None:
+    """A head marker committed: the range built from the kept entries in memory is the
+    one a reload would build from storage (entries from the marker's start on); a marker
+    whose start the range may not hold (or older than its head) asks for the reload."""
+    old = ActiveRange(head=None)
+    for e in [
+        entry(1, user("u1")),
+        entry(2, assistant("a1", "c1")),
+        entry(3, result("c1")),
+        entry(4, user("u2")),
+        entry(5, AssistantMessage(content=[TextBlock(text="a2")], usage={"input": 7})),
+        entry(6, SystemMessage(content="s"), kind="system", data={"sections": {"x": "s"}}),
+        entry(7, user("u3")),
+    ]:
+        old.add(e)
+    marker = entry(9, user("summary"), kind="compaction", head=4)
+    old.add(entry(8, user("u4")))  # committed before the marker, after the cut
+    rebased = old.rebased(marker)
+    assert rebased is not None
+    reloaded = ActiveRange(head=9)
+    for e in [e for e in old.entries if e.id >= 4] + [marker]:
+        reloaded.add(e)
+    assert rebased.ids == reloaded.ids == [4, 5, 6, 7, 8, 9]
+    assert rebased.messages == reloaded.messages  # usage of the kept answer dropped too
+    fast, full = rebased.view(None), reloaded.view(None)
+    assert (fast.messages, fast.sections) == (full.messages, full.sections)
+    assert old.rebased(entry(10, user("reset"), kind="reset", head=10)) is not None
+    assert old.rebased(entry(10, user("s"), kind="compaction", head=0)) is None  # not held
+    assert rebased.rebased(entry(8, user("s"), kind="compaction", head=8)) is None  # older
+
+
 def test_the_range_cache_drops_a_settled_conversations_range_only_over_its_limit() -> None:
     cache = RangeCache(limit=2)
     one, two, three = ActiveRange(head=None), ActiveRange(head=None), ActiveRange(head=None)
