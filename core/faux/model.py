@@ -25,8 +25,10 @@ import asyncio
 import inspect
 import json
 import operator
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import field
+from functools import partial
 from typing import TYPE_CHECKING, TypeAlias, cast
 
 from core._record import record
@@ -323,31 +325,38 @@ class _Estimator:
 
     Requests of one conversation repeat the previous request plus a few messages, so the
     count of the shared prefix is reused (by identity) instead of recounted. One model
-    may answer many conversations in turn: each one's last request is kept apart, by its
-    first message (the same object in each of its requests), for the ``_KEPT`` most
-    recent ones (at 1,000 conversations answered at once, one shared slot recounted
-    every request's whole transcript).
+    may answer many conversations in turn (at 1,000 conversations answered at once, one
+    shared slot recounted every request's whole transcript), so each conversation's last
+    request is kept apart, by its first message: the same object in each of its
+    requests until a compaction replaces it. That message is held weakly and the rest
+    of the request only as long as it lives, so a conversation's earlier transcript is
+    not kept alive by the model once its harness dropped it.
     """
 
-    _KEPT = 4096
-
     def __init__(self) -> None:
-        self._last: dict[int, tuple[list[Message], list[int]]] = {}
+        # id(first message) -> (that message, weakly; the rest of the request; counts)
+        self._last: dict[int, tuple[weakref.ref[Message], list[Message], list[int]]] = {}
 
     def usage(self, request: ModelRequest | None, message: AssistantMessage) -> Usage:
         sent = 0
         if request is not None and request.messages:
             messages = request.messages
-            key = id(messages[0])  # a reused id is harmless: the prefix is compared below
-            last, counts = self._last.pop(key, ((), ()))
-            same = list(map(operator.is_, last, messages))  # compared in C
-            shared = same.index(False) if False in same else len(same)
+            first, key = messages[0], id(messages[0])
+            kept = self._last.get(key)
+            if kept is not None and kept[0]() is first:
+                ref, rest, counts = kept
+                same = list(map(operator.is_, rest, messages[1:]))  # compared in C
+                shared = 1 + (same.index(False) if False in same else len(same))
+            else:
+                ref, counts, shared = weakref.ref(first, partial(self._forget, key)), [], 0
             counts = [*counts[:shared], *(message_chars(m) for m in messages[shared:])]
-            self._last[key] = (list(messages), counts)
-            if len(self._last) > self._KEPT:
-                del self._last[next(iter(self._last))]  # the least recently used
+            self._last[key] = (ref, messages[1:], counts)
             sent = sum(counts)
         return Usage(input=sent // 4, output=max(1, message_chars(message) // 4))
+
+    def _forget(self, key: int, _gone: object) -> None:
+        # The first message is gone (its id may be reused from now on): so is its entry.
+        self._last.pop(key, None)
 
 
 if TYPE_CHECKING:  # mypy proves the adapter satisfies its port
