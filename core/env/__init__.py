@@ -1,8 +1,9 @@
-"""The ``ExecutionEnv`` port: how tools reach files and shells (SPEC §9).
+"""The ``ExecutionEnv`` port: how tools reach files and shells
+(docs/design.md § The execution environment).
 
-Core never touches the operating system (SPEC §3, invariant 16). The coding tools reach a
-workspace only through an object implementing :class:`ExecutionEnv`; the production adapter
-is ``remote_env.client.RemoteEnv``, which speaks HTTP to a sandbox host.
+Core never touches the operating system (docs/design.md, invariant 16). The coding tools
+reach a workspace only through an object implementing :class:`ExecutionEnv`; the production
+adapter is ``remote_env.client.RemoteEnv``, which speaks HTTP to a sandbox host.
 
 Conventions shared by every method:
 

@@ -13,9 +13,10 @@ Limits follow pi's coding tools: output is cut at 2,000 lines or 50 KiB, whichev
 first. ``read`` keeps the head and tells the model which ``offset`` continues; ``bash`` keeps
 the tail (the end of a command's output is what matters).
 
-Replay policies (SPEC §9): ``read``, ``ls``, ``find``, ``grep`` are ``safe``; ``bash`` is
-``recoverable`` (its op id lets the env return the recorded result); ``write`` and ``edit``
-carry op ids too and may be declared ``recoverable`` by the harness.
+Replay policies (docs/design.md § The execution environment): ``read``, ``ls``, ``find``,
+``grep`` are ``safe``; ``bash`` is ``recoverable`` (its op id lets the env return the
+recorded result); ``write`` and ``edit`` carry op ids too and may be declared
+``recoverable`` by the harness.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@
 * :mod:`runtimes.actor.lifecycle` — open → activate → use → park, poisoned sessions, a
   failed first request leaving no actor behind (:class:`ActorPool`, over an
   :class:`ActorStore` each host provides);
-* :mod:`runtimes.actor.api` — the actor HTTP API (SPEC §10) as one FastAPI app;
+* :mod:`runtimes.actor.api` — the actor HTTP API (docs/design.md § The HTTP API) as one
+  FastAPI app;
 * :mod:`runtimes.actor.memory` — an in-memory host; :mod:`runtimes.actor.testing` — the
   host scenario kit every host runs.
 

@@ -87,7 +87,7 @@ _TIMEOUT_S = 30.0  # a real-time bound on every wait, so a broken host fails, no
 
 class KitHost(Host, Protocol):
     """A host as the kit drives it: the :class:`~runtimes.actor.Host` port plus the
-    wake-up duties of SPEC §11."""
+    wake-up duties of docs/design.md § Host duties."""
 
     @property
     def active(self) -> frozenset[str]: ...

@@ -21,4 +21,4 @@ class LeaseLost(StorageError):
     """The fence refused a write: another owner took the lease (a higher epoch) or the
     head moved past our seq. Nothing of the refused write is durable, but this holder
     must stop — it is *not* a :class:`~core.errors.StorageRejected`, so the session is
-    poisoned (SPEC invariants 13 and 14) and never commits on a stale lease again."""
+    poisoned (docs/design.md, invariants 13 and 14) and never commits on a stale lease again."""

@@ -2,8 +2,8 @@
 
 The ``WorkerEntrypoint`` does nothing but this: every request is checked here before
 any Durable Object is addressed, so a refused request never creates or wakes one.
-The checks and their order mirror the local API's middleware and errors (SPEC §10), so
-a client sees the same refusals on every host:
+The checks and their order mirror the local API's middleware and errors
+(docs/design.md § The HTTP API), so a client sees the same refusals on every host:
 
 1. only ``/v1/`` exists (``404 no_route`` elsewhere);
 2. bearer auth: ``401 unauthorized`` (``WWW-Authenticate: Bearer``), constant-time;
@@ -154,7 +154,7 @@ class FrontDoor:
         segment, slash, rest = path[len(prefix) :].partition("/")
         actor = unquote(segment)
         try:
-            check_actor_id(actor)  # the one actor id rule (SPEC §10), shared by every host
+            check_actor_id(actor)  # the one actor id rule, shared by every host
         except InvalidActorId:
             return Refusal(400, "invalid_actor", f"actor ids match {ACTOR_ID_PATTERN[1:-1]}")
         allowed = self.routes.allowed(unquote(slash + rest))

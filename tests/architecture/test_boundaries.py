@@ -236,8 +236,9 @@ def _seam_violations(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("path", PRODUCTION, ids=[str(p.relative_to(ROOT)) for p in PRODUCTION])
 def test_hosts_use_only_cores_public_api(path: Path) -> None:
-    """Runtimes are thin (SPEC §2): they call core's public API, never its storage behind
-    the session or its internal modules; and no production code imports ``core.testing``."""
+    """Runtimes are thin (docs/design.md § Layers): they call core's public API, never its
+    storage behind the session or its internal modules; and no production code imports
+    ``core.testing``."""
     assert _seam_violations(path) == []
 
 

@@ -5,8 +5,9 @@ Run: ``python tests/bench/bench_agent_loop.py`` (``--rounds N``, ``--runs K``).
 Each round is one model response asking for one no-op tool call, the tool task, and the
 hand-over to the next generation; after the last round the model answers. Prints ms
 per tool round, commits per round, and the ratio to the raw SQLite floor measured in
-the same run (one INSERT + one UPDATE per transaction). Peers on the same 2-core
-machine (reference/peers.md): LangGraph 1.6 ms and DBOS 2.3 ms per durable agent round.
+the same run (one INSERT + one UPDATE per transaction). The peers (LangGraph, DBOS) are
+measured beside perdure in the same run by ``tests/bench/suite.py``; docs/performance.md
+has the figures.
 """
 
 from __future__ import annotations

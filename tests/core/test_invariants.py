@@ -1,4 +1,4 @@
-"""One guard test per SPEC §3 invariant owned by the kernel (1, 2, 3, 5, 6, 10, 11, 12, 13, 15).
+"""One guard test per invariant (docs/design.md) the kernel owns: 1, 2, 3, 5, 6, 10-13, 15.
 
 Invariant 16 (core makes no OS calls) is guarded in tests/architecture.
 """

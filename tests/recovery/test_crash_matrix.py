@@ -310,7 +310,7 @@ def test_a_kill_at_the_point_loses_nothing_and_repeats_nothing(
     rec = marker.read_text().splitlines() if marker.exists() else []
     if results["call_rec"]:
         # Killed after the intent, before the command reached the sandbox: the op log has
-        # no record, so (SPEC §8) the model is told it was interrupted; it never ran.
+        # no record, so (invariant 7) the model is told it was interrupted; it never ran.
         assert "no record of the operation" in report["tool_texts"]["call_rec"], report
         assert rec == [], rec
     else:

@@ -52,7 +52,7 @@ class CommitGate(Protocol):
       the caller's session stays usable.
     * raise anything else → the outcome is unknown (for instance a timeout after the
       request left); the storage applies nothing and re-raises, and the session is
-      poisoned (SPEC invariant 13) until the host reopens the storage and reconciles
+      poisoned (docs/design.md, invariant 13) until the host reopens the storage and reconciles
       the replica with the durable copy.
 
     ``write_set`` is a JSON value (see the module docstring) the gate may keep; it must

@@ -1,4 +1,5 @@
-"""The actor HTTP API (SPEC §10): one FastAPI app over any :class:`~runtimes.actor.Host`."""
+"""The actor HTTP API (docs/design.md § The HTTP API): one FastAPI app over any
+:class:`~runtimes.actor.Host`."""
 
 from runtimes.actor.api.app import ApiConfig, create_app, new_api_token
 

@@ -1,5 +1,6 @@
-"""The actor routes (SPEC §10). Each one decodes the request, calls the public harness
-API on the actor's harness, and encodes the result; no task logic lives here."""
+"""The actor routes (docs/design.md § The HTTP API). Each one decodes the request, calls
+the public harness API on the actor's harness, and encodes the result; no task logic
+lives here."""
 
 from __future__ import annotations
 

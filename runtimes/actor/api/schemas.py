@@ -1,4 +1,5 @@
-"""The wire models of the actor HTTP API (SPEC §10): request bodies, answers, errors.
+"""The wire models of the actor HTTP API (docs/design.md § The HTTP API): request bodies,
+answers, errors.
 
 Requests are validated strictly (no type coercion, unknown fields refused), so a bad
 request fails here, before any actor is opened or anything is written.

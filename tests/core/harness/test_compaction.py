@@ -91,7 +91,7 @@ async def compactions(h: Any) -> list[Any]:
 
 
 def test_thresholds_follow_the_window_reserve_and_background_band() -> None:
-    s = CompactionSettings()  # the SPEC defaults: 16,384 / 20,000 / 32,768
+    s = CompactionSettings()  # the defaults docs/design.md states: 16,384 / 20,000 / 32,768
     window = 128_000
     assert compaction_need(s, window - 16_384, window) == "background"
     assert compaction_need(s, window - 16_384 + 1, window) == "blocking"

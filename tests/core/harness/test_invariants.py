@@ -1,4 +1,4 @@
-"""Guard tests for the SPEC §3 invariants the agent harness owns: 4, 7, 8 and 9.
+"""Guard tests for the invariants (docs/design.md) the agent harness owns: 4, 7, 8 and 9.
 
 (Invariant 7 is also exercised through a real sandbox in tests/recovery/test_recoverable.py
 and through a real SIGKILL in tests/recovery/test_seed_crash.py.)
