@@ -66,7 +66,7 @@ def _env() -> dict[str, str]:
 
 @dataclass
 class Sandbox:
-    """``perdure sandbox`` (confined with bubblewrap, as the README runs it)."""
+    """``perdure sandbox`` (confined with bubblewrap, as docs/operations.md runs it)."""
 
     workdir: Path
     port: int = field(default_factory=free_port)

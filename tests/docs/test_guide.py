@@ -1,6 +1,6 @@
 """The Python examples in the documentation run as written.
 
-Every ```python block of ``docs/guide.md`` is a complete program: it
+Every ```python block of ``docs/guide.md`` and ``README.md`` is a complete program: it
 is run in a fresh interpreter, from an empty directory, against this checkout, and must
 exit 0. The examples use the scripted ``FauxModel``, so no network or key is needed; they
 check what they claim with ``assert``. A block that is not meant to run does not belong
@@ -18,7 +18,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENTS = {"docs/guide.md": 7}
+DOCUMENTS = {"docs/guide.md": 7, "README.md": 1}
 """Each document with the number of examples it holds: a lost example fails too."""
 
 
@@ -61,3 +61,13 @@ def test_example_runs(path: Path, line: int, code: str, tmp_path: Path) -> None:
         f"the example at {path.relative_to(ROOT)}:{line} failed "
         f"(exit {done.returncode}):\n{done.stdout}\n{done.stderr}"
     )
+
+
+def test_the_readme_is_what_a_visitor_needs() -> None:
+    """Short, with the quick start's two commands; the rest lives in docs/."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 150
+    assert "pip install . && perdure demo " in readme
+    assert "pip install '.[test]' && pytest " in readme
+    for doc in ("guide", "design", "hosts", "operations", "performance", "security"):
+        assert f"(docs/{doc}.md)" in readme, doc

@@ -147,7 +147,7 @@ def test_an_existing_demo_workdir(tmp_path: Path) -> None:
 def test_the_quick_start_sandbox_writes_its_secret_and_dev_keeps_its_token(
     tmp_path: Path,
 ) -> None:
-    """The README's sequence: ``perdure sandbox ... --secret-file F &`` then at once
+    """The sequence docs/operations.md gives: ``perdure sandbox ... --secret-file F &`` then at once
     ``perdure dev --sandbox URL --sandbox-secret F``; dev waits for the sandbox's secret
     and for it to listen. ``--token-file`` keeps the API token across a restart."""
     port = free_port()

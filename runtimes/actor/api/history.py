@@ -67,7 +67,7 @@ async def list_actors(
     limit: Limit = 100,
 ) -> ActorPage:
     """The host's actors, ascending by id, without opening any. ``501 not_supported`` on
-    a host that keeps no index of its actors (see the README: the Cloudflare Worker and
+    a host that keeps no index of its actors (see docs/hosts.md: the Cloudflare Worker and
     the AWS Lambda host)."""
     names = await host.actors(after=after, limit=limit + 1)
     page = names[:limit]
