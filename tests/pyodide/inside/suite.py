@@ -810,7 +810,7 @@ async def durable_object_configured_from_env(options: dict[str, Any]) -> dict[st
     coding tools on the sandbox server with workspace tokens minted from the sandbox
     secret, both over Node's ``fetch``. The model asks for ``bash``; the command runs in
     the actor's own workspace; the model answers. A deployment missing its model vars
-    is refused at the front door (500, naming them), no Durable Object addressed."""
+    is refused at the front door (503, naming them), no Durable Object addressed."""
     import json
 
     from js import Object  # type: ignore[import-not-found]
@@ -829,7 +829,7 @@ async def durable_object_configured_from_env(options: dict[str, Any]) -> dict[st
     headers = {"authorization": f"Bearer {TOKEN}"}
     response = await door.fetch(js_request("GET", "/v1/actors/tree-env/tasks", headers))
     body = await response.json()
-    assert response.status == 500 and body["error"]["code"] == "misconfigured", body
+    assert response.status == 503 and body["error"]["code"] == "misconfigured", body
     assert names.MODEL_VAR in body["error"]["message"], body
     assert TOKEN not in json.dumps(body.to_py() if hasattr(body, "to_py") else body)
     assert list(namespace.addressed) == []
