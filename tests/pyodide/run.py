@@ -605,9 +605,14 @@ def worker_bundle(worker: Path | None, scratch: Path) -> bool:
     from tests.models.fake_openai import FakeOpenAI, Stream, finish, text, usage
 
     if worker is None:
-        sys.path.insert(0, str(ROOT / "infra" / "cloudflare"))
-        import build  # infra/cloudflare/build.py
+        import importlib.util
 
+        spec = importlib.util.spec_from_file_location(
+            "perdure_worker_build", ROOT / "infra" / "cloudflare" / "build.py"
+        )
+        assert spec is not None and spec.loader is not None
+        build = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(build)
         worker = scratch / "worker"
         _log(f"building the Worker directory into {worker}")
         try:
