@@ -84,6 +84,8 @@ def source_modules(entry: Path = HERE / "src/entry.py") -> list[Path]:
 
 def _prepare(out: Path) -> None:
     if out.exists():
+        if not out.is_dir():
+            raise BuildError(f"{out} is a file, not a directory")
         if any(out.iterdir()) and not (out / MARKER).exists():
             raise BuildError(f"{out} exists and is not a Worker build; not replacing it")
         shutil.rmtree(out)

@@ -93,6 +93,11 @@ def test_a_directory_that_is_not_a_build_is_never_replaced(tmp_path: Path) -> No
     with pytest.raises(build.BuildError, match="not a Worker build"):
         build._prepare(mine)
     assert (mine / "notes.txt").read_text() == "keep me"
+    a_file = tmp_path / "file"
+    a_file.write_text("keep me too")
+    with pytest.raises(build.BuildError, match="is a file"):
+        build._prepare(a_file)
+    assert a_file.read_text() == "keep me too"
     earlier = tmp_path / "dist"
     build._prepare(earlier)
     (earlier / "stale.py").write_text("")
