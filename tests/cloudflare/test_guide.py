@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "infra/cloudflare/README.md"
 CI = (ROOT / ".ci/run").read_text()
 _FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```", re.M | re.S)
-KINDS = ("sh offline", "sh account")
+KINDS = ("sh offline", "sh account", "sh sandbox")
 
 
 def _blocks(text: str) -> list[tuple[str, list[str]]]:
@@ -44,7 +44,7 @@ def test_every_command_block_says_whether_it_needs_an_account() -> None:
 
 
 def test_the_offline_commands_are_what_ci_runs_in_that_order() -> None:
-    ci = [line.strip() for line in CI.splitlines() if line.strip() and not line.startswith("#")]
+    ci = _commands(CI.splitlines())
     for info, lines in _blocks(GUIDE.read_text()):
         if info != "sh offline":
             continue
