@@ -16,9 +16,12 @@
 What every actor is opened with (its models, extensions, env, settings) comes from the
 Worker's vars and secrets (:mod:`~.settings`: the model adapter, the sandbox, tokens
 minted from the sandbox secret), unless the entry module gives it with
-:func:`configure`. A misconfigured deployment is refused at the front door with
-``500 misconfigured`` naming the missing variables, before any Durable Object is
-addressed.
+:func:`configure`. A misconfigured deployment (a required variable missing, or half of
+a pair such as the sandbox secret without its URL) is refused when an isolate starts:
+its first event writes one line to the Worker's log naming every variable to fix, and
+every request answers ``503 misconfigured`` with the same names (never their values)
+at the front door, before any Durable Object is addressed — a deployment's mistake,
+not a server fault, so never a 500.
 
 Nothing here imports FastAPI or the actor API app at module level: an isolate imports
 core, the Workers SDK and this runtime, opens its actor, and builds the HTTP app on its
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
 from workers import DurableObject, Response, WorkerEntrypoint  # type: ignore[import-not-found]
@@ -67,6 +70,7 @@ class _Deployment:
     actor_config: ActorConfig | None = None  # given by configure()
     from_env: ActorConfig | None = None  # built once per isolate from the Worker's env
     routes: RouteTable | None = None
+    logged: ClassVar[set[str]] = set()  # misconfigurations already on this isolate's log
 
 
 def _settings(env: Any) -> WorkerSettings:
@@ -139,8 +143,14 @@ def _report(report: AlarmReport) -> None:
 
 
 def _misconfigured(error: MisconfiguredWorker) -> Refusal:
-    print(f"perdure: {error}", file=sys.stderr)  # the operator's log, too
-    return Refusal(500, "misconfigured", str(error))
+    """The answer to every request while the deployment is misconfigured; the first
+    time an isolate meets ``error`` it also goes to the Worker's log (``wrangler tail``),
+    once, not once per request."""
+    message = str(error)
+    if message not in _Deployment.logged:
+        _Deployment.logged.add(message)
+        print(f"perdure: {message}; every request answers 503 until it is fixed", file=sys.stderr)
+    return Refusal(503, "misconfigured", message)
 
 
 def _json_response(refusal: Refusal) -> Any:
@@ -185,10 +195,15 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
-        # A misconfigured deployment raises here, naming what is missing; the front door
-        # refuses every request first, so only an alarm can meet this (and workerd's
-        # retries of it end).
-        self.settings = _settings(self.env)
+        # The front door refuses every request of a misconfigured deployment first, so
+        # only an alarm (or a socket accepted before the configuration broke) can reach
+        # an object that cannot open its actor: it stays closed and says why.
+        self.misconfigured: MisconfiguredWorker | None = None
+        try:
+            self.settings = _settings(self.env)
+        except MisconfiguredWorker as error:
+            self.misconfigured = error
+            return
         config = _actor_config(self.settings)
         self.host = DurableActor(
             self.ctx.storage, config, clock=SystemClock(), alarm_report=_report
@@ -218,6 +233,8 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
         return self._app
 
     async def fetch(self, request: Any) -> Any:
+        if self.misconfigured is not None:
+            return _json_response(_misconfigured(self.misconfigured))
         js_request = _js(request)
         upgrade = str(js_request.headers.get("upgrade") or "").lower()
         if upgrade == "websocket":
@@ -252,14 +269,24 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
         return JsResponse.new(None, status=101, webSocket=client)
 
     async def webSocketMessage(self, ws: Any, message: Any) -> None:
+        if self.misconfigured is not None:
+            _misconfigured(self.misconfigured)
+            return
         await self._start()
         await self.hub.message(ws, message)
 
     async def webSocketClose(self, ws: Any, code: int, reason: str, was_clean: bool) -> None:
+        if self.misconfigured is not None:
+            return
         await self._start()
         await self.hub.closed(ws, int(code), str(reason))
 
     async def alarm(self, alarm_info: Any = None) -> None:
+        if self.misconfigured is not None:
+            # Logged once; raising leaves the alarm to workerd's bounded retries, so a
+            # configuration fixed meanwhile still delivers it.
+            _misconfigured(self.misconfigured)
+            raise self.misconfigured
         # Opening is part of the guarded work: an isolate that cannot open the actor
         # is a failed attempt, counted and backed off, not an endless workerd retry.
         await self.host.alarm()

@@ -42,8 +42,16 @@
    CPython's figure, which reads cached ``.pyc`` too. Fails if a cached sample still
    compiled a repository or wheel module (the cache was not read); its timing is
    reported only;
-6. runs pytest inside Pyodide on ``tests/cloudflare`` (its normal summary line);
-7. prints the timings and ratios, and exits non-zero if anything failed.
+6. the Worker as deployed: the directory ``infra/cloudflare/build.py`` builds
+   (``--worker DIR``, as ``.ci/run`` passes the one it built and dry-ran; by default a
+   fresh build in the scratch directory) booted in a Pyodide process that sees only
+   that directory — its ``src`` and ``python_modules``, no wheel loaded by the runner,
+   not the repository — running ``tests/pyodide/deployed/worker_bundle.py``: through
+   the entry module's front door, a submission and its answer, a reminder delivered by
+   the alarm on a new instance after an eviction, and a half configuration answered
+   ``503 misconfigured``;
+7. runs pytest inside Pyodide on ``tests/cloudflare`` (its normal summary line);
+8. prints the timings and ratios, and exits non-zero if anything failed.
 
 Nothing is fetched at run time beyond what npm and pip fetch in steps 1 and 2.
 ``--rounds N`` sets the benchmark's tool rounds; ``--entries N`` the long actor's size.
@@ -238,10 +246,19 @@ def cpython_cold_start(path: Path, pycache: Path) -> dict[str, Any]:
 
 
 def run_in_pyodide(
-    module: str, options: dict[str, Any], wheels: Path
+    module: str, options: dict[str, Any], wheels: Path | None
 ) -> tuple[int, dict[str, Any]]:
+    """``module``'s ``main`` in a fresh Pyodide process; ``wheels`` ``None`` only with a
+    ``bundle`` option (the runner then loads none)."""
     proc = subprocess.Popen(
-        ["node", str(HERE / "runner.mjs"), str(ROOT), str(wheels), module, json.dumps(options)],
+        [
+            "node",
+            str(HERE / "runner.mjs"),
+            str(ROOT),
+            str(wheels or "-"),
+            module,
+            json.dumps(options),
+        ],
         cwd=HERE,
         stdout=subprocess.PIPE,
         text=True,
@@ -583,6 +600,61 @@ def _sandbox_server(stack: contextlib.ExitStack, scratch: Path) -> tuple[str, st
     return server.url, token("fetch-ws"), SECRET.decode()
 
 
+def worker_bundle(worker: Path | None, scratch: Path) -> bool:
+    """Step 6: the built Worker directory booted as deployed; True if every check held."""
+    from tests.models.fake_openai import FakeOpenAI, Stream, finish, text, usage
+
+    if worker is None:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(
+            "perdure_worker_build", ROOT / "infra" / "cloudflare" / "build.py"
+        )
+        assert spec is not None and spec.loader is not None
+        build = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(build)
+        worker = scratch / "worker"
+        _log(f"building the Worker directory into {worker}")
+        try:
+            build.build(worker)
+        except build.BuildError as error:
+            print(f"FAILED worker_bundle: the Worker directory did not build: {error}")
+            return False
+    if not (worker / "python_modules").is_dir() or not (worker / "src" / "entry.py").is_file():
+        print(f"FAILED worker_bundle: {worker} is not a built Worker directory")
+        return False
+    _log(f"Pyodide: the Worker as deployed, from {worker}")
+    server = FakeOpenAI()
+    server.start()
+    server.script(
+        Stream([text("Hello from the bundle"), finish("stop"), usage(5, 4)]),
+        Stream([text("pong"), finish("stop"), usage(9, 1)]),
+    )
+    where = scratch / "bundle"
+    where.mkdir()
+    try:
+        code, result = run_in_pyodide(
+            "worker_bundle",
+            {
+                "bundle": str(worker.resolve()),
+                "checks": str(HERE / "deployed"),
+                "scratch": str(where),
+                "openai_base_url": server.base_url,
+            },
+            None,
+        )
+    finally:
+        server.stop()
+    for name, trace in result.get("failures", {}).items():
+        print(f"\nFAILED {name}\n{trace}")
+    checks = result.get("checks", {})
+    print(f"Worker bundle: {len(checks)} checks passed: {', '.join(sorted(checks))}")
+    if code != 0 or not result.get("ok"):
+        print(f"Worker bundle FAILED (exit {code})")
+        return False
+    return True
+
+
 def cold_start_samples(
     args: argparse.Namespace, scratch: Path, wheels: Path
 ) -> tuple[list[dict[str, Any]], dict[str, str], list[dict[str, Any]], dict[str, str]]:
@@ -632,8 +704,20 @@ def main() -> int:
     parser.add_argument(
         "--importtime", action="store_true", help="also profile one cold start's imports"
     )
+    parser.add_argument(
+        "--worker",
+        type=Path,
+        default=None,
+        help="the Worker directory built by infra/cloudflare/build.py (default: build one)",
+    )
+    parser.add_argument(
+        "--only-worker", action="store_true", help="run only the Worker bundle step (6)"
+    )
     args = parser.parse_args()
     install_node_packages()
+    if args.only_worker:
+        with tempfile.TemporaryDirectory(prefix="perdure-pyodide-") as tmp:
+            return 0 if worker_bundle(args.worker, Path(tmp)) else 1
     wheels = HERE / "wheels"
     fetch_wheels(wheels)
     failed = False
@@ -699,6 +783,8 @@ def main() -> int:
                 report_cached_cold_start(cpython, cached)
         if args.importtime:
             import_profile(scratch, wheels)
+        if not worker_bundle(args.worker, scratch):
+            failed = True
         if not args.no_pytest:
             _log("Pyodide: pytest on tests/cloudflare")
             pytest_dir = scratch / "pytest"

@@ -4,6 +4,13 @@
 //
 //   node runner.mjs <repo> <wheels dir> <python module> <json options>
 //
+// With `bundle` in the options (a Worker directory built by infra/cloudflare/build.py)
+// the isolate is booted from that directory as a deployment would be: no wheels are
+// loaded and the repository is not on sys.path; sys.path is the bundle's `src` (the
+// entry module and the project's sources), its `python_modules` (a site directory,
+// as pywrangler vendors it) and the directory of the check module only (`checks`,
+// mounted at /checks).
+//
 // The module's `async def main(options) -> dict` runs in Pyodide's own event loop (as in
 // workerd); its result is printed as one JSON line prefixed with "RESULT ". A module
 // with `def main_sync(options) -> dict` is run synchronously instead (pytest inside
@@ -34,8 +41,10 @@ pyodide.setStderr({ write: (buf) => (process.stderr.write(buf), buf.length) });
 timings.pyodide_load_ms = performance.now() - t;
 
 t = performance.now();
-const files = readdirSync(wheels).filter((f) => f.endsWith(".whl")).map((f) => path.resolve(wheels, f));
-await pyodide.loadPackage(files, { messageCallback: () => {} });
+if (!options.bundle) {
+  const files = readdirSync(wheels).filter((f) => f.endsWith(".whl")).map((f) => path.resolve(wheels, f));
+  await pyodide.loadPackage(files, { messageCallback: () => {} });
+}
 timings.wheels_install_ms = performance.now() - t;
 
 pyodide.registerJsModule("_cloudflare_compat_flags", {});
@@ -53,8 +62,15 @@ pyodide.registerJsModule("perdure_do_standin", standin);
 globalThis.WebSocketPair = standin.WebSocketPair;
 globalThis.Response = standin.Response;
 
-pyodide.FS.mkdirTree("/perdure");
-pyodide.mountNodeFS("/perdure", path.resolve(repo));
+if (options.bundle) {
+  pyodide.FS.mkdirTree("/bundle");
+  pyodide.mountNodeFS("/bundle", path.resolve(options.bundle));
+  pyodide.FS.mkdirTree("/checks");
+  pyodide.mountNodeFS("/checks", path.resolve(options.checks));
+} else {
+  pyodide.FS.mkdirTree("/perdure");
+  pyodide.mountNodeFS("/perdure", path.resolve(repo));
+}
 pyodide.FS.mkdirTree("/scratch");
 pyodide.mountNodeFS("/scratch", path.resolve(options.scratch || "/tmp"));
 // `pycache_prefix` (a directory under /scratch, never the repository) keeps bytecode
@@ -71,9 +87,17 @@ import sys
 sys.pycache_prefix = _pycache_prefix
 # never write cpython-314 caches into the repository (only into the prefix, if asked)
 sys.dont_write_bytecode = not _write_bytecode
-sys.path.insert(0, "/perdure")
 del _pycache_prefix, _write_bytecode
 `);
+if (options.bundle) {
+  pyodide.runPython(`
+import site, sys
+sys.path[:0] = ["/bundle/src", "/checks"]
+site.addsitedir("/bundle/python_modules")  # its .pth files run, as on a site directory
+`);
+} else {
+  pyodide.runPython(`import sys; sys.path.insert(0, "/perdure")`);
+}
 timings.heap_baseline_mb = heapMB(pyodide);
 
 try {

