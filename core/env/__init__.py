@@ -95,6 +95,7 @@ from core.env.values import (
     OpState,
     OutputCallback,
     ReadResult,
+    SearchStop,
     TextEdit,
     WriteResult,
 )
@@ -137,6 +138,7 @@ __all__ = [
     "PathOutsideWorkspace",
     "ReadResult",
     "RequestTooLarge",
+    "SearchStop",
     "SpawnError",
     "TextEdit",
     "WriteResult",

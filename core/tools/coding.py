@@ -321,6 +321,15 @@ async def run_ls(env: ExecutionEnv, args: LsArgs) -> ToolOutput:
     )
 
 
+def _search_stopped(stopped_by: str | None) -> list[str]:
+    """The notice for a search the environment cut short (not by the caller's limit)."""
+    if stopped_by == "scan_bytes":
+        return ["[Search stopped: it read as much as one search may. Narrow the path or glob]"]
+    if stopped_by == "deadline":
+        return ["[Search stopped at its time limit. Narrow the path, glob or pattern]"]
+    return []
+
+
 async def run_find(env: ExecutionEnv, args: FindArgs) -> ToolOutput:
     """Find paths by glob, relative to the searched directory."""
     limit = args.limit or DEFAULT_FIND_LIMIT
@@ -332,8 +341,8 @@ async def run_find(env: ExecutionEnv, args: FindArgs) -> ToolOutput:
         return ToolOutput(
             text="No files found matching pattern", details={"path": args.path, "results": 0}
         )
-    notices: list[str] = []
-    if result.truncated:
+    notices = _search_stopped(result.stopped_by)
+    if result.truncated and not notices:
         notices.append(
             f"[{limit} results limit reached. Use limit={limit * 2} for more, or refine pattern]"
         )
@@ -370,8 +379,8 @@ async def run_grep(env: ExecutionEnv, args: GrepArgs) -> ToolOutput:
         for m in result.matches
     ]
     count = sum(1 for m in result.matches if not m.is_context)
-    notices: list[str] = []
-    if result.truncated:
+    notices = _search_stopped(result.stopped_by)
+    if result.truncated and not notices:
         notices.append(
             f"[{limit} matches limit reached. Use limit={limit * 2} for more, or refine pattern]"
         )
