@@ -338,9 +338,9 @@ async def run_find(env: ExecutionEnv, args: FindArgs) -> ToolOutput:
     except EnvOperationError as exc:
         return _failure(exc, path=args.path)
     if not result.paths:
-        return ToolOutput(
-            text="No files found matching pattern", details={"path": args.path, "results": 0}
-        )
+        # An empty answer cut short by the environment is not proof that nothing matches.
+        text = _with_notices("No files found matching pattern", _search_stopped(result.stopped_by))
+        return ToolOutput(text=text, details={"path": args.path, "results": 0})
     notices = _search_stopped(result.stopped_by)
     if result.truncated and not notices:
         notices.append(
@@ -373,7 +373,8 @@ async def run_grep(env: ExecutionEnv, args: GrepArgs) -> ToolOutput:
     except EnvOperationError as exc:
         return _failure(exc, path=args.path)
     if not result.matches:
-        return ToolOutput(text="No matches found", details={"path": args.path, "matches": 0})
+        text = _with_notices("No matches found", _search_stopped(result.stopped_by))
+        return ToolOutput(text=text, details={"path": args.path, "matches": 0})
     lines = [
         f"{m.path}-{m.line}- {m.text}" if m.is_context else f"{m.path}:{m.line}: {m.text}"
         for m in result.matches

@@ -31,10 +31,11 @@ __all__ = ["LinePattern", "PatternError", "compile_line_pattern", "re2_options",
 _TEXT_ANCHORED = re.compile(r"\\[ACz]|\(\?[A-Za-z]*-")
 
 _UNSUPPORTED = (
-    "this regular expression needs a feature grep does not have: grep uses RE2, which "
-    "matches in time linear in the text and so has no backreferences (\\1, (?P=name)), "
-    "lookahead ((?=...), (?!...)), lookbehind ((?<=...), (?<!...)), possessive or atomic "
-    "repeats, and at most 1000 repetitions in {n,m}"
+    "grep uses RE2, which matches in time linear in the text, and RE2 cannot run this "
+    "pattern: it has no backreferences (\\1, (?P=name)), no lookahead or lookbehind "
+    "((?=...), (?!...), (?<=...), (?<!...)), no possessive or atomic repeats and no \\Z "
+    "(use \\z), and it allows at most 1000 repetitions ({n,m}, nested counts multiplied) "
+    "and a bounded compiled size"
 )
 
 
