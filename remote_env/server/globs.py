@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import re2
 
-from remote_env.server.patterns import re2_options, re2_reason
+from remote_env.server.patterns import re2_compile, re2_options, re2_reason
 
 __all__ = ["Glob", "compile_glob"]
 
@@ -93,7 +93,7 @@ def compile_glob(pattern: str) -> Glob:
         raise ValueError("empty glob")
     cleaned = pattern[2:] if pattern.startswith("./") else pattern
     try:
-        regex = re2.compile(f"(?s:{_translate(cleaned)})", re2_options())
+        regex = re2_compile(f"(?s:{_translate(cleaned)})", re2_options())
     except re2.error as exc:
         raise ValueError(f"invalid glob {pattern!r}: {re2_reason(exc)}") from None
     return Glob(pattern=pattern, regex=regex, by_path="/" in cleaned)

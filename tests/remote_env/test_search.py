@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import re2
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 from remote_env.protocol import GrepArgs
 from remote_env.server import grepscan
 from remote_env.server.budget import SearchBudget
-from remote_env.server.patterns import compile_line_pattern
+from remote_env.server.patterns import compile_line_pattern, re2_compile, re2_options
 from remote_env.server.search import grep_files
 from remote_env.server.workspaces import Workspaces
 from tests.remote_env.support import asgi_client, run, running_app, settings
@@ -80,6 +81,14 @@ def test_a_broken_pattern_and_a_broken_glob_are_refused_422(tmp_path: Path) -> N
     status, body = run(_post(tmp_path, {"kind": "find", "args": {"pattern": "[z-a]"}}))
     assert status == 422
     assert "invalid glob" in body["error"]["message"]
+
+
+def test_compiled_patterns_are_not_kept_in_re2s_module_cache() -> None:
+    # re2.compile keeps the last 128 patterns, each with up to 8 MiB of matching state:
+    # a client sending distinct patterns would grow the server. A cached pattern would
+    # come back as the same object from the next compile.
+    ours = re2_compile("(a|b)*a(a|b){12}x", re2_options())
+    assert re2.compile("(a|b)*a(a|b){12}x", re2_options()) is not ours
 
 
 # ----------------------------------------------------------------- streaming = the old grep
