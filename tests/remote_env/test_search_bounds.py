@@ -134,3 +134,26 @@ def test_grep_of_a_2_gib_sparse_file_keeps_memory_bounded(tmp_path: Path) -> Non
     assert result["stopped_by"] == "scan_bytes"
     assert result["truncated"] is True
     assert after_text - before <= 64 * MiB, f"peak RSS +{(after_text - before) / MiB:.0f} MB"
+
+
+def test_a_search_stops_at_the_servers_time_limit(tmp_path: Path) -> None:
+    # A scan cap above the file's size: only the clock can stop this grep early.
+    options = ("--search-timeout", "0.5", "--max-scan-bytes", str(4 * GiB))
+    with server_process(tmp_path, *options) as server:
+        big = server.root / "big"
+        big.mkdir()
+        with open(big / "text.log", "wb") as handle:
+            handle.write(b"needle on the first line\n" + b"some text\n" * 10_000)
+            handle.truncate(2 * GiB)
+        with httpx.Client(base_url=server.url, headers=auth("big"), timeout=60.0) as client:
+            start = time.monotonic()
+            answer = client.post(
+                "/v1/ops", json={"kind": "grep", "args": {"pattern": "needle", "path": "."}}
+            )
+            took = time.monotonic() - start
+    assert answer.status_code == 200, answer.text
+    result = answer.json()["result"]
+    assert result["stopped_by"] == "deadline"
+    assert [m["line"] for m in result["matches"]] == [1]  # what it found before is kept
+    # The limit is checked between chunks of 1 MiB: it stops within a fraction of a second.
+    assert took <= 0.5 + 1.0, f"answered after {took:.2f} s"
