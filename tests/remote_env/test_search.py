@@ -95,10 +95,13 @@ def test_compiled_patterns_are_not_kept_in_re2s_module_cache() -> None:
 
 
 def _reference(
-    files: dict[str, bytes], pattern: str, context: int, limit: int, probe: int
+    files: dict[str, bytes], args: GrepArgs, probe: int
 ) -> tuple[list[tuple[str, int, str, bool]], bool]:
     """The grep of before this change (whole files, Python ``re``), the specification."""
-    regex = re.compile(pattern)
+    source = re.escape(args.pattern) if args.literal else args.pattern
+    # RE2's \b, \w, \d and \s are ASCII (docs/security.md): so are the reference's.
+    regex = re.compile(source, re.ASCII | (re.IGNORECASE if args.ignore_case else 0))
+    context, limit = args.context, args.limit
     out: list[tuple[str, int, str, bool]] = []
     count = 0
     for name in sorted(files):
@@ -124,7 +127,7 @@ def _reference(
     return out, False
 
 
-_PATTERNS = ["a", "ab+", "^b", "a$", "b.a", "(a|b)b", "^$", "x*", r"\bab", "[^a]", "é", r"\Aa"]
+_PATTERNS = ["a", "ab+", "^b", "a$", "b.a", "(a|b)b", "^$", "x*", r"\bab", "[^a]", "é", r"\Aa", "A"]
 
 
 @hsettings(
@@ -134,7 +137,7 @@ _PATTERNS = ["a", "ab+", "^b", "a$", "b.a", "(a|b)b", "^$", "x*", r"\bab", "[^a]
 )
 @given(
     contents=st.lists(
-        st.lists(st.sampled_from([b"a", b"b", b"\n", b"\n", b"\r", b"\xff", "é".encode()]))
+        st.lists(st.sampled_from([b"a", b"A", b"b", b"\n", b"\n", b"\r", b"\xff", "é".encode()]))
         .map(b"".join)
         .filter(lambda data: len(data) < 400),
         min_size=1,
@@ -144,6 +147,8 @@ _PATTERNS = ["a", "ab+", "^b", "a$", "b.a", "(a|b)b", "^$", "x*", r"\bab", "[^a]
     context=st.integers(0, 3),
     limit=st.integers(1, 6),
     chunk=st.integers(1, 9),
+    ignore_case=st.booleans(),
+    literal=st.booleans(),
 )
 def test_streaming_grep_reports_what_the_whole_file_grep_did(
     tmp_path: Path,
@@ -153,6 +158,8 @@ def test_streaming_grep_reports_what_the_whole_file_grep_did(
     context: int,
     limit: int,
     chunk: int,
+    ignore_case: bool,
+    literal: bool,
 ) -> None:
     # Tiny chunks put block boundaries everywhere: inside lines, at newlines, mid-UTF-8.
     monkeypatch.setattr(grepscan, "CHUNK_BYTES", chunk)
@@ -162,9 +169,11 @@ def test_streaming_grep_reports_what_the_whole_file_grep_did(
     files = {f"f{n}.txt": data for n, data in enumerate(contents)}
     for name, data in files.items():
         (folder / name).write_bytes(data)
-    expected, more = _reference(files, pattern, context, limit, probe=chunk)
-    args = GrepArgs(pattern=pattern, context=context, limit=limit)
-    compiled = compile_line_pattern(pattern, literal=False, ignore_case=False)
+    args = GrepArgs(
+        pattern=pattern, context=context, limit=limit, ignore_case=ignore_case, literal=literal
+    )
+    expected, more = _reference(files, args, probe=chunk)
+    compiled = compile_line_pattern(pattern, literal=literal, ignore_case=ignore_case)
     with Workspaces(settings(root)).open("ws") as conf:
         budget = SearchBudget.start(timeout_s=60, max_scan_bytes=1 << 30)
         result = grep_files(conf, args, compiled, None, budget)
