@@ -72,6 +72,7 @@ def test_a_pattern_re2_cannot_express_is_refused_422_in_words(
     message = body["error"]["message"]
     assert "grep uses RE2" in message
     assert feature in message
+    assert not (tmp_path / "ws").exists()  # refused before anything, the workspace included
 
 
 def test_a_broken_pattern_and_a_broken_glob_are_refused_422(tmp_path: Path) -> None:
