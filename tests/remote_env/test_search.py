@@ -6,8 +6,10 @@ The stall and memory probes against a real server process are in
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -257,3 +259,26 @@ def test_find_matches_names_that_are_not_utf8(tmp_path: Path) -> None:
     assert len(found["paths"]) == 2
     found = _result(tmp_path / "root", {"kind": "find", "args": {"pattern": "caf?.txt"}})
     assert len(found["paths"]) == 1
+
+
+def test_a_running_search_stops_when_the_server_shuts_down(tmp_path: Path) -> None:
+    folder = _workspace(tmp_path / "root")
+    with open(folder / "text.log", "wb") as handle:  # 64 GiB, sparse: half a minute to read
+        handle.write(b"needle\n" + b"some text\n" * 1000)  # text first: not binary
+        handle.truncate(64 * 1024**3)
+    config = settings(tmp_path / "root", max_scan_bytes=64 * 1024**3, search_timeout_s=20)
+
+    async def main() -> tuple[dict[str, Any], float]:
+        async with running_app(config) as app, asgi_client(app, "ws") as client:
+            body = {"kind": "grep", "args": {"pattern": "needle", "path": "text.log"}}
+            running = asyncio.create_task(client.post("/v1/ops", json=body, timeout=60))
+            await asyncio.sleep(0.3)
+            start = time.monotonic()
+            await app.state.service.ops.shutdown()
+            answer = await running
+            return answer.json(), time.monotonic() - start
+
+    record, took = run(main())
+    assert record["result"]["stopped_by"] == "deadline"
+    assert [m["line"] for m in record["result"]["matches"]] == [1]
+    assert took < 2.0, f"the search went on for {took:.1f} s"
