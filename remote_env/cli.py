@@ -39,6 +39,12 @@ def sandbox(
     max_timeout: Annotated[float, typer.Option(help="largest command timeout, seconds")] = 3600.0,
     max_body_bytes: Annotated[int, typer.Option(help="largest request body")] = 16 * 1024 * 1024,
     max_output_bytes: Annotated[int, typer.Option(help="output kept per command")] = 1024 * 1024,
+    max_scan_bytes: Annotated[
+        int, typer.Option(help="bytes one grep may read before it stops")
+    ] = 256 * 1024 * 1024,
+    search_timeout: Annotated[
+        float, typer.Option(help="wall-clock limit of one find or grep, seconds")
+    ] = 30.0,
     retention: Annotated[float, typer.Option(help="keep finished ops, seconds")] = 7 * 86400.0,
     run_as_user: Annotated[str | None, typer.Option(help="run commands as this user")] = None,
     run_as_group: Annotated[str | None, typer.Option(help="...and this group")] = None,
@@ -82,6 +88,8 @@ def sandbox(
             max_timeout_s=max_timeout,
             max_body_bytes=max_body_bytes,
             max_output_bytes=max_output_bytes,
+            max_scan_bytes=max_scan_bytes,
+            search_timeout_s=search_timeout,
             retention_s=retention,
             run_as_user=run_as_user,
             run_as_group=run_as_group,

@@ -79,6 +79,7 @@ __all__ = [
     "ReadArgs",
     "ReadOutput",
     "ReadRequest",
+    "SearchStop",
     "WriteArgs",
     "WriteOutput",
     "WriteRequest",
@@ -208,7 +209,8 @@ class FindArgs(_Request):
 
 
 class GrepArgs(_Request):
-    """Search file contents with a regular expression (Python ``re`` syntax)."""
+    """Search file contents with a regular expression (RE2 syntax: no backreferences or
+    lookaround; matched line by line)."""
 
     pattern: str = Field(min_length=1, max_length=4096)
     path: PathStr = "."
@@ -407,12 +409,18 @@ class LsOutput(_Response):
     truncated: bool = False
 
 
+SearchStop = Literal["limit", "scan_bytes", "deadline"]
+"""Why a search stopped early: the request's ``limit``, the server's scan cap (bytes read
+per search) or its time limit per search."""
+
+
 class FindOutput(_Response):
-    """Result of ``find``."""
+    """Result of ``find``; ``stopped_by`` names the limit that cut it short, if one did."""
 
     kind: Literal["find"] = "find"
     paths: list[str]
     truncated: bool = False
+    stopped_by: SearchStop | None = None
 
 
 class GrepMatchModel(_Response):
@@ -425,11 +433,17 @@ class GrepMatchModel(_Response):
 
 
 class GrepOutput(_Response):
-    """Result of ``grep``."""
+    """Result of ``grep``; ``stopped_by`` names the limit that cut it short, if one did.
+
+    ``long_lines`` counts lines longer than the server's line cap (4 MiB), which were
+    searched in their first 4 MiB only.
+    """
 
     kind: Literal["grep"] = "grep"
     matches: list[GrepMatchModel]
     truncated: bool = False
+    stopped_by: SearchStop | None = None
+    long_lines: int = 0
 
 
 class BashOutput(_Response):

@@ -96,6 +96,7 @@ from core.env.values import (
     OpState,
     OutputCallback,
     ReadResult,
+    SearchStop,
     TextEdit,
     WriteResult,
 )
@@ -138,6 +139,7 @@ __all__ = [
     "PathOutsideWorkspace",
     "ReadResult",
     "RequestTooLarge",
+    "SearchStop",
     "SpawnError",
     "TextEdit",
     "WriteResult",

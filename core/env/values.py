@@ -28,10 +28,15 @@ __all__ = [
     "OpState",
     "OutputCallback",
     "ReadResult",
+    "SearchStop",
     "TextEdit",
     "WriteResult",
 ]
 
+
+#: Why a search stopped before it was complete: the request's ``limit``, the environment's
+#: cap on bytes read per search, or its time limit per search.
+SearchStop: TypeAlias = Literal["limit", "scan_bytes", "deadline"]
 
 #: Op ids: at most 255 characters of ``[A-Za-z0-9._:-]`` (wire-safe, log-safe).
 OP_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,255}")
@@ -149,11 +154,13 @@ class LsResult:
 class FindResult:
     """Paths matching a glob, relative to the search path, sorted.
 
-    Directories end with ``/``. ``truncated`` when ``limit`` cut the list.
+    Directories end with ``/``. ``truncated`` when the list is incomplete; ``stopped_by``
+    then names why: the ``limit``, or the environment's time limit (``deadline``).
     """
 
     paths: tuple[str, ...]
     truncated: bool = False
+    stopped_by: SearchStop | None = None
 
 
 @record(frozen=True, slots=True)
@@ -193,10 +200,15 @@ class GrepMatch:
 
 @record(frozen=True, slots=True)
 class GrepResult:
-    """Matching lines in file order; ``truncated`` when ``limit`` matches were reached."""
+    """Matching lines in file order; ``truncated`` when more may exist.
+
+    ``stopped_by`` names why: ``limit`` matches were reached, the environment's cap on
+    bytes read per search (``scan_bytes``) or its time limit (``deadline``).
+    """
 
     matches: tuple[GrepMatch, ...]
     truncated: bool = False
+    stopped_by: SearchStop | None = None
 
 
 @record(frozen=True, slots=True)

@@ -322,6 +322,15 @@ async def run_ls(env: ExecutionEnv, args: LsArgs) -> ToolOutput:
     )
 
 
+def _search_stopped(stopped_by: str | None) -> list[str]:
+    """The notice for a search the environment cut short (not by the caller's limit)."""
+    if stopped_by == "scan_bytes":
+        return ["[Search stopped: it read as much as one search may. Narrow the path or glob]"]
+    if stopped_by == "deadline":
+        return ["[Search stopped at its time limit. Narrow the path, glob or pattern]"]
+    return []
+
+
 async def run_find(env: ExecutionEnv, args: FindArgs) -> ToolOutput:
     """Find paths by glob, relative to the searched directory."""
     limit = args.limit or DEFAULT_FIND_LIMIT
@@ -330,11 +339,11 @@ async def run_find(env: ExecutionEnv, args: FindArgs) -> ToolOutput:
     except EnvOperationError as exc:
         return _failure(exc, path=args.path)
     if not result.paths:
-        return ToolOutput(
-            text="No files found matching pattern", details={"path": args.path, "results": 0}
-        )
-    notices: list[str] = []
-    if result.truncated:
+        # An empty answer cut short by the environment is not proof that nothing matches.
+        text = _with_notices("No files found matching pattern", _search_stopped(result.stopped_by))
+        return ToolOutput(text=text, details={"path": args.path, "results": 0})
+    notices = _search_stopped(result.stopped_by)
+    if result.truncated and not notices:
         notices.append(
             f"[{limit} results limit reached. Use limit={limit * 2} for more, or refine pattern]"
         )
@@ -365,14 +374,15 @@ async def run_grep(env: ExecutionEnv, args: GrepArgs) -> ToolOutput:
     except EnvOperationError as exc:
         return _failure(exc, path=args.path)
     if not result.matches:
-        return ToolOutput(text="No matches found", details={"path": args.path, "matches": 0})
+        text = _with_notices("No matches found", _search_stopped(result.stopped_by))
+        return ToolOutput(text=text, details={"path": args.path, "matches": 0})
     lines = [
         f"{m.path}-{m.line}- {m.text}" if m.is_context else f"{m.path}:{m.line}: {m.text}"
         for m in result.matches
     ]
     count = sum(1 for m in result.matches if not m.is_context)
-    notices: list[str] = []
-    if result.truncated:
+    notices = _search_stopped(result.stopped_by)
+    if result.truncated and not notices:
         notices.append(
             f"[{limit} matches limit reached. Use limit={limit * 2} for more, or refine pattern]"
         )

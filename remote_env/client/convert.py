@@ -93,11 +93,14 @@ def to_core(
             truncated=output.truncated,
         )
     if isinstance(output, FindOutput):
-        return FindResult(paths=tuple(output.paths), truncated=output.truncated)
+        return FindResult(
+            paths=tuple(output.paths), truncated=output.truncated, stopped_by=output.stopped_by
+        )
     if isinstance(output, GrepOutput):
         return GrepResult(
             matches=tuple(GrepMatch(m.path, m.line, m.text, m.is_context) for m in output.matches),
             truncated=output.truncated,
+            stopped_by=output.stopped_by,
         )
     return exec_result(output)
 

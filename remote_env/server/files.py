@@ -14,20 +14,14 @@ import contextlib
 import errno
 import hashlib
 import os
-import re
 import secrets
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Literal
 
 from remote_env.protocol import (
     EditArgs,
     EditOutput,
-    FindArgs,
-    FindOutput,
-    GrepArgs,
-    GrepMatchModel,
-    GrepOutput,
     LsArgs,
     LsEntryModel,
     LsOutput,
@@ -37,7 +31,6 @@ from remote_env.protocol import (
     WriteOutput,
 )
 from remote_env.server.errors import Rejected, ToolFailure
-from remote_env.server.globs import Glob, compile_glob
 from remote_env.server.paths import Confinement
 from remote_env.server.textedit import apply_edits
 
@@ -45,8 +38,6 @@ __all__ = [
     "BeforeCommit",
     "edit_file",
     "file_sha256",
-    "find_paths",
-    "grep_files",
     "list_dir",
     "read_file",
     "write_file",
@@ -54,9 +45,6 @@ __all__ = [
 
 #: ``(pre_sha256 or None, post_sha256, result)`` called before the atomic rename.
 BeforeCommit = Callable[[str | None, str, WriteOutput | EditOutput], None]
-
-_SKIP_DIRS = frozenset({".git"})
-_BINARY_PROBE = 8192
 
 
 def _read_all(fd: int) -> bytes:
@@ -283,130 +271,3 @@ def list_dir(conf: Confinement, args: LsArgs) -> LsOutput:
         os.close(fd)
     entries.sort(key=lambda entry: (entry.name.lower(), entry.name))
     return LsOutput(entries=entries[: args.limit], truncated=len(entries) > args.limit)
-
-
-def _walk(conf: Confinement, path: str) -> Iterator[tuple[str, list[str], list[str], int]]:
-    """Yield ``(relative dir, dirnames, filenames, dir fd)`` without following symlinks."""
-    top = conf.open_dir(path)
-    try:
-        for dirpath, dirnames, filenames, dir_fd in os.fwalk(
-            ".", dir_fd=top, follow_symlinks=False
-        ):
-            dirnames[:] = sorted(name for name in dirnames if name not in _SKIP_DIRS)
-            filenames.sort()
-            relative = "" if dirpath == "." else dirpath[2:]
-            yield relative, dirnames, filenames, dir_fd
-    finally:
-        os.close(top)
-
-
-def _glob(pattern: str) -> Glob:
-    try:
-        return compile_glob(pattern)
-    except ValueError as exc:
-        raise ToolFailure("invalid", str(exc)) from None
-
-
-def find_paths(conf: Confinement, args: FindArgs) -> FindOutput:
-    """Paths under ``args.path`` matching the glob; directories end with ``/``."""
-    glob = _glob(args.pattern)
-    found: list[str] = []
-    truncated = False
-    for relative, dirnames, filenames, dir_fd in _walk(conf, args.path):
-        candidates = [(name, True) for name in dirnames] + [(name, False) for name in filenames]
-        for name, is_dir in candidates:
-            if is_dir and stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
-                is_dir = False  # a symlink to a directory is listed, not descended
-            entry = f"{relative}/{name}" if relative else name
-            if glob.matches(entry):
-                if len(found) == args.limit:
-                    truncated = True
-                    break
-                found.append(entry + "/" if is_dir else entry)
-        if truncated:
-            break
-    return FindOutput(paths=sorted(found), truncated=truncated)
-
-
-def _grep_text(
-    data: bytes,
-    display: str,
-    regex: re.Pattern[str],
-    args: GrepArgs,
-    budget: int,
-    out: list[GrepMatchModel],
-) -> int:
-    """Append up to ``budget`` matches of this file (with context); return all it has."""
-    if b"\x00" in data[:_BINARY_PROBE]:
-        return 0
-    text = data.decode("utf-8", "replace")
-    if regex.search(text) is None:
-        return 0
-    lines = text.split("\n")
-    if text.endswith("\n"):
-        lines.pop()
-    all_hits = [number for number, line in enumerate(lines) if regex.search(line) is not None]
-    hits = all_hits[:budget]
-    shown: dict[int, bool] = {}
-    for number in hits:
-        for near in range(
-            max(0, number - args.context), min(len(lines), number + args.context + 1)
-        ):
-            shown.setdefault(near, True)
-        shown[number] = False
-    for number in sorted(shown):
-        line = lines[number].rstrip("\r")
-        if len(line) > args.max_line_length:
-            line = line[: args.max_line_length] + " [line truncated]"
-        out.append(
-            GrepMatchModel(path=display, line=number + 1, text=line, is_context=shown[number])
-        )
-    return len(all_hits)
-
-
-def grep_files(conf: Confinement, args: GrepArgs, *, max_scan_bytes: int) -> GrepOutput:
-    """Search ``args.path`` (a file, or a directory tree) for a regular expression."""
-    source = re.escape(args.pattern) if args.literal else args.pattern
-    try:
-        regex = re.compile(source, re.IGNORECASE if args.ignore_case else 0)
-    except re.error as exc:
-        raise ToolFailure("invalid", f"invalid regular expression: {exc}") from None
-    glob = _glob(args.glob) if args.glob else None
-    matches: list[GrepMatchModel] = []
-    count = 0
-    scanned = 0
-
-    probe = conf.resolve(args.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    try:
-        is_dir = stat.S_ISDIR(os.fstat(probe).st_mode)
-        if not is_dir:
-            if not stat.S_ISREG(os.fstat(probe).st_mode):
-                raise ToolFailure("invalid", f"not a regular file: {args.path}", path=args.path)
-            data = _read_all(os.dup(probe))
-            found = _grep_text(data, args.path, regex, args, args.limit, matches)
-            return GrepOutput(matches=matches, truncated=found > args.limit)
-    finally:
-        os.close(probe)
-
-    for relative, _dirnames, filenames, dir_fd in _walk(conf, args.path):
-        for name in filenames:
-            entry = f"{relative}/{name}" if relative else name
-            if glob is not None and not glob.matches(entry):
-                continue
-            try:
-                fd = os.open(
-                    name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
-                )
-            except OSError:
-                continue  # symlink, vanished or unreadable: skipped like rg does
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or scanned + info.st_size > max_scan_bytes:
-                os.close(fd)
-                continue
-            data = _read_all(fd)
-            scanned += len(data)
-            count += _grep_text(data, entry, regex, args, max(0, args.limit - count), matches)
-            if count > args.limit:
-                # Stop at the cap; more matches may exist in this or later files.
-                return GrepOutput(matches=matches, truncated=True)
-    return GrepOutput(matches=matches, truncated=False)

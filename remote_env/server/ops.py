@@ -24,8 +24,10 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -53,18 +55,23 @@ from remote_env.protocol import (
     admit,
     fingerprint,
 )
-from remote_env.server import files
+from remote_env.server import files, search
+from remote_env.server.budget import SearchBudget
 from remote_env.server.confine import Jail
 from remote_env.server.errors import Rejected, ToolFailure
 from remote_env.server.executor import CommandRun, ProcessIdentity, kill_orphan_group
 from remote_env.server.oplog import OpLog, OpRow
 from remote_env.server.paths import lexical_relative
+from remote_env.server.patterns import PatternError, compile_line_pattern
 from remote_env.server.settings import ServerSettings
 from remote_env.server.workspaces import Workspaces
 
 __all__ = ["OpManager", "StreamEvent"]
 
 _STREAM_CHUNK = 64 * 1024
+# Searches run on their own threads, so a few long ones cannot hold up reads and writes
+# (which use asyncio's default pool); each is bounded by the search time limit.
+_SEARCH_THREADS = 4
 _LOST_MESSAGE = "the sandbox server restarted while this op ran; whether it took effect is unknown"
 _SHUTDOWN_MESSAGE = "the sandbox server shut down while this op ran; it was killed"
 
@@ -168,6 +175,8 @@ class OpManager:
         self._admission = asyncio.Lock()
         self._logs_dir = settings.state_path / "logs"
         self._logs_dir.mkdir(parents=True, exist_ok=True)
+        self._searches = ThreadPoolExecutor(_SEARCH_THREADS, thread_name_prefix="search")
+        self._stopping = threading.Event()  # tells running searches the server is stopping
 
     # ---------------------------------------------------------------- helpers
 
@@ -299,7 +308,12 @@ class OpManager:
     ) -> OpRecord:
         now = time.time()
         try:
-            result = await asyncio.to_thread(self._read_only_call, workspace, request)
+            if isinstance(request, FindRequest | GrepRequest):
+                call = self._search_call(workspace, request)
+                loop = asyncio.get_running_loop()
+                result = await loop.run_in_executor(self._searches, call)
+            else:
+                result = await asyncio.to_thread(self._read_only_call, workspace, request)
         except ToolFailure as exc:
             return OpRecord.model_validate(
                 {
@@ -329,11 +343,40 @@ class OpManager:
                 return files.read_file(conf, request.args, max_read_bytes=settings.max_read_bytes)
             if isinstance(request, LsRequest):
                 return files.list_dir(conf, request.args)
-            if isinstance(request, FindRequest):
-                return files.find_paths(conf, request.args)
+        raise AssertionError(f"not a read or ls: {request.kind}")
+
+    def _search_call(
+        self, workspace: str, request: FindRequest | GrepRequest
+    ) -> Callable[[], BaseModel]:
+        """The search as a call for a worker thread, its patterns compiled there too (RE2
+        takes up to about 0.1 s to refuse a pattern too large to compile).
+
+        The call raises :class:`Rejected` (422) for a pattern or glob that does not
+        compile, before anything is read.
+        """
+        # The time limit counts from the request's arrival, waiting for a thread included.
+        budget = SearchBudget.start(
+            timeout_s=self._settings.search_timeout_s,
+            max_scan_bytes=self._settings.max_scan_bytes,
+            shutdown=self._stopping,
+        )
+
+        def call() -> BaseModel:
             if isinstance(request, GrepRequest):
-                return files.grep_files(conf, request.args, max_scan_bytes=settings.max_scan_bytes)
-        raise AssertionError(f"not a read-only kind: {request.kind}")
+                args = request.args
+                with _refused_if_invalid():
+                    pattern = compile_line_pattern(
+                        args.pattern, literal=args.literal, ignore_case=args.ignore_case
+                    )
+                    glob = None if args.glob is None else search.compile_glob_arg(args.glob)
+                with self._workspaces.open(workspace) as conf:
+                    return search.grep_files(conf, args, pattern, glob, budget)
+            with _refused_if_invalid():
+                find_glob = search.compile_glob_arg(request.args.pattern)
+            with self._workspaces.open(workspace) as conf:
+                return search.find_paths(conf, request.args, find_glob, budget)
+
+        return call
 
     # ---------------------------------------------------------------- execution
 
@@ -643,11 +686,22 @@ class OpManager:
         return len(keys)
 
     async def shutdown(self) -> None:
-        """Kill running commands and settle their ops as ``lost``."""
+        """Stop searches; kill running commands and settle their ops as ``lost``."""
+        self._stopping.set()
+        self._searches.shutdown(wait=False, cancel_futures=True)
         tasks = [live.task for live in self._live.values() if live.task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@contextlib.contextmanager
+def _refused_if_invalid() -> Iterator[None]:
+    """A pattern or glob that does not compile: 422, nothing searched."""
+    try:
+        yield
+    except (PatternError, ToolFailure) as exc:
+        raise Rejected(422, "invalid", str(exc)) from None
 
 
 def _servable(value: dict[str, Any]) -> dict[str, Any]:

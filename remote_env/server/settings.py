@@ -35,7 +35,11 @@ class ServerSettings:
             ``O_NOFOLLOW`` walk (tests use it to cover the fallback).
         max_read_bytes: ``read`` refuses files larger than this (the window is cut server
             side, but the whole file is scanned).
-        max_scan_bytes: ``grep`` stops after reading this many bytes in one call.
+        max_scan_bytes: a ``grep`` stops after reading this many bytes (in one file or
+            many) and says so in its answer (``stopped_by: "scan_bytes"``).
+        search_timeout_s: wall-clock limit of one ``find`` or ``grep``, counted from the
+            request's arrival; the answer then holds what was found (``stopped_by:
+            "deadline"``).
         unconfined: run commands without bubblewrap (the operator's explicit choice; by
             default a server without a working ``bwrap`` refuses ``bash`` ops).
         allow_network: let commands use the host's network (default: loopback only).
@@ -65,6 +69,7 @@ class ServerSettings:
     use_openat2: bool | None = None
     max_read_bytes: int = 64 * _MiB
     max_scan_bytes: int = 256 * _MiB
+    search_timeout_s: float = 30.0
     unconfined: bool = False
     allow_network: bool = False
     max_processes: int = 512
@@ -80,6 +85,8 @@ class ServerSettings:
         for name in ("max_output_bytes", "max_body_bytes", "max_read_bytes", "max_scan_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive")
+        if not self.search_timeout_s > 0:
+            raise ValueError("search_timeout_s must be positive")
         if self.max_wait_s < 0 or self.retention_s < 0 or self.sweep_interval_s <= 0:
             raise ValueError("waits, retention and sweep interval must be non-negative")
         if self.max_processes < 1 or self.max_memory_bytes < 0 or self.max_cpu_seconds < 0:

@@ -187,6 +187,32 @@ def test_ls_find_grep_formatting(tmp_path: Path) -> None:
     _with_env(tmp_path, body)
 
 
+def test_find_and_grep_say_which_sandbox_limit_stopped_them(tmp_path: Path) -> None:
+    _files(tmp_path, {f"src/f{n}.py": "main()\n" * 100 for n in range(3)})
+
+    async def main() -> None:
+        capped = settings(tmp_path / "root", max_scan_bytes=1000)
+        async with running_app(capped) as app, asgi_env(app, "ws") as env:
+            grep = await run_grep(env, GrepArgs(pattern="main", limit=1000))
+            assert grep.text.endswith(
+                "[Search stopped: it read as much as one search may. Narrow the path or glob]"
+            )
+            assert grep.details["truncated"] is True
+        late = settings(tmp_path / "root", search_timeout_s=1e-9)
+        async with running_app(late) as app, asgi_env(app, "ws") as env:
+            for output in (
+                await run_grep(env, GrepArgs(pattern="main")),
+                await run_find(env, FindArgs(pattern="*.py")),
+            ):
+                # Nothing found, but the agent is told the search did not finish.
+                assert output.text.startswith("No ")
+                assert output.text.endswith(
+                    "[Search stopped at its time limit. Narrow the path, glob or pattern]"
+                )
+
+    run(main())
+
+
 def test_argument_schemas_validate() -> None:
     with pytest.raises(ValidationError):
         ReadArgs(path="x", offset=0)
