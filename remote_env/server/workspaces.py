@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import grp
 import os
-import pwd
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from remote_env.server.errors import Rejected
 from remote_env.server.paths import Confinement, openat2_available
 from remote_env.server.settings import ServerSettings
+from remote_env.server.users import CommandUser, command_user
 from remote_env.workspace_names import is_workspace_name
 
 __all__ = ["Workspaces"]
@@ -21,23 +20,18 @@ class Workspaces:
 
     Attributes:
         root: the real path of the server root.
-        owner: ``(uid, gid)`` that commands run as, when dropping privileges; workspace
-            directories and files written through the API are given to it.
+        user: who commands run as when the server drops privileges (see
+            :func:`~remote_env.server.users.command_user`), else ``None``.
+        owner: ``(uid, gid)`` of that user: workspace directories and files written
+            through the API are given to it.
         use_openat2: whether confinement uses ``openat2`` or the portable walk.
     """
 
     def __init__(self, settings: ServerSettings) -> None:
         settings.root.mkdir(parents=True, exist_ok=True)
         self.root = os.path.realpath(settings.root)
-        self.owner: tuple[int, int] | None = None
-        if settings.run_as_user is not None:
-            user = pwd.getpwnam(settings.run_as_user)
-            gid = (
-                grp.getgrnam(settings.run_as_group).gr_gid
-                if settings.run_as_group is not None
-                else user.pw_gid
-            )
-            self.owner = (user.pw_uid, gid)
+        self.user: CommandUser | None = command_user(settings)
+        self.owner: tuple[int, int] | None = None if self.user is None else self.user.owner
         probe = openat2_available(self.root)
         self.use_openat2 = probe if settings.use_openat2 is None else settings.use_openat2 and probe
 
