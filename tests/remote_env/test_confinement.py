@@ -7,10 +7,8 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
-import shutil
 import signal
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -229,42 +227,37 @@ def test_a_memory_hog_split_over_processes_is_stopped_by_the_memory_cgroup(
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
 def test_limits_hold_for_the_unprivileged_command_user(tmp_path: Path) -> None:
-    # The command user must reach its workspace, and pytest's base temporary directory is
-    # root-only (and re-chmodded 0700 by every pytest run starting on this machine).
-    base = Path(tempfile.mkdtemp(prefix="perdure-nobody-"))
-    try:
-        base.chmod(0o711)
-        root = base / "root"
-        # (RLIMIT_NPROC counts every process of the user on the host, other servers' too:
-        # only the step about it runs with a tight limit.)
-        config: dict[str, Any] = {"run_as_user": "nobody", "run_as_group": "nogroup"}
-        ident = sh(root, "id -u; grep CapEff /proc/self/status", **config)
-        uid, caps = ident.output.splitlines()[-2:]
-        assert uid == "65534"  # not root
-        assert caps.split()[1] == "0000000000000000"  # and no capabilities
-        # 100 sleeps asked for, at most 32 processes at once (bash retries refused forks,
-        # so count what runs rather than wait for the loop); the rest end with the command.
-        many = sh(
-            root,
-            "exec 2>/dev/null; (for i in $(seq 100); do sleep 8.25 & done) & sleep 2;"
-            " echo $(ls -d /proc/[0-9]* | wc -l)",
-            max_processes=32,
-            **config,
-        )
-        # (RLIMIT_NPROC counts the user's processes on the whole host, so fewer may fit.)
-        assert 1 <= int(many.output.split()[-1]) <= 32, many.output
-        assert wait_until(lambda: not host_pids("8.25"), timeout=10)
-        spin = sh(root, "while :; do :; done", max_cpu_seconds=1, **config)
-        assert spin.exit_code == XCPU
-        hog = sh(
-            root,
-            "x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo kept ${#x}",
-            max_memory_bytes=256 * 1024 * 1024,
-            **config,
-        )
-        assert "kept 400000000" not in hog.output and hog.exit_code != 0
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    # (pytest's base temporary directory is root-only: bwrap, still root, mounts the
+    # workspace, and setpriv drops to the user only inside.)
+    root = tmp_path / "root"
+    # (RLIMIT_NPROC counts every process of the user on the host, other servers' too:
+    # only the step about it runs with a tight limit.)
+    config: dict[str, Any] = {"run_as_user": "nobody", "run_as_group": "nogroup"}
+    ident = sh(root, "id -u; grep CapEff /proc/self/status", **config)
+    uid, caps = ident.output.splitlines()[-2:]
+    assert uid == "65534"  # not root
+    assert caps.split()[1] == "0000000000000000"  # and no capabilities
+    # 100 sleeps asked for, at most 32 processes at once (bash retries refused forks,
+    # so count what runs rather than wait for the loop); the rest end with the command.
+    many = sh(
+        root,
+        "exec 2>/dev/null; (for i in $(seq 100); do sleep 8.25 & done) & sleep 2;"
+        " echo $(ls -d /proc/[0-9]* | wc -l)",
+        max_processes=32,
+        **config,
+    )
+    # (RLIMIT_NPROC counts the user's processes on the whole host, so fewer may fit.)
+    assert 1 <= int(many.output.split()[-1]) <= 32, many.output
+    assert wait_until(lambda: not host_pids("8.25"), timeout=10)
+    spin = sh(root, "while :; do :; done", max_cpu_seconds=1, **config)
+    assert spin.exit_code == XCPU
+    hog = sh(
+        root,
+        "x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo kept ${#x}",
+        max_memory_bytes=256 * 1024 * 1024,
+        **config,
+    )
+    assert "kept 400000000" not in hog.output and hog.exit_code != 0
 
 
 def test_a_command_running_as_root_inside_the_jail_has_no_capabilities(tmp_path: Path) -> None:
