@@ -435,6 +435,21 @@ def test_commands_can_run_as_an_unprivileged_user(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
+def test_unconfined_commands_of_a_root_server_still_run_as_nobody(tmp_path: Path) -> None:
+    # --unconfined drops bubblewrap, not the user: only --run-as-root keeps root.
+    async def main(op: str, **config: Any) -> list[str]:
+        async with (
+            running_app(settings(tmp_path / "root", unconfined=True, **config)) as app,
+            asgi_env(app, "ws") as env,
+        ):
+            ran = await env.exec("id -u; echo x > made.txt && echo ok", op=OpRef(op))
+            return ran.output.split()
+
+    assert run(main("u:1")) == [str(pwd.getpwnam("nobody").pw_uid), "ok"]
+    assert run(main("u:2", run_as_root=True)) == ["0", "ok"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
 def test_a_workspace_written_by_root_commands_is_handed_to_the_command_user(
     tmp_path: Path,
 ) -> None:
