@@ -92,3 +92,16 @@ def test_without_any_bwrap_the_demo_says_so_before_starting_anything(tmp_path: P
     assert line.startswith("error: bubblewrap (bwrap) is not installed")
     assert "apt-get install bubblewrap" in line
     assert not workdir.exists()  # nothing started, nothing written
+
+
+def test_a_bwrap_that_cannot_confine_stops_the_sandbox_at_start(tmp_path: Path) -> None:
+    # Found but unable to confine (here: not bwrap at all): refused at start with the
+    # reason, rather than serving and failing every bash op.
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    root = tmp_path / "sandbox"
+    listen = ("--listen", "127.0.0.1:0")
+    done = perdure("sandbox", "--root", str(root), *listen, "--bwrap", "false", env=env)
+    assert done.returncode == 2, done
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: commands cannot be confined:"), line
+    assert "ready" not in done.stdout
