@@ -74,11 +74,11 @@ __all__ = [
 
 _BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-# What programs commonly read from /etc: users and groups (no passwords), name resolution,
 # Kernel interfaces under the private /proc that must stay read-only: sysctls (writable to a
 # uid that is root on the host even without capabilities), the magic SysRq trigger, IRQ
 # affinities and bus (PCI, USB) settings.
 _PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
+# What programs commonly read from /etc: users and groups (no passwords), name resolution,
 # the dynamic linker, certificates, alternatives' links, locale and shell start-up files.
 _ETC_ENTRIES = (
     "passwd",
