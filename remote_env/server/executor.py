@@ -37,6 +37,7 @@ from pathlib import Path
 from remote_env.protocol import BashOutput
 from remote_env.server.confine import Jail, bwrap_argv, resource_limiter
 from remote_env.server.errors import ToolFailure
+from remote_env.server.users import CommandUser
 
 # Wait at the gate (see the module docstring), then become ``<shell> -c <command>``.
 _GATED = 'IFS= read -r _ || exit 125; exec "$0" -c "$1" </dev/null'
@@ -202,9 +203,7 @@ class CommandRun:
         cwd: str,
         env: Mapping[str, str] | None,
         home: str,
-        user: str | None,
-        group: str | None,
-        owner: tuple[int, int] | None = None,
+        user: CommandUser | None,
     ) -> ProcessIdentity:
         """Spawn the command, confined to ``home`` (its workspace) unless the jail is open.
 
@@ -222,7 +221,7 @@ class CommandRun:
             "SHELL": shell,
         }
         if user is not None:
-            environment["USER"] = environment["LOGNAME"] = user
+            environment["USER"] = environment["LOGNAME"] = user.name
         # The request's variables go on top of a minimal base: the server's own environment
         # (which may hold secrets) is never inherited.
         environment.update(env or {})
@@ -247,13 +246,17 @@ class CommandRun:
                     cwd=cwd,
                     allow_network=jail.allow_network,
                     workspace_fd=workspace_fd,
+                    user=user,
+                    setpriv=jail.setpriv,
                 )
+            owner = None if user is None else user.owner
             cgroups = [group.create(self._key, limit, owner) for group, limit in jail.cgroups()]
         except OSError as exc:
             os.close(self._log_fd)
             for fd in inherit:
                 os.close(fd)
             raise ToolFailure("spawn_error", f"cannot confine the command: {exc}") from None
+        switch = user if jail.bwrap is None else None
         read_fd, write_fd = os.pipe()
         gate_read, self._gate = os.pipe()
         try:
@@ -270,9 +273,11 @@ class CommandRun:
                 cwd=cwd,
                 env=environment,
                 start_new_session=True,
-                user=user,
-                group=group,
-                extra_groups=[] if user is not None else None,
+                # Confined, setpriv changes user inside the jail (bwrap needs root to mount
+                # a workspace the user may not reach by path); unconfined, the fork does.
+                user=None if switch is None else switch.uid,
+                group=None if switch is None else switch.gid,
+                extra_groups=[] if switch is not None else None,
                 preexec_fn=resource_limiter(jail, cgroups),
                 pass_fds=inherit,
             )

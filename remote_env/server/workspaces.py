@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import grp
 import os
-import pwd
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from remote_env.server.errors import Rejected
 from remote_env.server.paths import Confinement, openat2_available
 from remote_env.server.settings import ServerSettings
+from remote_env.server.users import CommandUser, command_user
 from remote_env.workspace_names import is_workspace_name
 
-__all__ = ["Workspaces"]
+__all__ = ["Workspaces", "hand_over"]
 
 
 class Workspaces:
@@ -21,23 +21,18 @@ class Workspaces:
 
     Attributes:
         root: the real path of the server root.
-        owner: ``(uid, gid)`` that commands run as, when dropping privileges; workspace
-            directories and files written through the API are given to it.
+        user: who commands run as when the server drops privileges (see
+            :func:`~remote_env.server.users.command_user`), else ``None``.
+        owner: ``(uid, gid)`` of that user: workspace directories and files written
+            through the API are given to it.
         use_openat2: whether confinement uses ``openat2`` or the portable walk.
     """
 
     def __init__(self, settings: ServerSettings) -> None:
         settings.root.mkdir(parents=True, exist_ok=True)
         self.root = os.path.realpath(settings.root)
-        self.owner: tuple[int, int] | None = None
-        if settings.run_as_user is not None:
-            user = pwd.getpwnam(settings.run_as_user)
-            gid = (
-                grp.getgrnam(settings.run_as_group).gr_gid
-                if settings.run_as_group is not None
-                else user.pw_gid
-            )
-            self.owner = (user.pw_uid, gid)
+        self.user: CommandUser | None = command_user(settings)
+        self.owner: tuple[int, int] | None = None if self.user is None else self.user.owner
         probe = openat2_available(self.root)
         self.use_openat2 = probe if settings.use_openat2 is None else settings.use_openat2 and probe
 
@@ -56,10 +51,37 @@ class Workspaces:
             if self.owner is not None:
                 os.chown(path, *self.owner, follow_symlinks=False)
         except FileExistsError:
-            pass
+            if self.owner is not None:
+                hand_over(path, self.owner)
         # O_NOFOLLOW: a workspace directory replaced by a symlink is refused, not followed.
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             yield Confinement(fd, path, use_openat2=self.use_openat2)
         finally:
             os.close(fd)
+
+
+def hand_over(path: str, owner: tuple[int, int]) -> None:
+    """Give a workspace made for another command user to ``owner``, once.
+
+    A workspace written while commands ran as root (before commands dropped to ``nobody``
+    by default, or under ``--run-as-root``) holds root's files, which the new command user
+    could not change. The tree is walked through directory descriptors without following
+    a symlink (``fwalk``), children before their directory, so a directory is still out of
+    the new owner's hands while its entries are changed; symlinks are changed themselves,
+    and a file with other hard links is left alone (it may be a name for a file outside).
+    The workspace directory goes last: it marks the hand-over done.
+    """
+    info = os.lstat(path)
+    if (info.st_uid, info.st_gid) == owner or not stat.S_ISDIR(info.st_mode):
+        return
+    for _, dirs, files, dir_fd in os.fwalk(path, topdown=False, follow_symlinks=False):
+        for name in (*files, *dirs):
+            try:
+                entry = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                if stat.S_ISREG(entry.st_mode) and entry.st_nlink > 1:
+                    continue
+                os.chown(name, *owner, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # removed meanwhile
+    os.chown(path, *owner, follow_symlinks=False)

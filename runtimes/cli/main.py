@@ -79,6 +79,7 @@ def demo(
     """The travel agent: kill -9 mid-tools, resume, and a reminder across eviction."""
     if ctx.invoked_subcommand is not None:
         return
+    from remote_env.bwrap import locate_bwrap, missing_bwrap
     from runtimes.cli.demo.run import run_demo
 
     if workdir is not None and workdir.exists():
@@ -86,6 +87,10 @@ def demo(
             f"--workdir {workdir} exists: pass a new directory (the demo creates it and "
             "keeps its files there), or remove that one"
         )
+    # The demo's sandbox confines its commands; say so before starting anything rather
+    # than after the booking times out.
+    if locate_bwrap() is None:
+        _fail(missing_bwrap(offer_unconfined=False))
     if not run_demo(workdir):
         raise typer.Exit(1)
 

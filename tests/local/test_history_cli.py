@@ -100,6 +100,7 @@ def test_version_h_and_flags_without_a_bool_placeholder() -> None:
         assert "<bool>" not in out, (command, out)
     code, out = cli("sandbox", "-h")
     assert re.search(r"^  --unconfined\s+run commands WITHOUT", out, re.M), out
+    assert re.search(r"^  --run-as-root\s+a server running as root runs commands", out, re.M), out
 
 
 def test_entry_formatting_of_kinds_it_does_not_know_and_of_errors() -> None:

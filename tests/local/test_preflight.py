@@ -157,7 +157,7 @@ def test_the_quick_start_sandbox_writes_its_secret_and_dev_keeps_its_token(
         [
             sys.executable,
             *("-m", "runtimes.cli.main", "sandbox", "--root", str(sandbox_root)),
-            *("--listen", f"127.0.0.1:{port}", "--secret-file", str(secret), "--unconfined"),
+            *("--listen", f"127.0.0.1:{port}", "--secret-file", str(secret)),
         ],
         cwd=ROOT,
         env={**_ENV, "PYTHONPATH": str(ROOT)},

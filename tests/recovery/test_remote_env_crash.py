@@ -193,10 +193,11 @@ def test_a_command_whose_process_was_never_recorded_never_runs(tmp_path: Path) -
     """The server dies between spawning a command and recording its process group in the
     op log: the gate it holds closes with it, so the command does nothing (a restarted
     server could not have found and killed it). Released, the same command runs."""
-    from remote_env.server.confine import Jail, find_bwrap
+    from remote_env.bwrap import locate_bwrap
+    from remote_env.server.confine import Jail
     from remote_env.server.executor import CommandRun
 
-    bwrap = find_bwrap()
+    bwrap = locate_bwrap()
     assert bwrap is not None, "the sandbox host needs bubblewrap"
     jail = Jail(bwrap, allow_network=False, max_processes=64, max_memory_bytes=0)
 
@@ -216,7 +217,6 @@ def test_a_command_whose_process_was_never_recorded_never_runs(tmp_path: Path) -
             env=None,
             home=str(tmp_path),
             user=None,
-            group=None,
         )
         if released:
             command.release()

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
+import pwd
 import signal
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -18,11 +17,26 @@ from typing import Any
 
 import pytest
 
-from core.env import CommandTimeout, EnvUnavailable, ExecResult, OpRef
-from remote_env.server.confine import _SYSTEM_DIRS, CommandCgroup, find_bwrap
-from tests.remote_env.support import asgi_env, host_pids, run, running_app, settings, wait_until
+from core.env import CommandTimeout, EnvUnavailable, ExecResult, OpRef, TextEdit
+from remote_env.bwrap import locate_bwrap
+from remote_env.server.confine import _SYSTEM_DIRS, CommandCgroup
+from tests.remote_env.kernel_probe import KERNEL_PROBE, parse
+from tests.remote_env.support import (
+    asgi_env,
+    host_pids,
+    run,
+    running_app,
+    server_process,
+    settings,
+    wait_until,
+)
 
-pytestmark = pytest.mark.skipif(find_bwrap() is None, reason="needs bubblewrap (bwrap)")
+pytestmark = pytest.mark.skipif(locate_bwrap() is None, reason="needs bubblewrap (bwrap)")
+
+
+# The controls ("the test can fail"): no bubblewrap and, for a server running as root, no
+# drop to nobody either (which alone keeps a command out of root-only files).
+UNCONFINED: dict[str, Any] = {"unconfined": True, "run_as_root": True}
 
 
 def sh(root: Path, command: str, workspace: str = "ws", **config: Any) -> ExecResult:
@@ -49,7 +63,7 @@ def test_a_command_cannot_read_or_list_a_sibling_workspace(tmp_path: Path) -> No
     listing = result.output.split("\n")
     assert "other" not in listing and "ws" in listing
     # Unconfined (the operator's explicit choice) it could: the test can fail.
-    assert "other's secret" in sh(root, "cat ../other/secret.txt", unconfined=True).output
+    assert "other's secret" in sh(root, "cat ../other/secret.txt", **UNCONFINED).output
 
 
 def test_a_command_cannot_write_outside_its_workspace(tmp_path: Path) -> None:
@@ -64,7 +78,7 @@ def test_a_command_cannot_write_outside_its_workspace(tmp_path: Path) -> None:
     assert (root / "ws" / "mine.txt").read_text() == "inside\n"
     assert not (root / "x").exists() and not (root / "other").exists()
     assert not Path("/x").exists() and not Path("/etc/x").exists() and not Path("/usr/x").exists()
-    sh(root, "echo x > ../x", unconfined=True)
+    sh(root, "echo x > ../x", **UNCONFINED)
     assert (root / "x").exists()  # the test can fail
 
 
@@ -89,7 +103,7 @@ def test_a_command_cannot_see_the_op_log_or_the_secret(tmp_path: Path) -> None:
     assert result.output.endswith("end\n")  # the search ran to its end
     assert "ops.sqlite" not in result.output and "s" * 40 not in result.output
     assert ".perdure" not in result.output.split("\n")
-    unconfined = sh(root, f"ls ../.perdure; find {tmp_path} -name ops.sqlite", unconfined=True)
+    unconfined = sh(root, f"ls ../.perdure; find {tmp_path} -name ops.sqlite", **UNCONFINED)
     # Unconfined, the same listing and search find it: the test can fail.
     assert "ops.sqlite" in unconfined.output.split("\n")
     assert f"{state.resolve()}/ops.sqlite" in unconfined.output.split("\n")
@@ -214,49 +228,88 @@ def test_a_memory_hog_split_over_processes_is_stopped_by_the_memory_cgroup(
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
 def test_limits_hold_for_the_unprivileged_command_user(tmp_path: Path) -> None:
-    # The command user must reach its workspace, and pytest's base temporary directory is
-    # root-only (and re-chmodded 0700 by every pytest run starting on this machine).
-    base = Path(tempfile.mkdtemp(prefix="perdure-nobody-"))
-    try:
-        base.chmod(0o711)
-        root = base / "root"
-        # (RLIMIT_NPROC counts every process of the user on the host, other servers' too:
-        # only the step about it runs with a tight limit.)
-        config: dict[str, Any] = {"run_as_user": "nobody", "run_as_group": "nogroup"}
-        ident = sh(root, "id -u; grep CapEff /proc/self/status", **config)
-        uid, caps = ident.output.splitlines()[-2:]
-        assert uid == "65534"  # not root
-        assert caps.split()[1] == "0000000000000000"  # and no capabilities
-        # 100 sleeps asked for, at most 32 processes at once (bash retries refused forks,
-        # so count what runs rather than wait for the loop); the rest end with the command.
-        many = sh(
-            root,
-            "exec 2>/dev/null; (for i in $(seq 100); do sleep 8.25 & done) & sleep 2;"
-            " echo $(ls -d /proc/[0-9]* | wc -l)",
-            max_processes=32,
-            **config,
-        )
-        # (RLIMIT_NPROC counts the user's processes on the whole host, so fewer may fit.)
-        assert 1 <= int(many.output.split()[-1]) <= 32, many.output
-        assert wait_until(lambda: not host_pids("8.25"), timeout=10)
-        spin = sh(root, "while :; do :; done", max_cpu_seconds=1, **config)
-        assert spin.exit_code == XCPU
-        hog = sh(
-            root,
-            "x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo kept ${#x}",
-            max_memory_bytes=256 * 1024 * 1024,
-            **config,
-        )
-        assert "kept 400000000" not in hog.output and hog.exit_code != 0
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    # (pytest's base temporary directory is root-only: bwrap, still root, mounts the
+    # workspace, and setpriv drops to the user only inside.)
+    root = tmp_path / "root"
+    # (RLIMIT_NPROC counts every process of the user on the host, other servers' too:
+    # only the step about it runs with a tight limit.)
+    config: dict[str, Any] = {"run_as_user": "nobody", "run_as_group": "nogroup"}
+    ident = sh(root, "id -u; grep CapEff /proc/self/status", **config)
+    uid, caps = ident.output.splitlines()[-2:]
+    assert uid == "65534"  # not root
+    assert caps.split()[1] == "0000000000000000"  # and no capabilities
+    # 100 sleeps asked for, at most 32 processes at once (bash retries refused forks,
+    # so count what runs rather than wait for the loop); the rest end with the command.
+    many = sh(
+        root,
+        "exec 2>/dev/null; (for i in $(seq 100); do sleep 8.25 & done) & sleep 2;"
+        " echo $(ls -d /proc/[0-9]* | wc -l)",
+        max_processes=32,
+        **config,
+    )
+    # (RLIMIT_NPROC counts the user's processes on the whole host, so fewer may fit.)
+    assert 1 <= int(many.output.split()[-1]) <= 32, many.output
+    assert wait_until(lambda: not host_pids("8.25"), timeout=10)
+    spin = sh(root, "while :; do :; done", max_cpu_seconds=1, **config)
+    assert spin.exit_code == XCPU
+    hog = sh(
+        root,
+        "x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo kept ${#x}",
+        max_memory_bytes=256 * 1024 * 1024,
+        **config,
+    )
+    assert "kept 400000000" not in hog.output and hog.exit_code != 0
 
 
 def test_a_command_running_as_root_inside_the_jail_has_no_capabilities(tmp_path: Path) -> None:
-    result = sh(tmp_path / "root", "grep CapEff /proc/self/status; touch /etc/x 2>&1; echo $?")
-    caps, *rest = result.output.splitlines()
-    assert caps.split()[1] == "0000000000000000"
+    result = sh(
+        tmp_path / "root",
+        "grep -E 'CapEff|CapBnd' /proc/self/status; touch /etc/x 2>&1; echo $?",
+        run_as_root=True,  # (a server not running as root: its own user, the same checks)
+    )
+    eff, bnd, *rest = result.output.splitlines()
+    assert eff.split()[1] == "0000000000000000"
+    assert bnd.split()[1] == "0000000000000000"  # nothing executed can regain one
     assert rest[-1] != "0"  # the system is read-only to it
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the case at issue: a server started as root")
+@pytest.mark.parametrize("flags", [(), ("--run-as-root",)], ids=["default", "run-as-root"])
+def test_a_server_started_as_root_leaves_commands_no_kernel_state(
+    tmp_path: Path, flags: tuple[str, ...]
+) -> None:
+    # A real server process over HTTP, with the flags a quick start uses (none): before
+    # issue 30 a command ran as root without capabilities and could still set host sysctls
+    # (their check is the file's owner, root), core_pattern among them: an escape.
+    with server_process(tmp_path, *flags) as server:
+
+        async def main() -> dict[str, str]:
+            async with server.env("ws") as env:
+                probed = await env.exec(KERNEL_PROBE, op=OpRef("kernel:1"), timeout=30)
+                seen = parse(probed.output)
+                # What the command made, the server's file operations still read and
+                # change, and what they write, the command can change in turn.
+                assert (await env.read("made.txt")).text.rstrip("\n") == "made"
+                await env.edit("made.txt", [TextEdit("made", "edited")], OpRef("edit:1"))
+                await env.write("api.txt", "api\n", OpRef("write:1"))
+                both = await env.exec(
+                    "echo more >> made.txt && echo more >> api.txt && cat made.txt api.txt",
+                    op=OpRef("kernel:2"),
+                )
+                assert both.output == "edited\nmore\napi\nmore\n"
+                return seen
+
+        seen = run(main())
+    assert seen["swappiness-write"] == "fails", seen
+    for path in ("/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger", "/proc/irq"):
+        assert seen[path] == "not-writable", seen
+    assert seen["/proc/bus"] == seen["/sys"] == "not-writable", seen
+    assert seen["CapBnd"] == seen["CapEff"] == "0000000000000000", seen
+    assert seen["workspace"] == "writable", seen
+    if flags:
+        assert seen["uid"] == "0"  # the explicit opt-out: root, still holding nothing
+    else:
+        assert seen["uid"] != "0" and seen["uid"] == str(pwd.getpwnam("nobody").pw_uid)
 
 
 @pytest.mark.skipif(

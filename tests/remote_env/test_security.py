@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import os
+import pwd
 import threading
 import time
 from pathlib import Path
@@ -415,12 +416,8 @@ def test_commands_do_not_inherit_the_server_environment(
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
 def test_commands_can_run_as_an_unprivileged_user(tmp_path: Path) -> None:
-    # The command user must be able to reach its workspace (bwrap mounts it as that user);
-    # pytest's own temporary directories are root-only.
-    for parent in (tmp_path, *tmp_path.parents):
-        if parent != Path("/"):
-            parent.chmod(parent.stat().st_mode | 0o011)
-
+    # (pytest's temporary directories are root-only: bwrap, still root, mounts the
+    # workspace, so the command user need not reach it through them.)
     async def main() -> None:
         config = settings(tmp_path / "root", run_as_user="nobody", run_as_group="nogroup")
         async with running_app(config) as app, asgi_env(app, "ws") as env:
@@ -435,6 +432,53 @@ def test_commands_can_run_as_an_unprivileged_user(tmp_path: Path) -> None:
 
     run(main())
     assert (tmp_path / "root" / "ws").stat().st_uid == 65534
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
+def test_unconfined_commands_of_a_root_server_still_run_as_nobody(tmp_path: Path) -> None:
+    # --unconfined drops bubblewrap, not the user: only --run-as-root keeps root.
+    async def main(op: str, **config: Any) -> list[str]:
+        async with (
+            running_app(settings(tmp_path / "root", unconfined=True, **config)) as app,
+            asgi_env(app, "ws") as env,
+        ):
+            ran = await env.exec("id -u; echo x > made.txt && echo ok", op=OpRef(op))
+            return ran.output.split()
+
+    assert run(main("u:1")) == [str(pwd.getpwnam("nobody").pw_uid), "ok"]
+    assert run(main("u:2", run_as_root=True)) == ["0", "ok"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
+def test_a_workspace_written_by_root_commands_is_handed_to_the_command_user(
+    tmp_path: Path,
+) -> None:
+    # Written while commands ran as root (before issue 30, or under --run-as-root): a
+    # server with the default (commands as nobody) gives it to nobody on first use, so
+    # commands can go on changing it, and hands over nothing outside it.
+    ws = tmp_path / "root" / "ws"
+    (ws / "sub").mkdir(parents=True)
+    (ws / "old.txt").write_text("old\n")
+    (ws / "sub" / "deep.txt").write_text("deep\n")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the workspace's\n")
+    (ws / "link").symlink_to(outside)
+    os.link(outside, ws / "hard.txt")  # another name of a file outside
+
+    async def main() -> None:
+        async with running_app(settings(tmp_path / "root")) as app, asgi_env(app, "ws") as env:
+            result = await env.exec(
+                "echo more >> old.txt && echo more >> sub/deep.txt && mkdir sub/new && echo ok",
+                op=OpRef("adopt:1"),
+            )
+            assert result.output == "ok\n"
+
+    run(main())
+    nobody = pwd.getpwnam("nobody").pw_uid
+    for path in (ws, ws / "sub", ws / "old.txt", ws / "sub" / "deep.txt", ws / "sub" / "new"):
+        assert path.lstat().st_uid == nobody, path
+    assert (ws / "link").lstat().st_uid == nobody  # the link itself, not what it names
+    assert outside.stat().st_uid == 0 and outside.read_text() == "not the workspace's\n"
 
 
 def test_client_maps_403_to_path_outside_workspace(tmp_path: Path) -> None:

@@ -115,8 +115,8 @@ def test_the_sandbox_never_logs_or_echoes_its_secret_or_tokens(tmp_path: Path) -
         seen.append(repr(settings))
     log = server.log()
     assert "401" in log or "GET /v1/info" in log, "the debug log recorded nothing"
-    if os.geteuid() == 0:  # started as root without --run-as-user: the operator is told
-        assert "warning: commands will run as root" in log
+    if os.geteuid() == 0:  # started as root without --run-as-user: commands run as nobody
+        assert "commands run as nobody" in log
     _assert_clean(log, *secrets)
     for text in seen:
         _assert_clean(text, *secrets)

@@ -193,7 +193,9 @@ class _Demo:
 
         def healthy() -> bool | None:
             if self.sandbox is not None and self.sandbox.poll() is not None:
-                raise DemoFailed("the sandbox server exited; see sandbox.log")
+                said = (self.dir / "sandbox.log").read_text(errors="replace").splitlines()
+                why = next((line for line in reversed(said) if line.startswith("error:")), "")
+                raise DemoFailed(f"the sandbox server exited; see sandbox.log {why}".strip())
             with contextlib.suppress(httpx.HTTPError):
                 return httpx.get(f"{url}/v1/health", timeout=1).status_code == 200 or None
             return None

@@ -58,7 +58,7 @@ def test_kill_9_mid_tool_shows_what_was_recovered(tmp_path: Path, model: FakeOpe
         ),
         Stream([text("Your seat is booked."), finish("stop"), usage(80, 6)]),
     )
-    with server_process(tmp_path, "--unconfined") as sandbox:
+    with server_process(tmp_path) as sandbox:  # confined, as a quick start runs it
         args = (
             *("--model", "openai/fake-model", "--api-base", model.base_url),
             *("--sandbox", sandbox.url, "--sandbox-secret", str(sandbox.secret_file)),
