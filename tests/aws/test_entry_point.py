@@ -1,10 +1,12 @@
 """The function's entry point as Lambda calls it: synchronous, settings built once from
-the environment by the factory PERDURE_FUNCTION names."""
+the environment (the API token from Secrets Manager) by the factory PERDURE_FUNCTION
+names, one event loop across warm invocations."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import boto3
 import pytest
 
 from runtimes.actor.testing import KIT_TOKEN
@@ -18,11 +20,13 @@ def test_lambda_handler_serves_with_settings_from_the_environment(
     aws: AwsResources, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     create_alarms(lambda: 0)
+    secrets = boto3.client("secretsmanager")
+    token_arn = secrets.create_secret(Name="perdure/api-token", SecretString=KIT_TOKEN)["ARN"]
     for name, value in {
         "PERDURE_FUNCTION": "tests.aws.settings_factory:settings",
         "PERDURE_TABLE": aws.table,
         "PERDURE_BUCKET": aws.bucket,
-        "PERDURE_API_TOKEN": KIT_TOKEN,
+        "PERDURE_API_TOKEN_ARN": token_arn,
         "PERDURE_SCHEDULE_GROUP": GROUP,
         "PERDURE_FUNCTION_ARN": FUNCTION_ARN,
         "PERDURE_SCHEDULER_ROLE_ARN": ROLE_ARN,
@@ -43,3 +47,5 @@ def test_lambda_handler_serves_with_settings_from_the_environment(
     assert status == 200 and state["answer"]["text"] == "echo: hi", state
     assert int(head(aws, "e1")["seq"]) > 0 and "owner" not in head(aws, "e1")
     assert (tmp_path / "tmp" / "e1.sqlite").exists()  # the working copy stays for warm reuse
+    assert isinstance(handler._function, handler.ActorFunction)
+    handler._function.close()
