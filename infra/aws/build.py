@@ -2,7 +2,8 @@
 wheels for the template's runtime and architecture, in one directory.
 
 ``python infra/aws/build.py OUT [--zip FILE]`` (``sam build`` runs it through the
-template's Makefile, with ``OUT`` = SAM's artifact directory):
+template's Makefile, with ``OUT`` = SAM's artifact directory; ``--no-build --zip FILE``
+only zips an ``OUT`` already built):
 
 1. the project (``core``, ``runtimes``, ``remote_env`` and their package data, as
    ``pip install .`` lays them out; nothing of ``tests/``);
@@ -117,9 +118,13 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="the directory to build into (emptied first)")
     parser.add_argument("--zip", type=Path, help="also write the directory as this zip file")
+    parser.add_argument(
+        "--no-build", action="store_true", help="only zip OUT as built (by sam build, say)"
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("PIP_DISABLE_PIP_VERSION_CHECK", "1")
-    build(args.out.resolve())
+    if not args.no_build:
+        build(args.out.resolve())
     if args.zip is not None:
         write_zip(args.out.resolve(), args.zip.resolve())
     return 0
