@@ -10,12 +10,13 @@ only zips an ``OUT`` already built):
 2. ``infra/aws/requirements.txt``, for the template's ``Runtime`` (``python3.X``) and
    ``Architectures`` (``x86_64`` or ``arm64``): manylinux wheels only, never a build on
    this machine, so what lands is what runs on Lambda whatever this machine is;
-3. checks: no ``tests`` package, and within Lambda's 250 MB limit for unzipped code —
+3. bytecode, compiled by the runtime's Python version if this machine has it;
+4. checks: no ``tests`` package, and within Lambda's 250 MB limit for unzipped code —
    the size is printed.
 
 Runs on any Python 3.11+ with pip (the wheels' target is chosen by flags, not by the
-interpreter); needs the package index. Bytecode is not compiled here (this
-interpreter's would not match the runtime's).
+interpreter); needs the package index. Bytecode is compiled by an interpreter of the
+runtime's version when this machine has one (``python3.X`` on the path, or pyenv's).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-__all__ = ["LIMIT_BYTES", "build", "runtime_of", "size_of"]
+__all__ = ["LIMIT_BYTES", "build", "runtime_of", "runtime_python", "size_of", "write_zip"]
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -68,6 +69,36 @@ def _pip(*args: str) -> None:
     subprocess.run(command, check=True, cwd=ROOT)
 
 
+def runtime_python(version: str) -> str | None:
+    """An interpreter of the runtime's version on this machine, if there is one."""
+    candidates = [shutil.which(f"python{version}")]
+    candidates += sorted(
+        str(p) for p in Path.home().glob(f".pyenv/versions/{version}.*/bin/python3")
+    )
+    for candidate in candidates:
+        if candidate is None:
+            continue
+        probe = [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]
+        found = subprocess.run(probe, capture_output=True, text=True, check=False)
+        if found.returncode == 0 and found.stdout.strip() == version:
+            return candidate
+    return None
+
+
+def _compile(out: Path, version: str) -> None:
+    """Bytecode by the runtime's own version: Lambda's code directory is read-only, so
+    without it every cold start compiles each module it imports (the handler's imports
+    took 1.2 s of CPU instead of 0.5 s). Checked by hash, never by timestamp: an unzipped
+    file's mtime says nothing."""
+    python = runtime_python(version)
+    if python is None:
+        print(f"bytecode: not compiled (no python{version} here): cold starts compile it")
+        return
+    command = [python, "-m", "compileall", "-q", "-j0", "--invalidation-mode", "unchecked-hash"]
+    subprocess.run([*command, str(out)], check=True, stdout=subprocess.DEVNULL)
+    print(f"bytecode: compiled by {python}")
+
+
 def build(out: Path) -> int:
     """Build into ``out`` (emptied first); returns the unzipped size in bytes."""
     version, arch = runtime_of(TEMPLATE.read_text())
@@ -90,6 +121,7 @@ def build(out: Path) -> int:
     )
     # Console scripts point at this machine's interpreter; Lambda never runs them.
     shutil.rmtree(out / "bin", ignore_errors=True)
+    _compile(out, version)
     if (out / "tests").exists():
         raise SystemExit(f"{out}: a dependency brought a top-level 'tests' package")
     size, count = size_of(out)

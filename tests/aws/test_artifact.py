@@ -13,11 +13,11 @@ event, a stale lease holder fenced off, a half configuration refused.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import queue
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -78,15 +78,17 @@ def code_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def runtime_python() -> str:
-    """The interpreter of the template's ``Runtime`` (``python3.13`` → a Python 3.13)."""
+    """The interpreter of the template's ``Runtime`` (``python3.13`` → a Python 3.13),
+    found as the build finds the one it compiles bytecode with."""
     version = _function()["Runtime"].removeprefix("python")
-    candidates = sorted((Path.home() / ".pyenv" / "versions").glob(f"{version}.*/bin/python3"))
-    found = [str(c) for c in candidates] + [
-        p for p in [shutil.which(f"python{version}")] if p and "shims" not in p
-    ]
-    if not found:
+    spec = importlib.util.spec_from_file_location("build", ROOT / "infra" / "aws" / "build.py")
+    assert spec is not None and spec.loader is not None
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    found: str | None = build.runtime_python(version)
+    if found is None:
         pytest.fail(f"the template's runtime python{version} is not installed on this machine")
-    return found[-1] if candidates else found[0]
+    return found
 
 
 @pytest.fixture
@@ -328,7 +330,7 @@ def test_a_stale_lease_holder_is_refused(
     containers: Any, deployment: dict[str, str], model: FakeOpenAI, aws_http: AwsResources
 ) -> None:
     # The first container's model answer comes late; the second container's at once.
-    model.script(_reply("stale answer", stall=2.0), _reply("fresh answer"))
+    model.script(_reply("stale answer", stall=5.0), _reply("fresh answer"))
     stale, fresh = containers(deployment), containers(deployment)
     body = {"type": "input", "content": "book it", "request_id": "job-7"}
     submit = _url("POST", "/v1/actors/f1/submissions", body)
