@@ -144,21 +144,9 @@ class ActorFunction:
         self.settings = settings
         self._served: FastAPI | None = None
         self._serving = 0  # invocations in flight on this object
-        self._runner: asyncio.Runner | None = None
 
     def __call__(self, event: Any, context: LambdaContext) -> dict[str, Any]:
-        # One event loop for the container's life, not one per invocation: what the
-        # settings hold that is bound to a loop (the model adapter's connection pool)
-        # serves every warm invocation instead of failing on a closed loop.
-        if self._runner is None:
-            self._runner = asyncio.Runner()
-        return self._runner.run(self.invoke(event, context))
-
-    def close(self) -> None:
-        """Close the container's event loop (Lambda never does: it freezes the process)."""
-        if self._runner is not None:
-            self._runner.close()
-            self._runner = None
+        return asyncio.run(self.invoke(event, context))
 
     async def invoke(self, event: Any, context: LambdaContext) -> dict[str, Any]:
         self._serving += 1

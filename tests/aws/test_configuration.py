@@ -65,12 +65,9 @@ def environment(
 
 
 @pytest.fixture
-def fresh_handler(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def fresh_handler(monkeypatch: pytest.MonkeyPatch) -> None:
     """A new container: the entry point builds its function on the next event."""
     monkeypatch.setattr(handler, "_function", None)
-    yield
-    if isinstance(handler._function, handler.ActorFunction):
-        handler._function.close()
 
 
 @pytest.fixture

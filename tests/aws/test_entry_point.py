@@ -1,6 +1,6 @@
 """The function's entry point as Lambda calls it: synchronous, settings built once from
 the environment (the API token from Secrets Manager) by the factory PERDURE_FUNCTION
-names, one event loop across warm invocations."""
+names."""
 
 from __future__ import annotations
 
@@ -47,5 +47,3 @@ def test_lambda_handler_serves_with_settings_from_the_environment(
     assert status == 200 and state["answer"]["text"] == "echo: hi", state
     assert int(head(aws, "e1")["seq"]) > 0 and "owner" not in head(aws, "e1")
     assert (tmp_path / "tmp" / "e1.sqlite").exists()  # the working copy stays for warm reuse
-    assert isinstance(handler._function, handler.ActorFunction)
-    handler._function.close()
