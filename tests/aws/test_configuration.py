@@ -204,6 +204,11 @@ def test_the_default_factory_serves_the_configured_model_with_its_key(
         status, state = answer(handler.lambda_handler(read, context()))
         assert status == 200 and state["answer"]["text"] == "hello from the model", state
         assert len(model_server.received) == n + 1
+        if n == 0:  # read once per cold start: the warm container never asks again
+            boto3.client("secretsmanager").delete_secret(
+                SecretId=secrets["PERDURE_API_TOKEN_ARN"], ForceDeleteWithoutRecovery=True
+            )
+            boto3.client("ssm").delete_parameter(Name="/perdure/model-key")
     assert isinstance(handler._function, handler.ActorFunction)
     settings = handler._function.settings
     assert isinstance(settings.actor.models, OpenAICompatibleModels)
