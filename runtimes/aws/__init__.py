@@ -15,7 +15,11 @@ working copy made durable by a fenced commit log (DynamoDB) plus snapshots (S3).
 * :mod:`runtimes.aws.mailbox` — submissions that arrived while another invocation held
   the actor;
 * :mod:`runtimes.aws.handler` — the Lambda entry point: the actor API behind Mangum,
-  scheduler wakes, direct invokes (:mod:`runtimes.aws.environment`: its settings).
+  scheduler wakes, direct invokes, ``503 misconfigured`` for a refused configuration;
+* :mod:`runtimes.aws.config` — the variables the template sets, checked by parameter
+  name; :mod:`runtimes.aws.secrets` — the secrets they point at (Secrets Manager, SSM);
+  :mod:`runtimes.aws.environment` — the function's settings from both, with the default
+  agent of :mod:`runtimes.aws.agent` (an OpenAI-compatible model, the sandbox's tools).
 
 boto3 is the ``aws`` extra; clients are injected (:class:`AwsResources`), so tests point
 them at moto.

@@ -31,7 +31,8 @@ ids and oversized bodies are refused by the app before it opens an actor.
 
 :class:`ActorFunction` is the handler object; :func:`lambda_handler` builds one from the
 environment on first use (``PERDURE_FUNCTION``: ``module:factory`` returning
-:class:`FunctionSettings`).
+:class:`FunctionSettings`, by default :func:`runtimes.aws.environment.settings`), or a
+:class:`MisconfiguredFunction` that answers ``503`` when the configuration is refused.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from runtimes.actor.config import ActorConfig
 from runtimes.actor.errors import ActorLocked, InvalidActorId
 from runtimes.actor.ids import check_actor_id
 from runtimes.aws.alarms import WAKE_EVENT, WakeSchedule
+from runtimes.aws.config import SETTINGS_FACTORY, Misconfigured
 from runtimes.aws.host import AwsActorStore, AwsHost
 from runtimes.aws.lease import DEFAULT_LEASE_MS
 from runtimes.aws.mailbox import Mailbox
@@ -71,7 +73,15 @@ from runtimes.aws.pending import PendingWakes, arm_durably
 from runtimes.aws.resources import AwsResources
 from runtimes.local.clock import SystemClock
 
-__all__ = ["DUE_WINDOW_MS", "ActorFunction", "FunctionSettings", "LambdaContext", "lambda_handler"]
+__all__ = [
+    "DEFAULT_FACTORY",
+    "DUE_WINDOW_MS",
+    "ActorFunction",
+    "FunctionSettings",
+    "LambdaContext",
+    "MisconfiguredFunction",
+    "lambda_handler",
+]
 
 _log = logging.getLogger("perdure.aws")
 
@@ -417,16 +427,55 @@ async def _until(clock: Clock, when: int, timeout_s: float) -> bool:
     return True
 
 
-_function: ActorFunction | None = None
+DEFAULT_FACTORY = "runtimes.aws.environment:settings"
+
+
+class MisconfiguredFunction:
+    """What a container whose configuration was refused at its cold start serves: every
+    event answered ``503 misconfigured`` with the reason, before any host exists — no
+    lease taken, nothing written."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __call__(self, event: Any, context: LambdaContext) -> dict[str, Any]:
+        if isinstance(event, dict) and "perdure" in event:
+            return _direct_refusal(503, "misconfigured", self.message)
+        return _refusal(503, "misconfigured", self.message)
+
+
+_function: ActorFunction | MisconfiguredFunction | None = None
 
 
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     """The entry point named in the function's configuration. ``PERDURE_FUNCTION`` names
-    the factory (``package.module:function``) that returns the :class:`FunctionSettings`;
-    it runs once per container."""
+    the factory (``package.module:function``, default :data:`DEFAULT_FACTORY`) that
+    returns the :class:`FunctionSettings`; it runs once per container. A configuration
+    it refuses (:class:`~runtimes.aws.config.Misconfigured`) is logged once, as one line
+    naming the template parameters to fix, and every request is answered ``503``."""
     global _function
     if _function is None:
-        module, _, name = os.environ["PERDURE_FUNCTION"].partition(":")
-        factory = getattr(importlib.import_module(module), name)
-        _function = ActorFunction(factory())
+        _function = _cold_start()
     return _function(event, context)
+
+
+def _cold_start() -> ActorFunction | MisconfiguredFunction:
+    try:
+        return ActorFunction(_factory()())
+    except Misconfigured as e:
+        _log.error("%s", e)
+        return MisconfiguredFunction(str(e))
+
+
+def _factory() -> Callable[[], FunctionSettings]:
+    spec = os.environ.get(SETTINGS_FACTORY.variable, "").strip() or DEFAULT_FACTORY
+    module, _, name = spec.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise Misconfigured(
+            [f"{SETTINGS_FACTORY.describe()}: {spec!r} is not an importable module:function ({e})"]
+        ) from None
+    if not callable(factory):
+        raise Misconfigured([f"{SETTINGS_FACTORY.describe()}: {spec!r} is not callable"])
+    return cast(Callable[[], FunctionSettings], factory)

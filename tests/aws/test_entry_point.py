@@ -1,10 +1,12 @@
 """The function's entry point as Lambda calls it: synchronous, settings built once from
-the environment by the factory PERDURE_FUNCTION names."""
+the environment (the API token from Secrets Manager) by the factory PERDURE_FUNCTION
+names."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import boto3
 import pytest
 
 from runtimes.actor.testing import KIT_TOKEN
@@ -18,11 +20,13 @@ def test_lambda_handler_serves_with_settings_from_the_environment(
     aws: AwsResources, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     create_alarms(lambda: 0)
+    secrets = boto3.client("secretsmanager")
+    token_arn = secrets.create_secret(Name="perdure/api-token", SecretString=KIT_TOKEN)["ARN"]
     for name, value in {
         "PERDURE_FUNCTION": "tests.aws.settings_factory:settings",
         "PERDURE_TABLE": aws.table,
         "PERDURE_BUCKET": aws.bucket,
-        "PERDURE_API_TOKEN": KIT_TOKEN,
+        "PERDURE_API_TOKEN_ARN": token_arn,
         "PERDURE_SCHEDULE_GROUP": GROUP,
         "PERDURE_FUNCTION_ARN": FUNCTION_ARN,
         "PERDURE_SCHEDULER_ROLE_ARN": ROLE_ARN,

@@ -16,13 +16,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
 from runtimes.aws import AwsResources, open_actor_replica
 from runtimes.aws.lease import DEFAULT_LEASE_MS
 from runtimes.local.clock import SystemClock
 from tests.aws.aws_target import FUNCTION_ARN, GROUP, ROLE_ARN, create_alarms
-from tests.aws.conftest import BUCKET, TABLE
+from tests.aws.conftest import BUCKET, REGION, TABLE
 from tests.aws.support import container, head
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -71,7 +72,7 @@ def _start(
         "PERDURE_FUNCTION": "tests.recovery.aws.handler_crash_child:settings",
         "PERDURE_TABLE": TABLE,
         "PERDURE_BUCKET": BUCKET,
-        "PERDURE_API_TOKEN": TOKEN,
+        "PERDURE_API_TOKEN_ARN": _token_arn(moto_server),
         "PERDURE_SCHEDULE_GROUP": GROUP,
         "PERDURE_FUNCTION_ARN": FUNCTION_ARN,
         "PERDURE_SCHEDULER_ROLE_ARN": ROLE_ARN,
@@ -90,6 +91,15 @@ def _start(
         text=True,
         env=env,
     )
+
+
+def _token_arn(moto_server: str) -> str:
+    """The API token's secret in the moto server (made on first use: each test resets)."""
+    client = boto3.client("secretsmanager", region_name=REGION, endpoint_url=moto_server)
+    try:
+        return str(client.describe_secret(SecretId="perdure/api-token")["ARN"])
+    except client.exceptions.ResourceNotFoundException:
+        return str(client.create_secret(Name="perdure/api-token", SecretString=TOKEN)["ARN"])
 
 
 def _effects(log: Path) -> list[str]:
