@@ -57,7 +57,7 @@ from mangum.protocols import HTTPCycle
 from mangum.types import LambdaContext as MangumContext
 
 from core import Clock
-from core.errors import SessionPoisoned
+from core.errors import SessionClosed, SessionPoisoned
 from runtimes.actor.api import ApiConfig, create_app
 from runtimes.actor.api.app import rebind_app
 from runtimes.actor.api.errors import error_body
@@ -66,6 +66,7 @@ from runtimes.actor.errors import ActorLocked, InvalidActorId
 from runtimes.actor.ids import check_actor_id
 from runtimes.aws.alarms import WAKE_EVENT, WakeSchedule
 from runtimes.aws.config import SETTINGS_FACTORY, Misconfigured
+from runtimes.aws.due import wait_for_due_commit
 from runtimes.aws.host import AwsActorStore, AwsHost
 from runtimes.aws.lease import DEFAULT_LEASE_MS
 from runtimes.aws.mailbox import Mailbox
@@ -381,9 +382,12 @@ class ActorFunction:
                 _log.warning("actor %s stopped: %s", name, e)
 
     async def _run_due(self, host: AwsHost, actor: str, context: LambdaContext) -> None:
-        """Let every deadline due within :data:`DUE_WINDOW_MS` pass in this invocation."""
+        """Let every deadline due within :data:`DUE_WINDOW_MS` pass in this invocation:
+        wait on the clock for it, then for the work it released to commit (each pass
+        needs a commit or the clock to move, so this ends). Out of time with work left,
+        the actor is parked unfinished: its wake is immediate."""
         clock = self.settings.clock
-        for _ in range(1000):  # each pass consumes a deadline; bounded all the same
+        while True:
             entry = host.current(actor)
             if entry is None:
                 return
@@ -394,8 +398,15 @@ class ActorFunction:
             if wake > clock.now():
                 if not await _until(clock, wake, self._budget_s(context)):
                     return
-            else:
-                await asyncio.sleep(0)  # the harness's own timer runs it
+                continue
+            try:
+                committed = await wait_for_due_commit(entry.harness, self._budget_s(context))
+            except (SessionPoisoned, SessionClosed) as e:
+                _log.warning("actor %s stopped: %s", actor, e)
+                return
+            if not committed:
+                host.unfinished.add(actor)
+                return
 
 
 def _retry_later(r: httpx.Response) -> bool:
