@@ -4,7 +4,8 @@ The life of a mutating op:
 
 1. **Admission** (serialised by one lock, so concurrent duplicates cannot both insert): the
    row is inserted as ``running`` *before* anything is executed. If the key exists, the
-   request's fingerprint must match (else 409 ``op_conflict``) and the caller joins the
+   request's fingerprint must match (else 422 ``op_conflict``: the IETF Idempotency-Key
+   draft's status for a key reused with another payload) and the caller joins the
    existing op instead of starting another.
 2. **Execution** runs in its own asyncio task, detached from the HTTP request: a client that
    disconnects or times out does not stop it. Every path through the task writes a terminal
@@ -251,7 +252,7 @@ class OpManager:
                 known, current = row.request_sha256, row.attempt
             if known != digest:
                 raise Rejected(
-                    409,
+                    422,  # a key reused with another payload (IETF Idempotency-Key draft)
                     "op_conflict",
                     f"op id {request.op_id} was already used for a different request",
                 )

@@ -33,9 +33,8 @@ _ERROR_STATUSES = {
     401: "missing, malformed, forged or expired token",
     403: "path outside the workspace",
     404: "unknown op (or another workspace's)",
-    409: "op id already used for a different request",
     413: "request body too large",
-    422: "invalid request",
+    422: "invalid request, or an op id already used for a different request (op_conflict)",
 }
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": description}
@@ -49,7 +48,7 @@ _STREAM_ERRORS: dict[int | str, dict[str, Any]] = {
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
     }
     for status, description in _ERROR_STATUSES.items()
-    if status not in (400, 403, 409, 413)  # the stream takes no body and names no path
+    if status not in (400, 403, 413)  # the stream takes no body and names no path
 }
 
 

@@ -390,21 +390,32 @@ async def check_submit_tool_answer(target: KitTarget) -> None:
 
 async def check_request_id_dedupes_across_reopen(target: KitTarget) -> None:
     """A known request id answers the original submission, also from a new host; the
-    same id with other content is refused ``409 request_id_conflict``."""
+    same id with other content is refused ``422 request_id_conflict`` (the IETF
+    Idempotency-Key draft's status for a key reused with another payload), writing
+    nothing, and the original keeps answering the retry."""
     body = {"type": "input", "content": "hello", "request_id": "kit-r1"}
     async with _serving(target.host(kit_config(), VirtualClock())) as client:
         first = await _submit(client, "kit-b", body)
         await _settled(client, "kit-b", first["id"])
-    async with _serving(target.host(kit_config(), VirtualClock())) as client:
+    host = target.host(kit_config(), VirtualClock())
+    async with _serving(host) as client:
         again = await _submit(client, "kit-b", body)
         assert again["id"] == first["id"] and again["status"] == "done", (first, again)
         users = [e for e in await _entries(client, "kit-b") if e["kind"] == "user"]
         assert len(users) == 1, users
-        other = await client.post(
-            "/v1/actors/kit-b/submissions", json={**body, "content": "something else"}
-        )
-        assert other.status_code == 409, other.text
-        assert other.json()["error"]["code"] == "request_id_conflict", other.text
+        async with host.use("kit-b") as harness:
+            await _bounded(harness.wait_for_idle())
+        before = target.digest("kit-b")
+        for other_body in (
+            {**body, "content": "something else"},
+            {"type": "write", "content": {"kind": "note"}, "request_id": body["request_id"]},
+        ):
+            other = await client.post("/v1/actors/kit-b/submissions", json=other_body)
+            assert other.status_code == 422, other.text
+            assert other.json()["error"]["code"] == "request_id_conflict", other.text
+        assert target.digest("kit-b") == before
+        retried = await _submit(client, "kit-b", body)
+        assert retried["id"] == first["id"] and retried["status"] == "done", retried
 
 
 async def mid_tools_phase(host: KitHost, tools: KitTools, actor: str) -> int:

@@ -102,15 +102,17 @@ def test_a_request_id_dedupes_and_a_reused_id_of_other_content_or_type_conflicts
         f"/v1/actors/{ACTOR}/submissions",
         json={"type": "input", "content": "once, again", "request_id": "job-1"},
     )
-    assert other.status_code == 409, other.text
+    assert other.status_code == 422, other.text
     assert other.json()["error"]["code"] == "request_id_conflict"
     assert "different content" in other.json()["error"]["message"]
     r = client.post(
         f"/v1/actors/{ACTOR}/submissions",
         json={"type": "write", "content": {"kind": "note"}, "request_id": "job-1"},
     )
-    assert r.status_code == 409 and r.json()["error"]["code"] == "request_id_conflict"
+    assert r.status_code == 422 and r.json()["error"]["code"] == "request_id_conflict"
     assert snapshot(db_of(running)) == before
+    retried = submit(client, "once", request_id="job-1")  # still the original
+    assert retried["id"] == first["id"] and retried["status"] == "done"
 
 
 def settled_snapshot(db: Path, quiet_s: float = 0.2) -> Any:

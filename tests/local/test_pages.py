@@ -110,4 +110,4 @@ def test_the_schema_documents_statuses_when_busy_and_the_delta_format(running: R
     for op in ('["s", path, value]', '["a", path, text]', '["p", path, index, count'):
         assert op in watch["description"], op
     submit = spec["paths"]["/v1/actors/{actor}/submissions"]["post"]
-    assert "409 request_id_conflict" in submit["description"]
+    assert "422 request_id_conflict" in submit["description"]

@@ -71,8 +71,8 @@ def test_same_id_different_request_is_422_and_runs_nothing(tmp_path: Path) -> No
             first = await client.post("/v1/ops", json=_bash("c:1", "echo a > a.txt", 5000))
             assert first.status_code == 200
             other = await client.post("/v1/ops", json=_bash("c:1", "echo b > b.txt", 5000))
-            # A conflict with the recorded op, not a malformed request: 409.
-            assert other.status_code == 409
+            # The key reused with another payload: 422 (the IETF Idempotency-Key draft).
+            assert other.status_code == 422
             assert other.json()["error"]["code"] == "op_conflict"
             # attempt and wait_ms are outside the fingerprint: a retry is a replay, not a conflict.
             retry = await client.post(

@@ -50,7 +50,8 @@ _MAPPED: tuple[tuple[type[Exception], int, str], ...] = (
     (ListingUnsupported, 501, "not_supported"),
     (InvalidCursor, 400, "invalid_cursor"),
     (ConversationBusy, 409, "conversation_busy"),
-    (RequestIdConflict, 409, "request_id_conflict"),
+    # A key reused for another payload: 422, as the IETF Idempotency-Key draft says.
+    (RequestIdConflict, 422, "request_id_conflict"),
     (ReminderFired, 409, "already_fired"),
     (UnknownRecord, 404, "not_found"),
     (TaskNotFound, 404, "not_found"),

@@ -108,7 +108,7 @@ async def submit(
     """Submit input (answered later) or a write. ``409 conversation_busy`` when
     ``when_busy`` is ``reject`` and the conversation is busy. A known ``request_id`` with
     the same content answers the original submission (a retry); with other content it is
-    refused ``409 request_id_conflict`` and nothing is written."""
+    refused ``422 request_id_conflict`` and nothing is written."""
     cid = body.conversation_id or ROOT_CONVERSATION_ID
     if not isinstance(body, InputSubmission):
         # Checked before the actor is opened: a refused write creates no actor.

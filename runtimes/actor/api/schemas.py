@@ -91,7 +91,7 @@ RequestId = Annotated[
         max_length=256,
         description="dedupes the submission per conversation, across restarts: a retry "
         "with the same content answers the original; other content under a known id is "
-        "refused 409 request_id_conflict",
+        "refused 422 request_id_conflict (nothing is written)",
     ),
 ]
 
