@@ -48,6 +48,7 @@ __all__ = [
     "json_copy",
     "json_equal",
     "loads",
+    "loads_unique",
     "scrub_json",
     "scrub_text",
 ]
@@ -129,6 +130,29 @@ def loads(text: str) -> Any:
         if end == len(text):
             return value
     return json.loads(text)
+
+
+def loads_unique(text: str | bytes) -> Any:
+    """``json.loads(text)`` for text from outside (a request body), refusing an object
+    that names a key twice: JSON leaves duplicates to the reader (RFC 8259 §4) and
+    ``json.loads`` keeps the last, so ``{"type": "write", "type": "input"}`` would be
+    taken as an input. Raises :class:`~core.errors.InvalidJson` naming the key (its
+    ``field``), or ``ValueError`` for text that is not JSON (check ``InvalidJson``
+    first: it is a ``ValueError`` too)."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):  # rare: find which key, only then
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise InvalidJson(
+                    f"the key {json.dumps(key)} appears twice in one JSON object", field=key
+                )
+            seen.add(key)
+    return obj
 
 
 # ``json.loads`` runs two whitespace regex matches and three Python frames around this

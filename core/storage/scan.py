@@ -11,6 +11,7 @@ from __future__ import annotations
 from core._record import record
 from core.errors import InvalidCursor
 from core.jsonvalue import JsonObject, JsonValue, json_equal
+from core.records import MAX_ID
 from core.storage.port import Cursor, Order
 
 __all__ = ["MAX_LIMIT", "ScanPosition", "min_cap", "next_cursor", "start_scan"]
@@ -51,6 +52,9 @@ def start_scan(
         or set(cursor) != {"scan", "filters", "order", "after"}
         or cursor["order"] not in ("asc", "desc")
         or type(cursor["after"]) is not int
+        # A page ends at a record's id: 1..MAX_ID. Outside, the cursor was made up (and
+        # past 2**63 no SQL engine can even bind it).
+        or not 1 <= cursor["after"] <= MAX_ID
     ):
         raise InvalidCursor(f"not a cursor of this storage: {cursor!r}")
     if cursor["scan"] != scan:

@@ -10,6 +10,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from remote_env import __version__
+from remote_env.json_body import UniqueKeysRoute
 from remote_env.protocol import (
     OP_ID_REGEX,
     PROTOCOL_VERSION,
@@ -26,7 +27,8 @@ from remote_env.server.service import SandboxService
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1")
+# UniqueKeysRoute: an op whose JSON names a key twice is refused 422, naming the key.
+router = APIRouter(prefix="/v1", route_class=UniqueKeysRoute)
 
 _ERROR_STATUSES = {
     400: "request body that cannot be parsed (nested too deeply for the JSON parser, ...)",

@@ -20,8 +20,10 @@ the :class:`KitTools` gate, so a check can stop a host while they run.
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import hashlib
+import json
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -65,6 +67,7 @@ __all__ = [
     "check_bad_input_writes_nothing",
     "check_deltas_long_poll",
     "check_evicted_mid_tools_resumes",
+    "check_forged_cursors_are_refused",
     "check_idle_park_keeps_next_wake",
     "check_killed_mid_tools_resumes",
     "check_reminder_across_eviction_fires_once",
@@ -563,9 +566,26 @@ BAD_REQUESTS: list[tuple[str, str, Any]] = [
 ]
 
 
+# Bodies no dict can spell: (method, path under /v1/actors/{actor}, raw JSON, the key
+# named twice). JSON leaves duplicates to the reader; the API refuses them 422.
+DUPLICATE_KEY_BODIES: list[tuple[str, str, bytes, str]] = [
+    ("POST", "/submissions", b'{"type": "write", "type": "input", "content": "x"}', "type"),
+    ("POST", "/submissions", b'{"type": "input", "content": "a", "content": "b"}', "content"),
+    (
+        "POST",
+        "/submissions",
+        b'{"type": "write", "content": {"kind": "note", "data": {"k": 1, "k": 2}}}',
+        "k",
+    ),
+    ("PATCH", "/conversations/1/agent", b'{"model": "faux/faux-1", "model": "x"}', "model"),
+    ("POST", "/conversations/1/reminders", b'{"message": "x", "after": 1, "after": 2}', "after"),
+]
+
+
 async def check_bad_input_writes_nothing(target: KitTarget) -> None:
     """Every refused request is a 4xx with ``{error: {code, message}}``, leaves an
-    existing actor's storage unchanged and creates no actor."""
+    existing actor's storage unchanged and creates no actor; a JSON body that names a
+    key twice is refused ``422 invalid``, naming the key."""
     host = target.host(kit_config(), VirtualClock())
     async with _serving(host) as client:
         await _settled(client, "kit-g", (await _submit(client, "kit-g", _hello))["id"])
@@ -581,6 +601,81 @@ async def check_bad_input_writes_nothing(target: KitTarget) -> None:
                 assert error["code"] and error["message"], r.text
                 assert not target.exists(f"kit-new-{number}"), (method, path, body)
             assert target.digest("kit-g") == before, (method, path, body)
+        headers = {"content-type": "application/json"}
+        for number, (method, path, raw, key) in enumerate(DUPLICATE_KEY_BODIES):
+            for actor in ("kit-g", f"kit-dup-{number}"):
+                url = f"/v1/actors/{actor}{path}"
+                r = await client.request(method, url, content=raw, headers=headers)
+                assert r.status_code == 422, (method, path, raw, r.status_code, r.text)
+                error = r.json()["error"]
+                assert error["code"] == "invalid" and f'"{key}"' in error["message"], r.text
+                assert not target.exists(f"kit-dup-{number}"), (method, path, raw)
+            assert target.digest("kit-g") == before, (method, path, raw)
+
+
+def _forged(cursor: object) -> str:
+    """A cursor made up by a client: JSON in the wire's URL-safe base64, unsigned."""
+    raw = json.dumps(cursor, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _tampered(cursor: str) -> str:
+    """A handed-out cursor with one character changed."""
+    middle = len(cursor) // 2
+    return cursor[:middle] + ("B" if cursor[middle] == "A" else "A") + cursor[middle + 1 :]
+
+
+async def check_forged_cursors_are_refused(target: KitTarget) -> None:
+    """Every listing's cursor (conversations, submissions, entries) is opaque: a cursor
+    the API handed out continues its listing; anything else — made up, out of any id's
+    range, tampered with, or handed out by another listing — is ``400 invalid_cursor``
+    and writes nothing."""
+    host = target.host(kit_config(), VirtualClock())
+    async with _serving(host) as client:
+        for content in ("one", "two"):
+            await _settled(
+                client,
+                "kit-k",
+                (await _submit(client, "kit-k", {**_hello, "content": content}))["id"],
+            )
+        first_entry = (await _entries(client, "kit-k"))[0]["id"]
+        r = await client.post(
+            "/v1/actors/kit-k/conversations/1/fork", json={"at_entry": first_entry}
+        )
+        assert r.status_code == 201, r.text
+        async with host.use("kit-k") as harness:
+            await _bounded(harness.wait_for_idle())
+        base = "/v1/actors/kit-k/conversations"
+        listings = {
+            "conversations": (base, "conversations"),
+            "submissions": (f"{base}/1/submissions", "submissions"),
+            "entries": (f"{base}/1/entries", "entries"),
+        }
+        handed: dict[str, str] = {}
+        for name, (path, field) in listings.items():
+            page = (await client.get(path, params={"limit": 1})).json()
+            assert page["next"] is not None, (name, page)
+            handed[name] = page["next"]
+            more = await client.get(path, params={"limit": 1, "cursor": page["next"]})
+            assert more.status_code == 200 and more.json()[field], (name, more.text)
+            assert more.json()[field] != page[field], (name, page, more.text)
+        before = target.digest("kit-k")
+        for name, (path, _field) in listings.items():
+            scan = name
+            order = "desc" if name == "entries" else "asc"
+            shapes: list[object] = [
+                {"scan": scan, "filters": {}, "order": order, "after": after}
+                for after in (2**63 - 1, 2**63, 2**70, -1, 0, 1, "1", 1.5, True, None)
+            ]
+            shapes += [{"scan": scan}, [1], "x", 7, {"after": 1}]
+            forged = [_forged(shape) for shape in shapes]
+            forged += [_tampered(handed[name]), handed[name] + "A", "A", "bm90LWpzb24"]
+            forged += [cursor for other, cursor in handed.items() if other != name]
+            for cursor in forged:
+                r = await client.get(path, params={"cursor": cursor})
+                assert r.status_code == 400, (name, cursor, r.status_code, r.text)
+                assert r.json()["error"]["code"] == "invalid_cursor", (name, cursor, r.text)
+        assert target.digest("kit-k") == before
 
 
 async def check_second_writer_is_refused(target: KitTarget) -> None:
@@ -704,5 +799,6 @@ HOST_CHECKS: list[Callable[[KitTarget], Awaitable[None]]] = [
     check_bad_input_writes_nothing,
     check_second_writer_is_refused,
     check_deltas_long_poll,
+    check_forged_cursors_are_refused,
 ]
 """Every check, for a host's test suite to parametrize over."""

@@ -58,6 +58,7 @@ from mangum.types import LambdaContext as MangumContext
 
 from core import Clock
 from core.errors import SessionClosed, SessionPoisoned
+from core.jsonvalue import loads_unique
 from runtimes.actor.api import ApiConfig, create_app
 from runtimes.actor.api.app import rebind_app
 from runtimes.actor.api.errors import error_body
@@ -299,7 +300,7 @@ class ActorFunction:
         if method != "POST" or match is None:
             return None
         try:
-            body = json.loads(raw)
+            body = loads_unique(raw)  # the app's own gate: a key named twice is no mail
         except ValueError:
             return None
         if not isinstance(body, dict):

@@ -11,13 +11,17 @@ The checks and their order mirror the local API's middleware and errors
 4. routing: ``/v1/actors/{actor}/…`` with a known method and path, else ``404 no_route``
    or ``405 method_not_allowed``; the actor id must match ``[A-Za-z0-9_-]{1,64}``
    (``400 invalid_actor``); it is what ``idFromName`` gets;
-5. a non-empty body of a ``POST``/``PUT``/``PATCH`` sent as JSON (``Content-Type``
-   ``application/json`` or ``…+json``) must parse (``400 malformed_json``); a body of
-   another type goes on to the app, which refuses it as the local API does (``422``).
+5. the body of a ``POST``/``PUT``/``PATCH``, once read: empty where the route needs one
+   (``422 invalid``); sent as JSON (``Content-Type`` ``application/json`` or
+   ``…+json``), it must parse (``400 malformed_json``) and name no key twice in one
+   object (``422 invalid``, naming the key: :func:`~core.jsonvalue.loads_unique`, the
+   app's own gate); a body of another type goes on to the app, which refuses it as the
+   local API does (``422``).
 
 The route table comes from the actor API's own routes (:meth:`RouteTable.from_routes`
-takes ``(method, path template)`` pairs, e.g. from the FastAPI router), so the front
-door and the app cannot drift apart.
+takes ``(method, path template[, needs a body])``, e.g.
+:func:`runtimes.actor.api.route_table.actor_routes`), so the front door and the app
+cannot drift apart.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from __future__ import annotations
 import hmac
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
+from core.errors import InvalidJson
+from core.jsonvalue import loads_unique
 from runtimes.actor.errors import InvalidActorId
 from runtimes.actor.ids import ACTOR_ID_PATTERN, check_actor_id
 
@@ -39,6 +45,7 @@ __all__ = [
     "FrontDoor",
     "Refusal",
     "RouteTable",
+    "admit_request",
 ]
 
 ACTOR_PREFIX = "/v1/actors/{actor}"
@@ -81,26 +88,36 @@ def _pattern(template: str) -> re.Pattern[str]:
 
 @dataclass(frozen=True)
 class RouteTable:
-    """The actor-scoped routes: paths below ``/v1/actors/{actor}`` and their methods."""
+    """The actor-scoped routes: paths below ``/v1/actors/{actor}``, their methods, and the
+    methods among them that need a body."""
 
-    routes: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = field(default=())
+    routes: tuple[tuple[re.Pattern[str], frozenset[str], frozenset[str]], ...] = field(default=())
 
     @classmethod
-    def from_routes(cls, routes: Iterable[tuple[str, str]]) -> RouteTable:
-        """From ``(method, template)`` pairs; templates outside the actor prefix are
-        skipped (the front door cannot route them to one object)."""
+    def from_routes(cls, routes: Iterable[tuple[str, str] | tuple[str, str, bool]]) -> RouteTable:
+        """From ``(method, template)`` or ``(method, template, needs a body)``;
+        templates outside the actor prefix are skipped (the front door cannot route them
+        to one object)."""
         methods: dict[str, set[str]] = {}
-        for method, template in routes:
+        bodied: dict[str, set[str]] = {}
+        for method, template, *needs_body in routes:
             if template.startswith(ACTOR_PREFIX + "/"):
                 rest = template[len(ACTOR_PREFIX) :]
                 methods.setdefault(rest, set()).add(method.upper())
-        return cls(tuple((_pattern(rest), frozenset(m)) for rest, m in sorted(methods.items())))
+                if needs_body and needs_body[0]:
+                    bodied.setdefault(rest, set()).add(method.upper())
+        return cls(
+            tuple(
+                (_pattern(rest), frozenset(m), frozenset(bodied.get(rest, ())))
+                for rest, m in sorted(methods.items())
+            )
+        )
 
     def allowed(self, rest: str) -> frozenset[str] | None:
         """The methods of the route matching ``rest`` (``/submissions/5``), or ``None``."""
         found: set[str] = set()
         matched = False
-        for pattern, methods in self.routes:
+        for pattern, methods, _ in self.routes:
             if pattern.fullmatch(rest):
                 matched = True
                 found |= methods
@@ -109,6 +126,12 @@ class RouteTable:
         if "GET" in found:
             found.add("HEAD")
         return frozenset(found)
+
+    def needs_body(self, method: str, rest: str) -> bool:
+        """Whether the route matching ``rest`` needs a body with ``method``."""
+        return any(
+            method in bodied and pattern.fullmatch(rest) for pattern, _, bodied in self.routes
+        )
 
 
 def _is_json(content_type: str) -> bool:
@@ -167,12 +190,30 @@ class FrontDoor:
                 f"{method} is not allowed here",
                 (("allow", ", ".join(sorted(allowed))),),
             )
-        if method in BODY_METHODS and body and _is_json(headers.get("content-type", "")):
-            try:
-                json.loads(body.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError):
-                return Refusal(400, "malformed_json", "the request body is not valid JSON")
+        if method in BODY_METHODS and body is not None:
+            refused = self._body(method, unquote(slash + rest), headers, body)
+            if refused is not None:
+                return refused
         return Forward(actor)
+
+    def _body(
+        self, method: str, rest: str, headers: Mapping[str, str], body: bytes
+    ) -> Refusal | None:
+        """The app's refusals of a body that need no actor, made here so that no Durable
+        Object is created for them (the same status and code as the app's)."""
+        if not body:
+            if self.routes.needs_body(method, rest):
+                return Refusal(422, "invalid", "invalid request: body: a JSON body is required")
+            return None
+        if not _is_json(headers.get("content-type", "")):
+            return None
+        try:
+            loads_unique(body.decode("utf-8"))
+        except InvalidJson as e:
+            return Refusal(422, "invalid", f"invalid request: body.{e.field}: {e}")
+        except (UnicodeDecodeError, ValueError, RecursionError):  # nested past the parser
+            return Refusal(400, "malformed_json", "the request body is not valid JSON")
+        return None
 
     def _auth(self, header: str) -> Refusal | None:
         scheme, _, token = header.partition(" ")
@@ -195,3 +236,19 @@ class FrontDoor:
         if body is not None and len(body) > self.max_body_bytes:
             return too_large
         return None
+
+
+async def admit_request(
+    door: FrontDoor,
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    read_body: Callable[[], Awaitable[bytes]],
+) -> Forward | Refusal:
+    """The Worker's whole decision for one request: the request line and headers first
+    (a refusal there reads no body), then, for a method with a body, the body read once
+    (``read_body``). Only a :class:`Forward` may address a Durable Object."""
+    decision = door.admit(method, path, headers)
+    if isinstance(decision, Refusal) or method.upper() not in BODY_METHODS:
+        return decision
+    return door.admit(method, path, headers, await read_body())

@@ -44,7 +44,7 @@ from runtimes.actor import ActorConfig, UnknownActor
 from runtimes.actor.clock import SystemClock
 from runtimes.cloudflare.actor import DurableActor
 from runtimes.cloudflare.alarm import AlarmReport
-from runtimes.cloudflare.front_door import BODY_METHODS, FrontDoor, Refusal, RouteTable
+from runtimes.cloudflare.front_door import FrontDoor, Refusal, RouteTable, admit_request
 from runtimes.cloudflare.names import DURABLE_OBJECT_BINDING
 from runtimes.cloudflare.settings import (
     MisconfiguredWorker,
@@ -87,15 +87,11 @@ def _actor_config(settings: WorkerSettings) -> ActorConfig:
 
 
 def api_routes() -> RouteTable:
-    """The actor API's own routes, for the front door (so the two cannot drift apart)."""
-    from runtimes.actor.api.routes import router
+    """The actor API's own routes, for the front door (so the two cannot drift apart):
+    the actor routes, the listings and the long-poll deltas."""
+    from runtimes.actor.api.route_table import actor_routes
 
-    pairs = [
-        (method, str(getattr(route, "path", "")))
-        for route in router.routes
-        for method in sorted(getattr(route, "methods", None) or ())
-    ]
-    return RouteTable.from_routes(pairs)
+    return RouteTable.from_routes(actor_routes())
 
 
 def configure(actor_config: ActorConfig, *, routes: RouteTable | None = None) -> None:
@@ -177,13 +173,13 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
             settings.api_token, _Deployment.routes or api_routes(), settings.max_body_bytes
         )
         path = urlsplit(str(js_request.url)).path
-        decision = door.admit(method, path, headers)  # before reading any body
-        body: bytes | None = None
-        if not isinstance(decision, Refusal) and method in BODY_METHODS:
+
+        async def read_body() -> bytes:
             # Read a clone: the original, unread, goes on to the Durable Object.
             buffer = await js_request.clone().arrayBuffer()
-            body = bytes(buffer.to_bytes())
-            decision = door.admit(method, path, headers, body)
+            return bytes(buffer.to_bytes())
+
+        decision = await admit_request(door, method, path, headers, read_body)
         if isinstance(decision, Refusal):
             return _json_response(decision)
         stub = getattr(self.env, DURABLE_OBJECT_BINDING).getByName(decision.actor)

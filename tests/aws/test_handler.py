@@ -4,6 +4,7 @@ bad input refused before anything is written."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,12 @@ async def test_bad_input_is_refused_and_nothing_is_written(
     ok = {"type": "input", "content": "x"}
     broken_headers = url_event("POST", "/v1/actors/b1/submissions", ok)
     broken_headers["headers"] = {"authorization": 5}
+    # A body that names a key twice (no dict can): which type would it be?
+    duplicate = url_event("POST", "/v1/actors/b1/submissions", ok)
+    raw = b'{"type": "write", "type": "input", "content": "x"}'
+    duplicate["body"] = base64.b64encode(raw).decode()
+    duplicate_rest = rest_event("POST", "/v1/actors/b1/submissions", ok)
+    duplicate_rest["body"] = raw.decode()
     http_refusals = [
         ({"version": "2.0", "requestContext": {}}, "bad_event"),
         ({"hello": "world"}, "bad_event"),
@@ -137,12 +144,16 @@ async def test_bad_input_is_refused_and_nothing_is_written(
         (url_event("POST", "/v1/actors/b1/submissions", ok, token="wrong-token-0123456789"), None),
         (url_event("POST", "/v1/actors/b1/submissions", {"type": "input", "content": ""}), None),
         (url_event("GET", "/v1/actors/b1/submissions/1"), None),
+        (duplicate, "invalid"),
+        (duplicate_rest, "invalid"),
     ]
     for event, code in http_refusals:
         status, body = answer(await fn.invoke(event, context()))
         assert 400 <= status < 500, (event, status, body)
         assert body["error"]["code"] and body["error"]["message"], body
         assert code is None or body["error"]["code"] == code, body
+        if event in (duplicate, duplicate_rest):
+            assert status == 422 and '"type"' in body["error"]["message"], body
     direct_refusals: list[Any] = [
         {"perdure": "nope"},
         {"perdure": "wake", "actor": "../etc"},

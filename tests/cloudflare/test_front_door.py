@@ -1,5 +1,6 @@
 """The Worker's front door: what it forwards, what it refuses, and that it refuses
-exactly as the local API does (same status, same error code)."""
+exactly as the local API does (same status, same error code) — without constructing a
+Durable Object."""
 
 from __future__ import annotations
 
@@ -9,20 +10,26 @@ from typing import Any
 import httpx
 import pytest
 
+from core.testing import VirtualClock
 from runtimes.actor.api.app import ApiConfig, create_app
-from runtimes.actor.api.routes import router
-from runtimes.cloudflare.front_door import Forward, FrontDoor, Refusal, RouteTable
+from runtimes.actor.api.route_table import actor_routes
+from runtimes.actor.testing import kit_config
+from runtimes.cloudflare.front_door import (
+    Forward,
+    FrontDoor,
+    Refusal,
+    RouteTable,
+    admit_request,
+)
 from runtimes.local.host import ActorHost
+from tests.cloudflare.kit_target import DurableNamespace
 from tests.local.support import host_config
 
 TOKEN = "t" * 32
+DUPLICATE = b'{"type": "write", "type": "input", "content": "x"}'
 AUTH = {"authorization": f"Bearer {TOKEN}"}
 JSON = {**AUTH, "content-type": "application/json"}
-ROUTES = RouteTable.from_routes(
-    (method, route.path)
-    for route in router.routes
-    for method in route.methods  # type: ignore[attr-defined]
-)
+ROUTES = RouteTable.from_routes(actor_routes())
 DOOR = FrontDoor(TOKEN, ROUTES, max_body_bytes=1000)
 
 
@@ -37,12 +44,19 @@ def _sample(template: str) -> str:
 
 def test_every_route_of_the_actor_api_is_forwarded_to_its_actor() -> None:
     checked = 0
-    for route in router.routes:
-        for method in route.methods:  # type: ignore[attr-defined]
-            path = _sample(route.path)  # type: ignore[attr-defined]
-            assert DOOR.admit(method, path, AUTH, b"{}") == Forward("alice"), path
-            checked += 1
-    assert checked >= 12
+    for method, template, _needs_body in actor_routes():
+        if template == "/v1/actors":
+            continue  # no actor to route to: the Worker keeps no index of actors
+        path = _sample(template)
+        assert DOOR.admit(method, path, AUTH, b"{}") == Forward("alice"), path
+        checked += 1
+    assert checked >= 17
+    # The listings and the long poll are the actor's routes too.
+    for rest in ("conversations", "conversations/1/entries", "conversations/1/deltas"):
+        assert DOOR.admit("GET", f"/v1/actors/alice/{rest}", AUTH) == Forward("alice"), rest
+    # A route whose body is optional takes an empty one.
+    abort = "/v1/actors/alice/conversations/1/abort"
+    assert DOOR.admit("POST", abort, JSON, b"") == Forward("alice")
     # Percent-encoding is undone before the id check: this is the name idFromName gets.
     assert DOOR.admit("GET", "/v1/actors/%41-b_c/tasks", AUTH) == Forward("A-b_c")
     assert DOOR.admit("HEAD", "/v1/actors/alice/tasks", AUTH) == Forward("alice")
@@ -73,6 +87,10 @@ def test_every_route_of_the_actor_api_is_forwarded_to_its_actor() -> None:
         ("POST", "/v1/actors/alice/tasks", AUTH, None, 405, "method_not_allowed"),
         ("POST", "/v1/actors/alice/submissions", JSON, b"{not json", 400, "malformed_json"),
         ("POST", "/v1/actors/alice/submissions", JSON, b"\xff\xfe", 400, "malformed_json"),
+        ("POST", "/v1/actors/alice/submissions", JSON, b"", 422, "invalid"),
+        ("POST", "/v1/actors/alice/submissions", AUTH, b"", 422, "invalid"),
+        ("POST", "/v1/actors/alice/conversations/1/reminders", JSON, b"", 422, "invalid"),
+        ("POST", "/v1/actors/alice/submissions", JSON, DUPLICATE, 422, "invalid"),
         (
             "PATCH",
             "/v1/actors/alice/conversations/1/agent",
@@ -134,6 +152,9 @@ SAME_AS_LOCAL: list[tuple[str, str, dict[str, str], bytes | None]] = [
     ("DELETE", "/v1/actors/alice/submissions", AUTH, None),
     ("POST", "/v1/actors/alice/submissions", JSON, b"{not json"),
     ("POST", "/v1/actors/alice/submissions", AUTH, b"x" * 1001),
+    ("POST", "/v1/actors/alice/submissions", JSON, b""),
+    ("POST", "/v1/actors/alice/submissions", JSON, DUPLICATE),
+    ("PATCH", "/v1/actors/alice/conversations/1/agent", JSON, b'{"model": "a", "model": "b"}'),
 ]
 
 
@@ -155,3 +176,34 @@ async def test_the_front_door_refuses_as_the_local_api_does(tmp_path: Path) -> N
                 decision.code,
             ), (method, path, local)
     assert _files(tmp_path) == []  # the local app did not create an actor either
+
+
+async def test_a_refusal_at_the_worker_constructs_no_durable_object(tmp_path: Path) -> None:
+    """The Worker's decision (:func:`admit_request`, what ``Default.fetch`` runs) in front
+    of the namespace stand-in: only a forwarded request constructs its actor's object
+    (its SQLite file appears); an empty or duplicate-key JSON body constructs none."""
+    namespace = DurableNamespace(tmp_path)
+    host = namespace.host(kit_config(), VirtualClock())
+    path = "/v1/actors/alice/submissions"
+
+    async def fetch(headers: dict[str, str], body: bytes) -> Forward | Refusal:
+        async def read_body() -> bytes:
+            return body
+
+        decision = await admit_request(DOOR, "POST", path, headers, read_body)
+        if isinstance(decision, Forward):
+            async with host.use(decision.actor, create=True):  # the object, constructed
+                pass
+        return decision
+
+    try:
+        for headers, body in ((JSON, b""), (AUTH, b""), (JSON, DUPLICATE)):
+            decision = await fetch(headers, body)
+            assert isinstance(decision, Refusal) and decision.status == 422, decision
+            assert decision.code == "invalid", decision
+        assert "type" in (await fetch(JSON, DUPLICATE)).message  # type: ignore[union-attr]
+        assert not namespace.exists("alice") and _files(tmp_path) == []
+        assert await fetch(JSON, b'{"type": "input", "content": "hi"}') == Forward("alice")
+        assert namespace.exists("alice")
+    finally:
+        await host.close()

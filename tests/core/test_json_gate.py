@@ -17,6 +17,7 @@ from core.jsonvalue import (
     json_check,
     json_copy,
     json_equal,
+    loads_unique,
     scrub_json,
     scrub_text,
 )
@@ -195,3 +196,25 @@ async def test_a_change_may_not_nest_a_stored_document_too_deep() -> None:
     assert session.last_seq == seq
     await session.commit(grow(0))  # a scalar at the limit's depth is admitted
     assert session.last_seq == seq + 1  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('{"type": "write", "type": "input"}', "type"),
+        ('{"a": [{"b": 1, "c": 2, "b": 3}]}', "b"),
+        ('[{"x": {"y": null, "y": null}}]', "y"),
+    ],
+)
+def test_loads_unique_refuses_a_key_named_twice_and_names_it(text: str, key: str) -> None:
+    with pytest.raises(InvalidJson, match=f'the key "{key}" appears twice') as raised:
+        loads_unique(text.encode())
+    assert raised.value.field == key
+
+
+def test_loads_unique_reads_what_json_loads_reads() -> None:
+    text = '{"a": {"b": [1, 2.5, "c", null, true]}, "d": {}, "e": [{"a": 1}, {"a": 2}]}'
+    assert loads_unique(text) == json.loads(text)
+    with pytest.raises(json.JSONDecodeError) as raised:
+        loads_unique("{not json")
+    assert not isinstance(raised.value, InvalidJson)

@@ -6,6 +6,8 @@ task graph names a tool task's call."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,6 @@ from core.faux import FauxModel, faux_message, faux_tool_call
 from core.harness import ToolContext, define_extension, define_tool
 from core.testing import VirtualClock
 from runtimes.actor.api import ApiConfig, create_app
-from runtimes.actor.api.pages import encode_cursor
 from runtimes.actor.lifecycle import ActorPool
 from runtimes.actor.memory import MemoryActorStore
 from tests.local.support import (
@@ -137,8 +138,10 @@ def test_bad_cursors_and_unknown_records_are_refused_and_write_nothing(
     base = "/v1/actors/alice/conversations"
     garbage = client.get(base, params={"cursor": "bm90LWpzb24"})  # base64 of "not-json"
     assert garbage.status_code == 400 and garbage.json()["error"]["code"] == "invalid_cursor"
-    # A real cursor of another scan (or the same scan with other filters) is refused too.
-    other = encode_cursor({"scan": "tasks", "filters": {}, "order": "asc", "after": 1})
+    # A well-formed cursor the API did not hand out (unsigned) is refused too; the host
+    # kit's check_forged_cursors_are_refused tries every listing on every host.
+    made_up = json.dumps({"scan": "submissions", "filters": {}, "order": "asc", "after": 1})
+    other = base64.urlsafe_b64encode(made_up.encode()).decode().rstrip("=")
     wrong = client.get(f"{base}/1/submissions", params={"cursor": other})
     assert wrong.status_code == 400 and wrong.json()["error"]["code"] == "invalid_cursor"
     assert client.get(f"{base}/1/submissions", params={"status": "lost"}).status_code == 422

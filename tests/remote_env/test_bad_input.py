@@ -71,6 +71,44 @@ def test_lone_surrogates_are_a_422_and_nothing_is_recorded(client: httpx.Client,
         assert post_raw(client, fixed).status_code in (200, 202)
 
 
+DUPLICATE_KEYS = [
+    # Which kind would run? Another reader of the same bytes may take the other one.
+    (
+        "kind",
+        '{"op_id": "k:1", "kind": "write", "kind": "bash",'
+        ' "args": {"command": "touch dup-ran", "path": "dup-a", "content": "x"}}',
+    ),
+    (
+        "command",
+        '{"op_id": "k:2", "kind": "bash", "args": {"command": "true", "command": "touch dup-ran"}}',
+    ),
+    (
+        "op_id",
+        '{"op_id": "k:3", "op_id": "k:4", "kind": "write",'
+        ' "args": {"path": "dup-a", "content": "x"}}',
+    ),
+    (
+        "A",
+        '{"op_id": "k:5", "kind": "bash",'
+        ' "args": {"command": "true", "env": {"A": "1", "A": "2"}}}',
+    ),
+    ("path", '{"kind": "read", "args": {"path": "dup-a", "path": "dup-b"}}'),
+]
+
+
+@pytest.mark.parametrize(("key", "raw"), DUPLICATE_KEYS, ids=[k for k, _ in DUPLICATE_KEYS])
+def test_a_key_named_twice_is_a_422_naming_it_and_nothing_runs(
+    client: httpx.Client, key: str, raw: str
+) -> None:
+    error = assert_json_error(post_raw(client, raw), 422)
+    assert error["code"] == "invalid" and f'"{key}"' in error["message"], error
+    for op_id in ("k:1", "k:2", "k:3", "k:4", "k:5"):
+        if f'"{op_id}"' in raw:
+            assert client.get(f"/v1/ops/{op_id}").status_code == 404  # not recorded
+    listed = client.post("/v1/ops", json={"kind": "ls", "args": {"path": "."}})
+    assert listed.status_code == 200 and "dup-" not in listed.text, listed.text
+
+
 def test_a_bad_last_event_id_is_a_json_422_before_the_stream(client: httpx.Client) -> None:
     ran = client.post(
         "/v1/ops",

@@ -141,4 +141,8 @@ async def scans_tables_in_either_id_order_and_continues_a_cursor_in_its_order(
         storage.scan_tasks(status="pending", cursor=task_page.next), InvalidCursor, "filters"
     )
     await _rejects(storage.scan_tasks(cursor={"after": 1}), InvalidCursor, "cursor")
+    # An `after` no record id can be (ids are 1..MAX_ID) is refused, not bound to SQL.
+    for after in (0, -1, MAX_ID + 1, 2**63 - 1, 2**63, 2**70):
+        forged = {**(task_page.next or {}), "after": after}
+        await _rejects(storage.scan_tasks(cursor=forged), InvalidCursor, "cursor")
     await _rejects(storage.scan_tasks(limit=0), ValueError, "limit")

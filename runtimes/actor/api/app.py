@@ -18,6 +18,7 @@ from runtimes.actor.api.deltas import router as deltas_router
 from runtimes.actor.api.errors import install_error_handlers
 from runtimes.actor.api.middleware import BearerAuth
 from runtimes.actor.api.openapi import AUTH_PREFIX, complete_openapi
+from runtimes.actor.api.pages import CursorCodec
 from runtimes.actor.api.routes import ApiSettings, router
 from runtimes.actor.host import Host
 
@@ -174,3 +175,4 @@ def rebind_app(app: FastAPI, host: Host, config: ApiConfig) -> None:
         max_wait_s=config.max_wait_s, heartbeat_s=config.heartbeat_s
     )
     app.state.delta_feeds = DeltaFeeds()
+    app.state.cursors = CursorCodec(config.token)

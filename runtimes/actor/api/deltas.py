@@ -36,6 +36,7 @@ from pydantic import BaseModel, Field
 from core import JsonObject, JsonValue, json_copy
 from core.docops import apply_ops
 from core.harness import Frame, Watch
+from remote_env.json_body import UniqueKeysRoute
 from runtimes.actor.api.routes import (
     _ERRORS,
     ActorId,
@@ -239,7 +240,8 @@ async def _feeds(request: Request) -> DeltaFeeds:
     return feeds
 
 
-router = APIRouter(prefix="/v1/actors/{actor}", responses=_ERRORS)  # auth: see routes.router
+# auth and the JSON gate: see routes.router
+router = APIRouter(prefix="/v1/actors/{actor}", responses=_ERRORS, route_class=UniqueKeysRoute)
 
 
 @router.get("/conversations/{conversation_id}/deltas", response_model=DeltaPage)

@@ -10,20 +10,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query, Request
 
 from core.records import SubmissionStatus
+from remote_env.json_body import UniqueKeysRoute
 from runtimes.actor.api.pages import (
     MAX_CURSOR_CHARS,
     ActorPage,
     ActorSummary,
     ConversationPage,
     ConversationSummary,
+    CursorCodec,
     EntryPage,
     SubmissionPage,
     SubmissionSummary,
-    decode_cursor,
-    encode_cursor,
 )
 from runtimes.actor.api.routes import (
     API_ERRORS,
@@ -50,11 +50,20 @@ Cursor = Annotated[
 ]
 Order = Annotated[Literal["asc", "desc"], Query(description="by id")]
 
+
+async def _cursors(request: Request) -> CursorCodec:
+    cursors: CursorCodec = request.app.state.cursors
+    return cursors
+
+
+Cursors = Annotated[CursorCodec, Depends(_cursors)]
+
 _UNSUPPORTED: dict[int | str, dict[str, Any]] = {
     501: {"model": ErrorResponse, "description": "the host keeps no index of its actors"}
 }
 
-router = APIRouter(prefix="/v1/actors", responses=API_ERRORS)  # auth: see routes.router
+# auth and the JSON gate: see routes.router
+router = APIRouter(prefix="/v1/actors", responses=API_ERRORS, route_class=UniqueKeysRoute)
 
 
 @router.get("", response_model=ActorPage, responses=_UNSUPPORTED)
@@ -79,15 +88,16 @@ async def list_actors(
 
 @router.get("/{actor}/conversations", response_model=ConversationPage)
 async def list_conversations(
-    actor: ActorId, host: HostDep, limit: Limit = 100, cursor: Cursor = None
+    actor: ActorId, host: HostDep, cursors: Cursors, limit: Limit = 100, cursor: Cursor = None
 ) -> ConversationPage:
     """The actor's conversations, ascending by id: the root, forks (``parent``: where
     they branched) and sub-agents (``owner``: the task that runs them)."""
+    after = cursors.decode(cursor)  # before the actor is opened
     async with host.use(actor) as harness:
-        page = await harness.conversations(limit=limit, cursor=decode_cursor(cursor))
+        page = await harness.conversations(limit=limit, cursor=after)
     return ConversationPage(
         conversations=[ConversationSummary.model_validate(c.to_json()) for c in page.items],
-        next=encode_cursor(page.next),
+        next=cursors.encode(page.next),
     )
 
 
@@ -96,6 +106,7 @@ async def list_submissions(
     actor: ActorId,
     conversation_id: ConversationId,
     host: HostDep,
+    cursors: Cursors,
     status: Annotated[
         SubmissionStatus | None,
         Query(description="only submissions with this status"),
@@ -109,13 +120,12 @@ async def list_submissions(
     ``placed`` (its entry is in the transcript, the answer is being made), then ``done``
     (answered) or ``unanswered`` (``reason``: aborted, no model, a model error...); a
     write is ``queued`` until the next boundary, then ``done`` or ``unanswered``."""
+    after = cursors.decode(cursor)
     async with host.use(actor) as harness:
         conversation = await harness.conversation(conversation_id)
-        page = await conversation.submissions(
-            status=status, order=order, limit=limit, cursor=decode_cursor(cursor)
-        )
+        page = await conversation.submissions(status=status, order=order, limit=limit, cursor=after)
     return SubmissionPage(
-        submissions=[SubmissionSummary.of(s) for s in page.items], next=encode_cursor(page.next)
+        submissions=[SubmissionSummary.of(s) for s in page.items], next=cursors.encode(page.next)
     )
 
 
@@ -124,6 +134,7 @@ async def list_entries(
     actor: ActorId,
     conversation_id: ConversationId,
     host: HostDep,
+    cursors: Cursors,
     order: Order = "asc",
     limit: Limit = 100,
     cursor: Cursor = None,
@@ -131,7 +142,8 @@ async def list_entries(
     """The conversation's whole transcript, oldest first by default: every entry it sees
     through its fork ancestry, also those before the current context range (the view
     has only the active range). Entries keep their roles, tool calls and results."""
+    after = cursors.decode(cursor)
     async with host.use(actor) as harness:
         conversation = await harness.conversation(conversation_id)
-        page = await conversation.entries(limit=limit, cursor=decode_cursor(cursor), order=order)
-    return EntryPage(entries=[e.to_json() for e in page.items], next=encode_cursor(page.next))
+        page = await conversation.entries(limit=limit, cursor=after, order=order)
+    return EntryPage(entries=[e.to_json() for e in page.items], next=cursors.encode(page.next))

@@ -2,13 +2,17 @@
 actors, conversations, submissions or entries, and the cursor that names the next page.
 
 A storage cursor is plain JSON (:mod:`core.storage.scan`); on the wire it travels as one
-opaque URL-safe string, so clients pass it back unchanged and never build one.
+opaque URL-safe string, signed, so clients pass it back unchanged and can build none:
+:class:`CursorCodec` decodes only what it encoded, and answers ``400 invalid_cursor`` to
+anything else — the one check every host's listings share.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
 from typing import Any
 
@@ -23,36 +27,61 @@ __all__ = [
     "ActorSummary",
     "ConversationPage",
     "ConversationSummary",
+    "CursorCodec",
     "EntryPage",
     "SubmissionPage",
     "SubmissionSummary",
-    "decode_cursor",
-    "encode_cursor",
 ]
 
 MAX_CURSOR_CHARS = 4096
+_TAG_BYTES = 16  # HMAC-SHA256 cut to 128 bits: unforgeable, and the cursor stays short
+_KEY_LABEL = b"perdure listing cursor\0"
 
 
-def encode_cursor(cursor: JsonObject | None) -> str | None:
-    if cursor is None:
-        return None
-    raw = json.dumps(cursor, separators=(",", ":"), sort_keys=True).encode()
+def _unpadded(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(text: str | None) -> JsonObject | None:
-    """The storage cursor a page's ``next`` names; ``400 invalid_cursor`` for anything
-    else (the storage refuses a well-formed cursor of another scan the same way)."""
-    if text is None:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        value = json.loads(raw)
-    except (binascii.Error, ValueError):
-        value = None
-    if not isinstance(value, dict):
+class CursorCodec:
+    """Listing cursors on the wire: ``base64url(tag + JSON)``, where ``tag`` is an
+    HMAC-SHA256 of the storage cursor's JSON under a key derived from the API token.
+
+    Only a cursor this API handed out decodes, so a made-up or edited one (an ``after``
+    no storage could hold, another scan's position) is refused here, before any actor
+    is opened; a cursor of another listing, handed out all the same, is refused by the
+    storage's own scan check. A cursor outlives restarts under the same token; a new
+    token retires the old cursors (``400 invalid_cursor``: list again from the start).
+    """
+
+    def __init__(self, secret: str) -> None:
+        # Derived, not the token itself: a cursor never carries a MAC keyed by the token.
+        self._key = hashlib.sha256(_KEY_LABEL + secret.encode()).digest()
+
+    def _tag(self, payload: bytes) -> bytes:
+        return hmac.new(self._key, payload, hashlib.sha256).digest()[:_TAG_BYTES]
+
+    def encode(self, cursor: JsonObject | None) -> str | None:
+        if cursor is None:
+            return None
+        payload = json.dumps(cursor, separators=(",", ":"), sort_keys=True).encode()
+        return _unpadded(self._tag(payload) + payload)
+
+    def decode(self, text: str | None) -> JsonObject | None:
+        """The storage cursor a page's ``next`` names; ``400 invalid_cursor`` for anything
+        this codec did not encode."""
+        if text is None:
+            return None
+        try:
+            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        except (binascii.Error, ValueError):
+            raw = b""
+        tag, payload = raw[:_TAG_BYTES], raw[_TAG_BYTES:]
+        # Canonical base64 only: two spellings of one cursor would be one forged.
+        if payload and _unpadded(raw) == text and hmac.compare_digest(tag, self._tag(payload)):
+            value = json.loads(payload)
+            if isinstance(value, dict):
+                return value
         raise ApiError(400, "invalid_cursor", "not a cursor this API handed out")
-    return value
 
 
 class ActorSummary(BaseModel):

@@ -14,6 +14,7 @@ from core.errors import InvalidInput
 from core.harness import Conversation, Harness, Submission, agent_change, write_draft
 from core.records import MAX_ID, ROOT_CONVERSATION_ID, SubmissionRecord
 from core.times import iso_time
+from remote_env.json_body import UniqueKeysRoute
 from runtimes.actor.api.errors import ApiError
 from runtimes.actor.api.schemas import (
     AbortBody,
@@ -98,7 +99,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 # No per-request dependency documents the bearer scheme: the BearerAuth middleware
 # enforces it and ``complete_openapi`` documents it (resolving an empty dependency on
 # every request cost the loop more than the submission's commit).
-router = APIRouter(prefix="/v1/actors/{actor}", responses=_ERRORS)
+# UniqueKeysRoute: a JSON body naming a key twice is refused 422 (the one gate; every
+# router of the API uses it).
+router = APIRouter(prefix="/v1/actors/{actor}", responses=_ERRORS, route_class=UniqueKeysRoute)
 
 
 @router.post("/submissions", status_code=202, response_model=SubmissionAccepted)

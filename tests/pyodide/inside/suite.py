@@ -338,7 +338,7 @@ async def tool_rounds(options: dict[str, Any]) -> dict[str, Any]:
 
 TOKEN = "pyodide-suite-token-0123456789"
 ROUTES = [  # a few of the actor API's routes (its router is not importable here yet)
-    ("POST", "/v1/actors/{actor}/submissions"),
+    ("POST", "/v1/actors/{actor}/submissions", True),  # needs a body
     ("GET", "/v1/actors/{actor}/submissions/{submission_id}"),
     ("GET", "/v1/actors/{actor}/tasks"),
     ("PATCH", "/v1/actors/{actor}/conversations/{conversation_id}/agent"),
@@ -379,6 +379,17 @@ async def worker_front_door(options: dict[str, Any]) -> dict[str, Any]:
         ("GET", "/v1/actors/alice/nowhere", auth, None, 404, "no_route"),
         ("POST", "/v1/actors/alice/submissions", as_json, "{broken", 400, "malformed_json"),
         ("POST", "/v1/actors/alice/submissions", as_json, "x" * 2001, 413, "body_too_large"),
+        # Refused by the app without its actor: refused here, so no object is created.
+        ("POST", "/v1/actors/alice/submissions", as_json, None, 422, "invalid"),
+        ("POST", "/v1/actors/alice/submissions", as_json, "", 422, "invalid"),
+        (
+            "POST",
+            "/v1/actors/alice/submissions",
+            as_json,
+            '{"type": "write", "type": "input", "content": "x"}',
+            422,
+            "invalid",
+        ),
     ]
     for method, path, headers, body, status, code in refused:
         response = await entry.fetch(js_request(method, path, headers, body))
