@@ -36,6 +36,8 @@ def test_the_sandbox_server_survives_schemathesis(tmp_path: Path) -> None:
     with server_process(tmp_path, "--default-timeout", "2", "--max-timeout", "2") as server:
         command = [
             schemathesis(),
+            "--config-file",
+            str(Path(__file__).with_name("sandbox_schemathesis.toml")),
             "run",
             f"{server.url}/openapi.json",
             "--checks",
