@@ -315,6 +315,14 @@ class Conversation:
     async def context(self) -> ContextView:
         return await self._h.context(self.id)
 
+    async def submission_by_request(self, request_id: str) -> Submission | None:
+        """The submission this conversation admitted under ``request_id`` (request ids
+        are per conversation), or ``None``: how a client that lost the id finds it."""
+        record = await self._h.session.storage.submission_by_request(self.id, request_id)
+        if record is None:
+            return None
+        return Submission(self._h, record.id, record.conversation_id, record)
+
     async def submissions(
         self,
         *,

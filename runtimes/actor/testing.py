@@ -15,6 +15,12 @@ wake-up duties every host has (``evict``, ``wake``, ``wakes``). Time is a
 wall clock. The kit's agent has two tools: ``kit_search`` (``safe``: reruns after a
 crash) and ``kit_book`` (``unsafe``: reported interrupted after a crash); both wait on
 the :class:`KitTools` gate, so a check can stop a host while they run.
+
+A target whose host has a front door of its own in front of the app (the AWS host's
+Lambda handler, which mails a submission that meets a held lease) may also offer
+``front_door(config, clock) -> httpx.AsyncBaseTransport``: requests sent through it
+reach the app as a client in production would, and the checks of what that front door
+adds run through it.
 """
 
 from __future__ import annotations
@@ -73,6 +79,7 @@ __all__ = [
     "check_reminder_across_eviction_fires_once",
     "check_request_id_dedupes_across_reopen",
     "check_second_writer_is_refused",
+    "check_submission_shape",
     "check_submit_tool_answer",
     "kit_config",
     "mid_tools_phase",
@@ -359,6 +366,42 @@ async def _settled(client: httpx.AsyncClient, actor: str, sid: int) -> dict[str,
         await asyncio.sleep(0.01)
 
 
+_ACCEPTED_KEYS = {"id", "conversation_id", "type", "status", "request_id"}
+_STATUSES = {"queued", "placed", "done", "unanswered"}
+
+
+def _assert_accepted(answer: Mapping[str, Any], request_id: str | None) -> None:
+    """The one shape every host answers a submission with: ``{id, conversation_id, type,
+    status, request_id}``; ``id`` null only while the submission is ``mailed``."""
+    assert set(answer) == _ACCEPTED_KEYS, answer
+    assert answer["request_id"] == request_id, answer
+    if answer["status"] == "mailed":
+        assert answer["id"] is None and request_id is not None, answer
+    else:
+        assert isinstance(answer["id"], int) and answer["status"] in _STATUSES, answer
+
+
+def _by_request(actor: str, request_id: str, conversation: int = 1) -> tuple[str, dict[str, Any]]:
+    path = f"/v1/actors/{actor}/conversations/{conversation}/submissions/by-request"
+    return path, {"request_id": request_id}
+
+
+async def _settled_by_request(
+    client: httpx.AsyncClient, actor: str, request_id: str
+) -> dict[str, Any]:
+    """The submission of ``request_id`` once settled, polled by its request id alone (as
+    a client that has no id polls on every host)."""
+    path, params = _by_request(actor, request_id)
+    while True:
+        r = await _bounded(client.get(path, params={**params, "wait": 5}))
+        assert r.status_code == 200, (r.status_code, r.text)
+        state: dict[str, Any] = r.json()
+        assert state["request_id"] == request_id, state
+        if state["status"] in ("done", "unanswered"):
+            return state
+        await asyncio.sleep(0.01)
+
+
 async def _entries(client: httpx.AsyncClient, actor: str) -> list[dict[str, Any]]:
     r = await client.get(f"/v1/actors/{actor}/conversations/1/view")
     assert r.status_code == 200, (r.status_code, r.text)
@@ -389,6 +432,73 @@ async def check_submit_tool_answer(target: KitTarget) -> None:
         assert state["answer"]["text"] == "done: found train; booked seat; ran hold seat", state
         assert tools.runs == Counter({"kit_search": 1, "kit_book": 1, "kit_hold": 1})
         assert tools.oplog.runs == 1
+
+
+async def check_submission_shape(target: KitTarget) -> None:
+    """Every host answers a submission ``202 {id, conversation_id, type, status,
+    request_id}`` and serves ``GET .../conversations/{cid}/submissions/by-request`` — the
+    one host-neutral way to poll a submission by its request id. Through a target's own
+    front door (AWS), a submission that meets another holder's lease is answered in the
+    same shape, ``id`` null and ``status`` ``mailed``; polled by its request id it reads
+    ``mailed`` until the actor is free, then settles like any other."""
+    async with _serving(target.host(kit_config(), VirtualClock())) as client:
+        body = {"type": "input", "content": "hello", "request_id": "kit-s1"}
+        accepted = await _submit(client, "kit-s", body)
+        _assert_accepted(accepted, "kit-s1")
+        note = await _submit(client, "kit-s", {"type": "write", "content": {"kind": "note"}})
+        _assert_accepted(note, None)
+        polled = await _settled_by_request(client, "kit-s", "kit-s1")
+        by_id = await _settled(client, "kit-s", accepted["id"])
+        assert polled == by_id and polled["answer"]["text"] == "echo: hello", (polled, by_id)
+        _assert_accepted(await _submit(client, "kit-s", body), "kit-s1")  # the retry too
+        before = target.digest("kit-s")
+        refused: list[tuple[str, int, dict[str, str | int], int]] = [
+            ("kit-s", 1, {"request_id": "kit-nothing"}, 404),
+            ("kit-s", 99, {"request_id": "kit-s1"}, 404),
+            ("kit-nobody", 1, {"request_id": "kit-s1"}, 404),
+            ("kit-s", 1, {}, 422),
+            ("kit-s", 1, {"request_id": ""}, 422),
+            ("kit-s", 1, {"request_id": "kit-s1", "wait": -1}, 422),
+        ]
+        for actor, conversation, params, status in refused:
+            path = f"/v1/actors/{actor}/conversations/{conversation}/submissions/by-request"
+            r = await client.get(path, params=params)
+            assert r.status_code == status, (actor, conversation, params, r.status_code, r.text)
+        assert target.digest("kit-s") == before and not target.exists("kit-nobody")
+    front_door: Callable[[ActorConfig, Clock], httpx.AsyncBaseTransport] | None = getattr(
+        target, "front_door", None
+    )
+    if front_door is not None:
+        await _mailed_shape(target, front_door(kit_config(), VirtualClock()))
+
+
+async def _mailed_shape(target: KitTarget, transport: httpx.AsyncBaseTransport) -> None:
+    headers = {"authorization": f"Bearer {KIT_TOKEN}"}
+    body = {"type": "input", "content": "hello", "request_id": "kit-m1"}
+    path, params = _by_request("kit-m", "kit-m1")
+    holder = target.host(kit_config(), VirtualClock())
+    await holder.start()
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://kit", headers=headers
+    ) as client:
+        try:
+            async with holder.use("kit-m", create=True) as harness:
+                await harness.root(agent=dict(KIT_AGENT))
+                r = await client.post("/v1/actors/kit-m/submissions", json=body)
+                assert r.status_code == 202, (r.status_code, r.text)
+                _assert_accepted(r.json(), "kit-m1")
+                assert r.json()["status"] == "mailed", r.text
+                r = await client.get(path, params=params)
+                assert r.status_code == 200 and r.json()["status"] == "mailed", r.text
+                assert r.json()["id"] is None, r.text
+        finally:
+            await holder.close()
+        state = await _settled_by_request(client, "kit-m", "kit-m1")
+        assert isinstance(state["id"], int) and state["status"] == "done", state
+        again = await client.post("/v1/actors/kit-m/submissions", json=body)
+        assert again.status_code == 202, again.text
+        _assert_accepted(again.json(), "kit-m1")
+        assert again.json()["id"] == state["id"], (again.text, state)
 
 
 async def check_request_id_dedupes_across_reopen(target: KitTarget) -> None:
@@ -791,6 +901,7 @@ async def check_deltas_long_poll(target: KitTarget) -> None:
 
 HOST_CHECKS: list[Callable[[KitTarget], Awaitable[None]]] = [
     check_submit_tool_answer,
+    check_submission_shape,
     check_request_id_dedupes_across_reopen,
     check_killed_mid_tools_resumes,
     check_evicted_mid_tools_resumes,

@@ -19,8 +19,10 @@ Every invocation is one lease owner (its request id) on a fresh :class:`AwsHost`
 
 A submission (HTTP or direct) refused because another invocation holds the actor's
 lease goes to the actor's mailbox (:mod:`runtimes.aws.mailbox`) and is answered
-``202 {"status": "mailed", "request_id"}``; re-submitting with that request id reads the
-submission once it was taken. Every invocation drains the mailboxes of the actors it
+``202 {id: null, status: "mailed", request_id, ...}`` — the shape every host answers a
+submission with. ``GET .../conversations/{cid}/submissions/by-request?request_id=`` reads
+it: ``mailed`` while it waits in the mailbox, the submission once it was taken (as does
+re-submitting with that request id). Every invocation drains the mailboxes of the actors it
 holds before it parks them, and arms an immediate wake for mail that arrived after its
 last drain, so a mailbox is never stranded (a dead holder's mail is taken by the wake
 its mailer armed, once the lease ran out).
@@ -49,6 +51,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
+from urllib.parse import parse_qs
 
 import httpx
 from fastapi import FastAPI
@@ -70,7 +73,7 @@ from runtimes.aws.config import SETTINGS_FACTORY, Misconfigured
 from runtimes.aws.due import wait_for_due_commit
 from runtimes.aws.host import AwsActorStore, AwsHost
 from runtimes.aws.lease import DEFAULT_LEASE_MS
-from runtimes.aws.mailbox import Mailbox
+from runtimes.aws.mailbox import Mailbox, mailed_accepted, mailed_state
 from runtimes.aws.pending import PendingWakes, arm_durably
 from runtimes.aws.resources import AwsResources
 from runtimes.local.clock import SystemClock
@@ -94,6 +97,9 @@ REQUEST_EVENT = "request"
 SWEEP_EVENT = "sweep"
 
 _SUBMISSIONS = re.compile(r"/v1/actors/([A-Za-z0-9_-]{1,64})/submissions")
+_BY_REQUEST = re.compile(
+    r"/v1/actors/([A-Za-z0-9_-]{1,64})/conversations/([0-9]{1,19})/submissions/by-request"
+)
 _DRAIN_ROUNDS = 10  # drain, settle, drain again: mail that arrives meanwhile is taken too
 
 
@@ -187,11 +193,16 @@ class ActorFunction:
             cycle = HTTPCycle(scope, body)
             await cycle.run(app)
             status, headers, content = cycle.status, cycle.headers, cycle.body
+            mailed: dict[str, Any] | None = None
             if status == 423:
                 mailed = await self._mail(scope["method"], scope["path"], body, context)
-                if mailed is not None:
-                    status, content = 202, json.dumps(mailed).encode()
-                    headers = [[b"content-type", b"application/json"]]
+            if status in (404, 423) and scope["method"] == "GET":
+                query = scope.get("query_string", b"").decode("utf-8", "replace")
+                mailed = await self._mailed(scope["path"], query)
+            if mailed is not None:
+                status = 200 if scope["method"] == "GET" else 202
+                content = json.dumps(mailed).encode()
+                headers = [[b"content-type", b"application/json"]]
         response: dict[str, Any] = handler({"status": status, "headers": headers, "body": content})
         return response
 
@@ -214,6 +225,10 @@ class ActorFunction:
                 mailed = await self._mail(method.upper(), path, raw, context)
                 if mailed is not None:
                     return {"status": 202, "body": mailed}
+            if r.status_code in (404, 423) and method.upper() == "GET":
+                found = await self._mailed(r.request.url.path, r.request.url.query.decode())
+                if found is not None:
+                    return {"status": 200, "body": found}
         try:
             answer: Any = r.json()
         except ValueError:
@@ -313,7 +328,24 @@ class ActorFunction:
         if self.settings.alarms is not None:
             # If the holder released before it saw this mail, this wake drains it.
             await arm_durably(self.settings.alarms, self.settings.resources, actor, now, now)
-        return {"status": "mailed", "actor": actor, "request_id": request_id}
+        return mailed_accepted(body, request_id)
+
+    async def _mailed(self, path: str, query: str) -> dict[str, Any] | None:
+        """A poll by request id that the app could not answer (nothing admitted under it
+        yet, or the actor held elsewhere): the mailed submission's state when it waits in
+        the actor's mailbox, else ``None`` (the 404 or 423 stands)."""
+        match = _BY_REQUEST.fullmatch(path)
+        if match is None:
+            return None
+        request_ids = parse_qs(query).get("request_id", [])
+        if len(request_ids) != 1:
+            return None
+        mail = await Mailbox(self.settings.resources).get(match.group(1), request_ids[0])
+        if mail is None or mailed_accepted(mail.body, mail.request_id)["conversation_id"] != int(
+            match.group(2)
+        ):
+            return None
+        return mailed_state(mail)
 
     async def _drain(self, host: AwsHost, app: FastAPI) -> int:
         """Submit every mailed submission of the held actors through the app; return how

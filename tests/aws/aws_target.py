@@ -3,25 +3,32 @@
 Each host is a new container (a fresh ``/tmp``: every open is a cold start) with its own
 lease owner. ``kill`` stops the host as SIGKILL would — no lease released, no schedule
 armed — and then lets the lease clock run past the dead holder's lease, as the next
-invocation would find it."""
+invocation would find it. ``front_door`` reaches the app as production does: each request
+a Function URL event to a new invocation of the Lambda handler, with its own lease owner
+(the kit checks what the handler adds there: the mailbox)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import itertools
 from pathlib import Path
 from typing import Any
 
 import boto3
+import httpx
 
 from core import Clock
 from runtimes.actor import ActorConfig
-from runtimes.actor.testing import KitHost
+from runtimes.actor.api import ApiConfig
+from runtimes.actor.testing import KIT_TOKEN, KitHost
 from runtimes.aws import AwsResources
 from runtimes.aws.alarms import WakeSchedule
+from runtimes.aws.handler import ActorFunction, FunctionSettings
 from runtimes.aws.host import AwsActorStore, AwsHost
 from runtimes.aws.lease import DEFAULT_LEASE_MS
 from tests.aws.conftest import REGION
+from tests.aws.lambda_support import context
 from tests.aws.support import container, items
 
 GROUP = "perdure-actors"
@@ -94,5 +101,48 @@ class AwsTarget:
     def exists(self, actor: str) -> bool:
         return digest(self.aws, actor) is not None
 
+    def front_door(self, config: ActorConfig, clock: Clock) -> httpx.AsyncBaseTransport:
+        settings = FunctionSettings(
+            resources=self.aws,
+            actor=config,
+            api=ApiConfig(KIT_TOKEN),
+            workdir=container(self.tmp),
+            alarms=self.alarms,
+            clock=clock,
+            lease_now=self.lease.now,
+        )
+        return LambdaTransport(ActorFunction(settings))
+
     def digest(self, actor: str) -> str | None:
         return digest(self.aws, actor)
+
+
+class LambdaTransport(httpx.AsyncBaseTransport):
+    """httpx requests as Function URL (payload 2.0) events, one invocation each."""
+
+    def __init__(self, function: ActorFunction) -> None:
+        self.function = function
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        raw = await request.aread()
+        event = {
+            "version": "2.0",
+            "routeKey": "$default",
+            "rawPath": request.url.path,
+            "rawQueryString": request.url.query.decode(),
+            "headers": dict(request.headers),
+            "requestContext": {
+                "http": {
+                    "method": request.method,
+                    "path": request.url.path,
+                    "sourceIp": "127.0.0.1",
+                },
+                "requestId": "url-request",
+            },
+            "body": base64.b64encode(raw).decode(),
+            "isBase64Encoded": True,
+        }
+        out = await self.function.invoke(event, context())
+        body = out.get("body", "")
+        content = base64.b64decode(body) if out.get("isBase64Encoded") else body.encode()
+        return httpx.Response(out["statusCode"], headers=out.get("headers"), content=content)

@@ -76,12 +76,37 @@ async def test_two_concurrent_invocations_one_holds_the_other_is_mailed_and_answ
     assert head(aws, "c1")["owner"] == holder_ctx.aws_request_id
     other = function(aws, alarms, tmp_path, clock)
     status, mailed = answer(await other.invoke(_post("c1", "hello", request_id="job-b"), context()))
-    assert status == 202 and mailed == {"status": "mailed", "actor": "c1", "request_id": "job-b"}
+    assert status == 202 and mailed == {
+        "id": None,
+        "conversation_id": 1,
+        "type": "input",
+        "status": "mailed",
+        "request_id": "job-b",
+    }
     assert head(aws, "c1")["owner"] == holder_ctx.aws_request_id  # exactly one holder
     # Delivered twice while held: still one mail item.
     status, again = answer(await other.invoke(_post("c1", "hello", request_id="job-b"), context()))
     assert status == 202 and again == mailed
     assert len(await Mailbox(aws).pending("c1")) == 1
+    # Polled by its request id — over a Function URL and by a direct invoke — it reads
+    # ``mailed`` while it waits (the app alone could only answer 423 here).
+    by_request = "/v1/actors/c1/conversations/1/submissions/by-request"
+    status, state = answer(
+        await other.invoke(url_event("GET", by_request, query="request_id=job-b"), context())
+    )
+    assert status == 200 and state == {
+        **mailed,
+        "entry_id": None,
+        "answer": None,
+        "reason": None,
+        "detail": None,
+    }, state
+    direct = {"perdure": "request", "method": "GET", "path": f"{by_request}?request_id=job-b"}
+    replied = await other.invoke(direct, context())
+    assert replied == {"status": 200, "body": state}, replied
+    other_id = url_event("GET", by_request, query="request_id=job-x")
+    status, _ = answer(await other.invoke(other_id, context()))
+    assert status == 423  # nothing mailed under that id: the lease answer stands
     gate.set()
     status, accepted = answer(await holder)
     assert status == 202, accepted

@@ -153,18 +153,48 @@ async def submission_state(
     """The submission's status; once settled, its answer (text and entry) or the reason
     it went unanswered. With ``wait``, holds the request until the submission settles or
     the time (capped by the host) is up, then answers the status at that moment."""
-    timeout = min(wait, settings.max_wait_s)
     async with host.use(actor) as harness:
         submission = await harness.submission(submission_id)
         if submission is None:
             raise ApiError(404, "not_found", f"no submission {submission_id}")
-        record = await submission.status()
-        if timeout > 0 and record.status not in _SETTLED:
-            # Submission.wait never cancels the work; the host ends the wait early when
-            # it shuts down, so a long poll never holds up a graceful exit.
-            finished, settled = await host.until_shutdown(_settled_within(submission, timeout))
-            record = settled if finished and settled is not None else await submission.status()
-        answer = await submission.answer(record)
+        return await _state(host, submission, min(wait, settings.max_wait_s))
+
+
+@router.get(
+    "/conversations/{conversation_id}/submissions/by-request", response_model=SubmissionState
+)
+async def submission_by_request(
+    actor: ActorId,
+    conversation_id: ConversationId,
+    request_id: Annotated[
+        str,
+        Query(min_length=1, max_length=256, description="the request id it was submitted with"),
+    ],
+    host: HostDep,
+    settings: SettingsDep,
+    wait: Annotated[float, Query(ge=0, description="long-poll up to this many seconds")] = 0,
+) -> SubmissionState:
+    """The submission the conversation admitted under ``request_id``, as
+    ``GET .../submissions/{id}`` answers it (``wait`` alike). The one way to poll a
+    submission whose id the client does not know — on AWS one answered ``mailed``, which
+    reads ``{id: null, status: "mailed"}`` here until the actor's holder admits it —
+    and the same on every host. ``404 not_found`` when no such submission exists."""
+    async with host.use(actor) as harness:
+        conversation = await harness.conversation(conversation_id)
+        submission = await conversation.submission_by_request(request_id)
+        if submission is None:
+            raise ApiError(404, "not_found", f"no submission with request id {request_id!r}")
+        return await _state(host, submission, min(wait, settings.max_wait_s))
+
+
+async def _state(host: Host, submission: Submission, timeout: float) -> SubmissionState:
+    record = await submission.status()
+    if timeout > 0 and record.status not in _SETTLED:
+        # Submission.wait never cancels the work; the host ends the wait early when it
+        # shuts down, so a long poll never holds up a graceful exit.
+        finished, settled = await host.until_shutdown(_settled_within(submission, timeout))
+        record = settled if finished and settled is not None else await submission.status()
+    answer = await submission.answer(record)
     return SubmissionState(
         id=record.id,
         conversation_id=record.conversation_id,

@@ -60,7 +60,13 @@ STATUSES = (
     "input: `queued` (waiting behind the conversation's current work) → `placed` (its "
     "user entry is in the transcript; the answer is being made) → `done` (answered) or "
     "`unanswered` (`reason`: e.g. aborted, no_model, model_error). write: `queued` (until "
-    "the next boundary) → `done` (its entry appended) or `unanswered` (e.g. stale)."
+    "the next boundary) → `done` (its entry appended) or `unanswered` (e.g. stale). "
+    "`mailed` (AWS only): waiting in the actor's mailbox for the invocation that holds it."
+)
+ID_OR_MAILED = (
+    "the submission's id; `null` only while it is `mailed` (AWS: it arrived while another "
+    "invocation held the actor): poll it by request id, "
+    "`GET .../conversations/{cid}/submissions/by-request?request_id=`"
 )
 WHEN_BUSY = (
     "what to do when the conversation is busy: `follow_up` (default) queues the input and "
@@ -182,10 +188,13 @@ SubmissionBody = Annotated[InputSubmission | WriteSubmission, Field(discriminato
 
 
 class SubmissionAccepted(BaseModel):
-    id: int
+    """The answer to a submission on every host (docs/design.md § The HTTP API)."""
+
+    id: int | None = Field(description=ID_OR_MAILED)
     conversation_id: int
     type: SubmissionType
-    status: SubmissionStatus = Field(description=STATUSES)
+    status: SubmissionStatus | Literal["mailed"] = Field(description=STATUSES)
+    request_id: str | None = Field(description="the request id it was admitted (or mailed) under")
 
     @classmethod
     def of(cls, record: SubmissionRecord) -> SubmissionAccepted:
@@ -194,6 +203,7 @@ class SubmissionAccepted(BaseModel):
             conversation_id=record.conversation_id,
             type=record.type,
             status=record.status,
+            request_id=record.request_id,
         )
 
 
@@ -203,10 +213,10 @@ class Answer(BaseModel):
 
 
 class SubmissionState(BaseModel):
-    id: int
+    id: int | None = Field(description=ID_OR_MAILED)
     conversation_id: int
     type: SubmissionType
-    status: SubmissionStatus = Field(description=STATUSES)
+    status: SubmissionStatus | Literal["mailed"] = Field(description=STATUSES)
     request_id: str | None = None
     entry_id: int | None = Field(None, description="the entry the submission placed")
     answer: Answer | None = None
