@@ -197,6 +197,7 @@ def _serve(options: DevOptions, sock: socket.socket, say: Callable[[str], None])
         say(f"tools: coding tools on the sandbox at {options.sandbox_url}, and remind")
     say(f"data:  {options.data_dir.resolve()}")
     say(f"url:   {url}   (OpenAPI: {url}/openapi.json)")
+    say(f"ui:    {url}/ui   (the inspector: open it and paste the token below)")
     say(f"token: {token}")
     say(
         f"try:   curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' "

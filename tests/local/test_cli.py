@@ -80,6 +80,10 @@ def test_dev_serves_the_demo_model_and_stops_cleanly_on_sigint(tmp_path: Path) -
     try:
         assert "scripted demo model" in lines[0]
         assert url.startswith("http://127.0.0.1:") and len(token) >= 16
+        # The inspector's address is printed, and it serves the page.
+        ui = [line.split()[1] for line in lines if line.startswith("ui:")]
+        assert ui == [f"{url}/ui"], lines
+        assert "API token" in httpx.get(ui[0]).text
         state = ask(url, token, "demo", "hello there")
         assert state["status"] == "done"
         assert "hello there" in str(state["answer"]) and "demo model" in str(state["answer"])
