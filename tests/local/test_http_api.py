@@ -258,6 +258,15 @@ def test_missing_or_wrong_tokens_get_401_and_write_nothing(
     assert snapshot(db_of(running, "newcomer")) is None
 
 
+def test_the_bare_address_leads_a_person_to_the_inspector(running: Running) -> None:
+    # No token: the page carries no data (the inspector asks for the token itself).
+    r = httpx.get(f"{running.url}/")
+    assert r.status_code == 307 and r.headers["location"] == "ui", (r.status_code, r.text)
+    page = httpx.get(f"{running.url}/", follow_redirects=True)
+    assert page.status_code == 200 and str(page.url) == f"{running.url}/ui"
+    assert "API token" in page.text
+
+
 def test_openapi_describes_the_routes_and_the_bearer_scheme(running: Running) -> None:
     spec = httpx.get(f"{running.url}/openapi.json").json()
     assert {

@@ -1,5 +1,6 @@
-"""The pages a person opens in a browser: the web inspector (``/ui``) and the API docs
-(``/docs``, Swagger UI), both served from installed files, never a CDN.
+"""The pages a person opens in a browser: the web inspector (``/ui``, where the bare
+address ``/`` leads) and the API docs (``/docs``, Swagger UI), both served from installed
+files, never a CDN.
 
 Neither page carries data or a token: the inspector asks for the API token on its own
 page, keeps it in ``sessionStorage`` and sends it as the bearer header of its ``/v1/``
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from fastapi import APIRouter
 from fastapi.openapi.docs import get_swagger_ui_html
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
 from runtimes.actor.api.errors import ApiError
 
@@ -98,6 +99,13 @@ def _swagger_dir() -> Path:
 
 def _serve(asset: _Asset, headers: dict[str, str] | None = None) -> Response:
     return Response(asset.body, media_type=asset.media_type, headers=headers)
+
+
+@router.get("/")
+async def home() -> Response:
+    """A person who opens the bare address is sent to the inspector (relative, so a
+    stage prefix in front of the app is kept); the API itself lives under ``/v1/``."""
+    return RedirectResponse("ui", status_code=307)
 
 
 @router.get("/ui")
