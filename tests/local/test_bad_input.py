@@ -303,3 +303,58 @@ def test_a_405_says_which_methods_are_allowed(tmp_path: Path) -> None:
         assert r.headers["allow"] == "GET"
         r = client.get(f"{A}/submissions")
         assert r.status_code == 405 and r.headers["allow"] == "POST"
+
+
+# (raw body, Content-Type or None, the message a person reads). pydantic's own words
+# ("Unable to extract tag using discriminator", "Input should be a valid dictionary or
+# object to extract fields from", a union's tag shown as a field) must not reach them.
+MESSAGES: list[tuple[bytes, str | None, str]] = [
+    (
+        b'{"type": "input", "content": "x"}',
+        None,
+        "send it as JSON with the header "
+        "Content-Type: application/json (the request had no Content-Type)",
+    ),
+    (
+        b'{"type": "input", "content": "x"}',
+        "text/plain",
+        "send it as JSON with the header "
+        "Content-Type: application/json (the request had Content-Type 'text/plain')",
+    ),
+    (b'{"content": "x"}', "application/json", "body: the field 'type' is required"),
+    (
+        b'{"type": "shout", "content": "x"}',
+        "application/json",
+        "body.type: 'shout' is not one of 'input', 'write'",
+    ),
+    (b"[1, 2]", "application/json", "body: expected a JSON object, got an array"),
+    (b"", "application/json", "body: a JSON body is required"),
+    (
+        b'{"type": "input", "content": 5}',
+        "application/json",
+        "body.content: should be a valid string",
+    ),
+    (
+        b'{"type": "input", "content": "x", "extra": 1}',
+        "application/json",
+        "body.extra: not a field here",
+    ),
+    (
+        b'{"type": "write", "content": {"kind": "note", "message": {}}}',
+        "application/json",
+        "body.content.message: the field 'role' is required",
+    ),
+]
+
+
+def test_validation_errors_read_as_words_not_pydantic_internals(tmp_path: Path) -> None:
+    with serve_in_thread(host_config(tmp_path / "data")) as running, running.client() as client:
+        for raw, content_type, expected in MESSAGES:
+            headers = {} if content_type is None else {"content-type": content_type}
+            r = client.post(f"{A}/submissions", content=raw, headers=headers)
+            assert r.status_code == 422 and r.json()["error"]["code"] == "invalid", r.text
+            message = r.json()["error"]["message"]
+            assert message.startswith("invalid request: ") and expected in message, (raw, message)
+            for internal in ("discriminator", "Input should", "dictionary", "body.input."):
+                assert internal not in message, (raw, message)
+        assert not (tmp_path / "data" / "alice.sqlite").exists()

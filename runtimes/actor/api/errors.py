@@ -28,6 +28,7 @@ from core.errors import (
     UnknownRecord,
     UnknownTool,
 )
+from runtimes.actor.api.validation import describe
 from runtimes.actor.errors import (
     ActorLocked,
     HostClosed,
@@ -107,11 +108,8 @@ async def _on_invalid(request: Request, exc: Exception) -> JSONResponse:
         return _response(400, "malformed_json", "the request body is not valid JSON")
     if any(tuple(e.get("loc", ()))[:2] == ("path", "actor") for e in errors):
         return _response(400, "invalid_actor", "actor ids match [A-Za-z0-9_-]{1,64}")
-    problems = []
-    for problem in errors[:5]:
-        where = ".".join(str(part) for part in problem.get("loc", ()))
-        problems.append(f"{where}: {problem.get('msg', 'invalid')}")
-    return _response(422, "invalid", "invalid request: " + "; ".join(problems))
+    message = describe(errors, exc.body, request.headers.get("content-type"))
+    return _response(422, "invalid", message)
 
 
 async def _on_http(request: Request, exc: Exception) -> JSONResponse:
