@@ -40,6 +40,7 @@ os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
 
 import httpx
 import litellm
+import openai
 from litellm.exceptions import APIConnectionError, ContextWindowExceededError, Timeout
 from litellm.llms.custom_httpx import async_client_cleanup
 
@@ -363,12 +364,38 @@ def _model_error(error: Exception) -> ModelError:
         return ModelError(message, context_overflow=True)
     if isinstance(error, Timeout | APIConnectionError):
         return transport_error("model request failed", error)
+    unreachable = _connection_failure(error)
+    if unreachable is not None:
+        # litellm reports a refused connection as "HTTP 500 InternalServerError ...
+        # Connection error.": no server answered anything, so say that, retryably.
+        return transport_error("cannot reach the model server", unreachable)
     status = getattr(error, "status_code", None)
     if isinstance(status, int) and 400 <= status <= 599:
         return error_from_status(status, message, headers=_headers_of(error))
     if isinstance(error, httpx.TransportError | OSError | TimeoutError):
         return transport_error("model request failed", error)
     return ModelError(f"{type(error).__name__}: {message}")
+
+
+def _connection_failure(error: BaseException) -> BaseException | None:
+    """The innermost cause when ``error`` came from failing to reach the server — the
+    OpenAI client's connection error (no response at all; not its timeout), an httpx
+    connect error or a refused socket anywhere in its chain of causes — else ``None``.
+    A stream cut after the server answered is not one: it stays a transport error."""
+    seen: set[int] = set()
+    link: BaseException | None = error
+    failed = False
+    innermost = error
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, openai.APITimeoutError):
+            return None
+        failed = failed or isinstance(
+            link, openai.APIConnectionError | httpx.ConnectError | ConnectionRefusedError
+        )
+        innermost = link
+        link = link.__cause__ or link.__context__
+    return innermost if failed else None
 
 
 def _headers_of(error: Exception) -> dict[str, str]:

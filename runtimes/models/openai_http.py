@@ -199,6 +199,8 @@ class OpenAICompatibleModels(StreamingModels["OpenAIModel"]):
                             break
                         for event in _apply(assembler, _decode(payload)):
                             yield event
+        except httpx.ConnectError as error:  # no server answered: the same words as litellm's
+            raise transport_error("cannot reach the model server", error) from error
         except httpx.TransportError as error:
             # A cut after the finish reason loses at most the usage chunk: keep the answer.
             if assembler.finish_reason is None:

@@ -395,6 +395,11 @@ async def test_connection_refused_is_retryable(subject: Subject) -> None:
         events, error = await collect_until_error(models.stream(request(), CancelSignal()))
     assert events == []
     assert error is not None and error.retryable
+    # One plain sentence, the same from both adapters: not litellm's "HTTP 500:
+    # litellm.InternalServerError: InternalServerError: OpenAIException - Connection error."
+    message = str(error)
+    assert message.startswith("cannot reach the model server: "), message
+    assert "HTTP 500" not in message and "InternalServerError" not in message, message
 
 
 # --------------------------------------------------------------------------- cancellation
