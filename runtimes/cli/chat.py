@@ -148,6 +148,9 @@ class _Events:
     # This chat asked for the conversation's abort: its own ``[run aborted (n tasks)]``
     # line tells it, so the harness's event for it is not shown twice.
     own_abort: bool = False
+    # ``(task, attempt)`` of every retry shown: the retry event and the live document's
+    # ``generation.retry`` tell of the same retry, and it is shown once.
+    retries: set[tuple[int, int]] = field(default_factory=set)
 
     def show(self, screen: Screen, doc: JsonObject, *, first: bool) -> None:
         items = [e for e in _list(doc.get("items")) if isinstance(e, dict)]
@@ -180,6 +183,11 @@ class _Events:
             self.flush(screen)
             line = describe_event(event)
             if kind == "retry":
+                task, attempt = event.get("task"), event.get("attempt")
+                if isinstance(task, int) and isinstance(attempt, int):
+                    if (task, attempt) in self.retries:
+                        return
+                    self.retries.add((task, attempt))
                 line = (
                     f"{_short(str(event.get('error') or 'model error'), 200)}: retry "
                     f"{event.get('attempt')} in {_seconds(event.get('delay_ms'))} "
@@ -217,7 +225,7 @@ class Transcript:
     sending: list[str] = field(default_factory=list)  # typed lines not yet accepted
     shown: set[int] = field(default_factory=set)  # entry ids
     calls: set[str] = field(default_factory=set)  # tool call ids
-    retries: set[tuple[int, int]] = field(default_factory=set)
+    retries: set[tuple[int, int]] = field(default_factory=set)  # streams restarted for
     stream: _Stream = field(default_factory=_Stream)
     busy: bool = False
     events: _Events = field(default_factory=lambda: _Events())
@@ -350,6 +358,13 @@ class Transcript:
         ):
             self.retries.add((task, attempt))
             self.stream = _Stream()
+        if (
+            isinstance(task, int)
+            and isinstance(attempt, int)
+            and (task, attempt) not in self.events.retries
+        ):
+            # Not told by the retry event (shown before this, when the view has it).
+            self.events.retries.add((task, attempt))
             error = _short(str(retry.get("error") or "model error"), 200)
             at = retry.get("at")
             when = f" at {_local_time(at)}" if isinstance(at, int) else ""

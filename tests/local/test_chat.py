@@ -246,6 +246,28 @@ def test_the_transcript_streams_partials_then_finishes_with_the_entry() -> None:
     ]
 
 
+def test_a_retry_is_shown_once_though_the_event_and_the_live_document_both_tell_it() -> None:
+    out = io.StringIO()
+    screen = Screen(Console(file=out, width=200, color_system=None, soft_wrap=True))
+    t = Transcript(screen, own={10})
+    error = "cannot reach the model server: [Errno 111] Connect call failed"
+    event = {"n": 1, "kind": "retry", "task": 5, "attempt": 2, "delay_ms": 2000}
+    event |= {"until": 1, "error": error}
+    live = {"run": {}, "generation": {"task": 5, "retry": {"at": 1, "attempt": 2, "error": error}}}
+    view = _view([_user(1, "hi", 10)], live)
+    view["docs"]["events"] = {"items": [event]}
+    t.show(view)
+    t.show(view)  # the next commit's view still holds both
+    # The next attempt is told only by the live document (the event fell out of the
+    # view's window): it is shown, once.
+    live["generation"]["retry"] = {"at": 1, "attempt": 3, "error": error}
+    t.show(_view([_user(1, "hi", 10)], live))
+    assert out.getvalue().splitlines() == [
+        f"[{error}: retry 2 in 2.0 s (at {iso_time(1, LOCAL)})]",
+        f"[{error}: retrying (attempt 3) at {iso_time(1, LOCAL)}]",
+    ]
+
+
 def test_the_transcript_shows_recovery_tool_output_and_the_turn_s_tokens() -> None:
     out = io.StringIO()
     screen = Screen(Console(file=out, width=200, color_system=None, soft_wrap=True))
