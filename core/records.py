@@ -26,7 +26,6 @@ __all__ = [
     "Aborted",
     "Completed",
     "Completing",
-    "Conversation",
     "ConversationOwner",
     "ConversationParent",
     "ConversationRecord",
@@ -42,7 +41,6 @@ __all__ = [
     "Outcome",
     "Pending",
     "Running",
-    "Submission",
     "SubmissionRecord",
     "SubmissionStatus",
     "SubmissionType",
@@ -125,12 +123,6 @@ def conversation_from_json(o: JsonObject) -> ConversationRecord:
         if w is not None
         else None,
     )
-
-
-Conversation = ConversationRecord
-"""Deprecated: the old name of :class:`ConversationRecord`, which clashed with the
-handle :class:`core.harness.Conversation`. Kept importable (``core.Conversation`` is
-public API); new code uses ``ConversationRecord``."""
 
 
 # --------------------------------------------------------------------------- entries
@@ -527,12 +519,6 @@ class SubmissionRecord:
             if v is not None:
                 out[name] = v
         return out
-
-
-Submission = SubmissionRecord
-"""Deprecated: the old name of :class:`SubmissionRecord`, which clashed with the
-handle :class:`core.harness.Submission`. Kept importable (``core.Submission`` is
-public API); new code uses ``SubmissionRecord``."""
 
 
 def submission_from_json(o: JsonObject) -> SubmissionRecord:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, cast, overload
 
 from core.clock import Clock
-from core.docops import diff, revise
+from core.docops import diff
 from core.errors import SessionClosed, SessionPoisoned, StorageRejected
 from core.jsonvalue import JsonValue, json_copy
 from core.records import (
@@ -188,10 +188,6 @@ class Session:
             ) from self._poison
         if self._sealed:
             raise SessionClosed("the session is closed")
-
-    def seal(self) -> None:
-        """Admit no further commits (commits already on the line still land)."""
-        self._sealed = True
 
     def waiters(self) -> WaiterRegistry[Any, Any]:
         """A new registry of waiting callers, failed by this session if it is poisoned."""
@@ -531,13 +527,8 @@ def _document_writes(handle: DocHandle) -> tuple[list[Write], DocumentEvent | No
     writes: list[Write] = []
     where = f"document {defn.kind!r}"
     base = handle.created or handle.stored_version != defn.version
-    if base or defn.model is not None:
-        value = defn.validate(json_copy(handle.value, where))
-        ops = [] if base else diff(handle.original, value)
-    else:
-        # Admitted and diffed in one walk that copies only what changed; the rest is
-        # shared with the committed value (which nothing mutates).
-        value, ops = revise(handle.original, handle.value, where)
+    value = defn.validate(json_copy(handle.value, where))
+    ops = [] if base else diff(handle.original, value)
     if handle.created:
         writes.append(
             DocumentCreate(

@@ -123,11 +123,6 @@ class DocumentChange:
     ops: list[JsonValue] | None = None
     value: JsonValue = None
 
-    @property
-    def is_base(self) -> bool:
-        """Whether the revision is a base (a whole value) rather than a delta."""
-        return self.ops is None
-
 
 @dataclass(frozen=True, slots=True)
 class DocumentRetire:
