@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from runtimes.actor.api import ApiConfig
+from runtimes.actor.clock import SystemClock
 from runtimes.actor.config import ActorConfig
 from runtimes.aws.alarms import WakeSchedule
 from runtimes.aws.handler import FunctionSettings
 from runtimes.aws.resources import AwsResources
-from runtimes.local.clock import SystemClock
 
 __all__ = ["settings_from_environment"]
 

@@ -60,6 +60,7 @@ from core.errors import SessionPoisoned
 from runtimes.actor.api import ApiConfig, create_app
 from runtimes.actor.api.app import rebind_app
 from runtimes.actor.api.errors import error_body
+from runtimes.actor.clock import SystemClock
 from runtimes.actor.config import ActorConfig
 from runtimes.actor.errors import ActorLocked, InvalidActorId
 from runtimes.actor.ids import check_actor_id
@@ -69,7 +70,6 @@ from runtimes.aws.lease import DEFAULT_LEASE_MS
 from runtimes.aws.mailbox import Mailbox
 from runtimes.aws.pending import PendingWakes, arm_durably
 from runtimes.aws.resources import AwsResources
-from runtimes.local.clock import SystemClock
 
 __all__ = ["DUE_WINDOW_MS", "ActorFunction", "FunctionSettings", "LambdaContext", "lambda_handler"]
 

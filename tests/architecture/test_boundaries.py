@@ -254,3 +254,23 @@ def test_the_seam_checker_catches_what_it_claims_to(tmp_path: Path) -> None:
         assert len(_seam_violations(bad)) == 3
     finally:
         ROOT = saved
+
+
+def test_the_aws_host_imports_nothing_from_the_local_host() -> None:
+    """Hosts share what they share through ``runtimes/actor`` (the clock, the SQLite
+    file facade), not through each other: the Lambda package needs none of the local
+    host's server, locks or CLI."""
+    found = []
+    for path in sorted((ROOT / "runtimes" / "aws").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules: list[str] = []
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                modules = [node.module]
+            found += [
+                f"{path.relative_to(ROOT)}:{node.lineno} imports {m}"
+                for m in modules
+                if m == "runtimes.local" or m.startswith("runtimes.local.")
+            ]
+    assert found == []
