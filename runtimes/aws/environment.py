@@ -21,6 +21,7 @@ from typing import Any
 
 from remote_env.auth import MIN_SECRET_BYTES
 from runtimes.actor.api import ApiConfig
+from runtimes.actor.clock import SystemClock
 from runtimes.actor.config import ActorConfig
 from runtimes.actor.tokens import parse_keys
 from runtimes.aws.agent import default_actor_config
@@ -29,7 +30,6 @@ from runtimes.aws.config import API_TOKEN, SANDBOX_SECRET, TOKEN_KEYS, Misconfig
 from runtimes.aws.handler import FunctionSettings
 from runtimes.aws.resources import AwsResources
 from runtimes.aws.secrets import SecretReader
-from runtimes.local.clock import SystemClock
 
 __all__ = ["settings", "settings_from_environment"]
 
