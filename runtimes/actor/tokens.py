@@ -23,8 +23,6 @@ Lambda handler and in the Cloudflare Worker's front door (Pyodide).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
 import json
@@ -34,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
+from remote_env.auth import b64url_decode, b64url_encode
 from runtimes.actor.errors import InvalidActorId
 from runtimes.actor.ids import check_actor_id
 
@@ -96,20 +95,9 @@ class Scope:
         return RIGHTS.index(self.rights) >= RIGHTS.index(need)
 
 
-def _b64encode(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
 def _b64decode(text: str) -> bytes:
-    if not re.fullmatch(r"[A-Za-z0-9_-]*", text):
-        raise TokenRefused("malformed")
-    try:
-        data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError) as error:
-        raise TokenRefused("malformed") from error
-    # Only the canonical spelling verifies: otherwise the unused low bits of the last
-    # character would give one token several spellings.
-    if _b64encode(data) != text:
+    data = b64url_decode(text)
+    if data is None:
         raise TokenRefused("malformed")
     return data
 
@@ -177,9 +165,9 @@ class SigningKeys:
         payload["exp"] = issued + int(ttl_s)
         if conversation is not None:
             payload["c"] = conversation
-        body = _b64encode(json.dumps(payload, separators=(",", ":"), sort_keys=True).encode())
+        body = b64url_encode(json.dumps(payload, separators=(",", ":"), sort_keys=True).encode())
         signed = f"{SCOPED_TOKEN_PREFIX}.{body}"
-        return f"{signed}.{_b64encode(self._sign(self._keys[0], signed))}"
+        return f"{signed}.{b64url_encode(self._sign(self._keys[0], signed))}"
 
     def verify(self, token: str, *, now: float | None = None) -> Scope:
         """The scope ``token`` grants.
