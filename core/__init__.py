@@ -37,7 +37,6 @@ from core.records import (
     Aborted,
     Completed,
     Completing,
-    Conversation,  # deprecated alias of ConversationRecord, kept for existing callers
     ConversationRecord,
     Entry,
     ErrorInfo,
@@ -47,7 +46,6 @@ from core.records import (
     Outcome,
     Pending,
     Running,
-    Submission,  # deprecated alias of SubmissionRecord, kept for existing callers
     SubmissionRecord,
     Task,
     TaskState,
@@ -76,7 +74,6 @@ __all__ = [
     "Clock",
     "Completed",
     "Completing",
-    "Conversation",
     "ConversationRecord",
     "DocDefinition",
     "DocHandle",
@@ -110,7 +107,6 @@ __all__ = [
     "StorageCorrupt",
     "StorageError",
     "StorageRejected",
-    "Submission",
     "SubmissionRecord",
     "Task",
     "TaskDefinition",

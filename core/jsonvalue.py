@@ -70,31 +70,15 @@ _INT_MAX: Final = 10**MAX_INT_DIGITS - 1
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-
-
-def _not_json(value: object) -> None:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-# The C encoder ``JSONEncoder.encode`` builds afresh on every call (with its Python
-# frames and float closure around it), built once: storage encodes every record it
-# writes, so this is on every commit. No circular check (``markers=None``): a cycle
-# raises RecursionError instead of ValueError, and values admitted by ``json_copy``
-# are trees anyway. Same output as ``_encoder`` (compact, ASCII, no NaN).
-try:
-    from _json import encode_basestring_ascii as _c_string
-    from _json import make_encoder as _c_make_encoder
-
-    _c_encode: Any = _c_make_encoder(
-        None, _not_json, _c_string, None, ":", ",", False, False, False
-    )
-    # ``json.dumps``'s defaults (", " and ": ", NaN allowed), the same way.
-    _c_spaced: Any = _c_make_encoder(
-        None, _not_json, _c_string, None, ": ", ", ", False, False, True
-    )
-except (ImportError, TypeError):  # no C accelerator, or another signature: the plain path
-    _c_encode = _c_spaced = None
+# Built once (``json.dumps`` builds an encoder per call unless every option is a default):
+# storage encodes every record it writes. No circular check: values admitted by
+# ``json_copy`` are trees, and a cycle still fails (RecursionError instead of ValueError).
+_compact = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=True, allow_nan=False, check_circular=False
+)
+# ``json.dumps``'s own defaults (", " and ": ", NaN allowed), so the text is the same.
+_spaced = json.JSONEncoder(check_circular=False)
+_decoder = json.JSONDecoder()
 
 
 def dumps(value: JsonValue) -> str:
@@ -103,29 +87,24 @@ def dumps(value: JsonValue) -> str:
     Raises ``TypeError`` or ``ValueError`` for a value that is not JSON, and
     ``RecursionError`` for one that contains itself.
     """
-    if _c_encode is None:
-        return _encoder.encode(value)
-    if type(value) is str:  # task kinds, request ids, document keys: several per commit
-        return _c_string(value)
-    return "".join(_c_encode(value, 0))
+    return _compact.encode(value)
 
 
 def dumps_spaced(value: JsonValue) -> str:
     """``json.dumps(value)``'s very text, for a value that is a tree (no cycle): what
     token estimates count tool arguments by, several times per model request."""
-    if _c_spaced is None or type(value) is str:
-        return json.dumps(value)
-    return "".join(_c_spaced(value, 0))
+    return _spaced.encode(value)
 
 
 def loads(text: str) -> Any:
-    """``json.loads(text)``: the C scanner straight, for the text storage wrote (no
-    surrounding whitespace); anything else (and every error) takes ``json.loads``'s
-    own path, which skips whitespace, checks for extra data and names the problem."""
-    if _c_scan is not None and type(text) is str:
+    """``json.loads(text)``. Storage's own text (no surrounding whitespace) is decoded by
+    ``raw_decode``, which skips ``json.loads``'s two whitespace scans; anything else (and
+    every error) takes ``json.loads``'s path, which checks for extra data and names the
+    problem."""
+    if type(text) is str:
         try:
-            value, end = _c_scan(text, 0)
-        except (StopIteration, ValueError):
+            value, end = _decoder.raw_decode(text)
+        except ValueError:
             return json.loads(text)
         if end == len(text):
             return value
@@ -153,16 +132,6 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
                 )
             seen.add(key)
     return obj
-
-
-# ``json.loads`` runs two whitespace regex matches and three Python frames around this
-# scanner for every record storage reads back.
-try:
-    from _json import make_scanner as _c_make_scanner
-
-    _c_scan: Any = _c_make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # stub: its own type
-except ImportError:  # no C accelerator: json.loads's pure path
-    _c_scan = None
 
 
 def _text_problem(text: str, max_chars: int) -> str | None:

@@ -1,9 +1,9 @@
 """The records perdure stores: conversations, entries, tasks, submissions, documents.
 
-Records are frozen, slotted dataclasses (:func:`core._record.record`) rather than pydantic
-models: the kernel builds and copies them on every commit (twice as cheap to build as a
-pydantic model), they take positional arguments and pattern-match cleanly, and their stored
-JSON shape is written out here by hand. Untrusted input is validated at the boundaries instead
+Records are plain frozen, slotted dataclasses rather than pydantic models: the kernel
+builds and copies them on every commit (twice as cheap to build as a pydantic model), they
+take positional arguments and pattern-match cleanly, and their stored JSON shape is written
+out here by hand. Untrusted input is validated at the boundaries instead
 (:func:`core.jsonvalue.json_copy` for payloads, pydantic for tool arguments, HTTP bodies and
 typed documents); ``tests/bench/bench_records.py`` measures both choices. JSON payload fields
 (``input``, ``checkpoint``, ``data``, ...) hold values admitted through ``json_copy``: read-only.
@@ -14,13 +14,11 @@ module is the only place that knows the stored shape.
 
 from __future__ import annotations
 
-from dataclasses import field
-from typing import Literal, TypeAlias, cast
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias, cast
 
-from core._record import record
 from core.errors import StorageCorrupt
 from core.jsonvalue import JsonObject, JsonValue
-from core.slotted import KEEP, direct_init
 
 __all__ = [
     "MAX_ID",
@@ -28,7 +26,6 @@ __all__ = [
     "Aborted",
     "Completed",
     "Completing",
-    "Conversation",
     "ConversationOwner",
     "ConversationParent",
     "ConversationRecord",
@@ -44,7 +41,6 @@ __all__ = [
     "Outcome",
     "Pending",
     "Running",
-    "Submission",
     "SubmissionRecord",
     "SubmissionStatus",
     "SubmissionType",
@@ -68,11 +64,13 @@ ROOT_CONVERSATION_ID = 1
 MAX_ID = 2**53 - 1
 """Ids stay exact as JavaScript numbers (Durable Objects) and JSON doubles."""
 
+_KEEP: Any = object()  # the default of Task.evolve's arguments: the field is kept
+
 
 # --------------------------------------------------------------------------- conversations
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ConversationParent:
     """Fork history: the child sees the parent's entries up to ``at_entry``."""
 
@@ -80,7 +78,7 @@ class ConversationParent:
     at_entry: int
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ConversationOwner:
     """The task that owns a sub-agent conversation."""
 
@@ -88,7 +86,7 @@ class ConversationOwner:
     task_id: int
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ConversationRecord:
     """A stored conversation: its id, and where it came from (a fork's ``parent``, a
     sub-agent's ``owner``). Not the handle callers hold on a conversation, which is
@@ -127,17 +125,10 @@ def conversation_from_json(o: JsonObject) -> ConversationRecord:
     )
 
 
-Conversation = ConversationRecord
-"""Deprecated: the old name of :class:`ConversationRecord`, which clashed with the
-handle :class:`core.harness.Conversation`. Kept importable (``core.Conversation`` is
-public API); new code uses ``ConversationRecord``."""
-
-
 # --------------------------------------------------------------------------- entries
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Entry:
     """An immutable transcript entry.
 
@@ -214,7 +205,7 @@ def entry_from_json(o: JsonObject) -> Entry:
 # --------------------------------------------------------------------------- outcomes
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ErrorInfo:
     message: str
     detail: JsonValue = None
@@ -231,28 +222,27 @@ def _error_from_json(o: JsonValue) -> ErrorInfo:
     return ErrorInfo(cast(str, d["message"]), d.get("detail"))
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Completed:
     result: JsonValue = None
     kind: Literal["completed"] = field(default="completed", init=False)
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Failed:
     error: ErrorInfo
     result: JsonValue = None
     kind: Literal["failed"] = field(default="failed", init=False)
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Aborted:
     reason: str | None = None
     result: JsonValue = None
     kind: Literal["aborted"] = field(default="aborted", init=False)
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Orphaned:
     """No definition can run the task: ``missing_task``, ``task_too_old``, ``migration_failed``."""
 
@@ -260,7 +250,7 @@ class Orphaned:
     kind: Literal["orphaned"] = field(default="orphaned", init=False)
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Faulted:
     """An uncaught exception, a phase without durable progress, or a bad abort handler."""
 
@@ -304,8 +294,7 @@ TaskStatus: TypeAlias = Literal["pending", "running", "waiting", "completing", "
 WaitPolicy: TypeAlias = Literal["all_settled", "fail_fast"]
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Pending:
     """Runnable. Written only by open-time reconciliation and definition handover."""
 
@@ -313,8 +302,7 @@ class Pending:
     status: Literal["pending"] = field(default="pending", init=False)
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Running:
     """Reserved by one invocation."""
 
@@ -322,8 +310,7 @@ class Running:
     status: Literal["running"] = field(default="running", init=False)
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Waiting:
     """Ready when every task in ``on`` is terminal (or one failed, under ``fail_fast``)
     and the clock has reached ``until`` (epoch ms). Holds no invocation."""
@@ -335,8 +322,7 @@ class Waiting:
     status: Literal["waiting"] = field(default="waiting", init=False)
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Completing:
     """Outcome decided; ordinary owned work is still draining."""
 
@@ -344,8 +330,7 @@ class Completing:
     status: Literal["completing"] = field(default="completing", init=False)
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Terminal:
     outcome: Outcome
     status: Literal["terminal"] = field(default="terminal", init=False)
@@ -393,8 +378,7 @@ def state_from_json(o: JsonObject) -> TaskState:
 # --------------------------------------------------------------------------- tasks
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Task:
     """A task record. Every write replaces the whole record.
 
@@ -437,28 +421,28 @@ class Task:
     def evolve(
         self,
         *,
-        version: int = KEEP,
-        input: JsonValue = KEEP,
-        state: TaskState = KEEP,
-        abort_requested: bool = KEEP,
-        started_at: int | None = KEEP,
-        ended_at: int | None = KEEP,
-        memos: dict[str, JsonValue] = KEEP,
+        version: int = _KEEP,
+        input: JsonValue = _KEEP,
+        state: TaskState = _KEEP,
+        abort_requested: bool = _KEEP,
+        started_at: int | None = _KEEP,
+        ended_at: int | None = _KEEP,
+        memos: dict[str, JsonValue] = _KEEP,
     ) -> Task:
         """A copy with the given fields replaced (``dataclasses.replace``, minus its cost)."""
         return Task(
             self.id,
             self.conversation_id,
             self.kind,
-            self.version if version is KEEP else version,
-            self.input if input is KEEP else input,
-            self.state if state is KEEP else state,
+            self.version if version is _KEEP else version,
+            self.input if input is _KEEP else input,
+            self.state if state is _KEEP else state,
             self.owner,
             self.background,
-            self.abort_requested if abort_requested is KEEP else abort_requested,
-            self.started_at if started_at is KEEP else started_at,
-            self.ended_at if ended_at is KEEP else ended_at,
-            self.memos if memos is KEEP else memos,
+            self.abort_requested if abort_requested is _KEEP else abort_requested,
+            self.started_at if started_at is _KEEP else started_at,
+            self.ended_at if ended_at is _KEEP else ended_at,
+            self.memos if memos is _KEEP else memos,
         )
 
     def to_json(self) -> JsonObject:
@@ -506,7 +490,7 @@ SubmissionType: TypeAlias = Literal["input", "write"]
 SubmissionStatus: TypeAlias = Literal["queued", "placed", "done", "unanswered"]
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class SubmissionRecord:
     """An accepted input or write. input: queued → placed → done | unanswered;
     write: queued → done | unanswered. ``entry`` is the placed entry, ``answer`` the
@@ -537,12 +521,6 @@ class SubmissionRecord:
         return out
 
 
-Submission = SubmissionRecord
-"""Deprecated: the old name of :class:`SubmissionRecord`, which clashed with the
-handle :class:`core.harness.Submission`. Kept importable (``core.Submission`` is
-public API); new code uses ``SubmissionRecord``."""
-
-
 def submission_from_json(o: JsonObject) -> SubmissionRecord:
     return SubmissionRecord(
         id=cast(int, o["id"]),
@@ -564,7 +542,7 @@ DocumentScope: TypeAlias = Literal["session", "conversation", "task"]
 DocumentHistory: TypeAlias = Literal["latest", "rewindable"]
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class DocumentRecord:
     """One incarnation of a document: alive for ``created_at <= seq < retired_at``.
 
@@ -588,8 +566,7 @@ class DocumentRecord:
         return self.created_at <= seq and (self.retired_at is None or seq < self.retired_at)
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class DocumentState:
     """A document's value at one point: its stored ``version`` and how many deltas
     follow the newest base (the input of base decisions)."""

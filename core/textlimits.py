@@ -5,9 +5,8 @@ The defaults follow pi's coding tools: 2,000 lines or 50 KiB, whichever is hit f
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
-
-from core._record import record
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -31,7 +30,7 @@ def format_size(size: int) -> str:
     return f"{size / (1024 * 1024):.1f}MB"
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Truncation:
     """The result of cutting text to a line and byte budget.
 

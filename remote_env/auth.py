@@ -31,6 +31,8 @@ __all__ = [
     "TOKEN_PREFIX",
     "InvalidToken",
     "TokenClaims",
+    "b64url_decode",
+    "b64url_encode",
     "load_secret",
     "mint_token",
     "verify_token",
@@ -60,20 +62,27 @@ class TokenClaims:
     token_id: str
 
 
-def _b64encode(data: bytes) -> str:
+def b64url_encode(data: bytes) -> str:
+    """``data`` as unpadded base64url: the encoding of every signed token's parts."""
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def _b64decode(text: str) -> bytes:
+def b64url_decode(text: str) -> bytes | None:
+    """The bytes ``text`` spells in unpadded base64url, or ``None`` if it is malformed or
+    not the canonical spelling: the last character's unused low bits would otherwise give
+    every token several spellings that all verify (a changed token still valid)."""
     if not re.fullmatch(r"[A-Za-z0-9_-]*", text):
-        raise InvalidToken("malformed")
+        return None
     try:
         data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError) as exc:
-        raise InvalidToken("malformed") from exc
-    # Only the canonical spelling: the last character's unused low bits would otherwise
-    # give every token several spellings that all verify (a changed token still valid).
-    if _b64encode(data) != text:
+    except (binascii.Error, ValueError):
+        return None
+    return data if b64url_encode(data) == text else None
+
+
+def _b64decode(text: str) -> bytes:
+    data = b64url_decode(text)
+    if data is None:
         raise InvalidToken("malformed")
     return data
 
@@ -105,9 +114,9 @@ def mint_token(secret: bytes, workspace: str, ttl: float, *, now: float | None =
         "exp": issued + int(ttl),
         "jti": secrets.token_hex(8),
     }
-    body = _b64encode(json.dumps(payload, separators=(",", ":"), sort_keys=True).encode())
+    body = b64url_encode(json.dumps(payload, separators=(",", ":"), sort_keys=True).encode())
     signed_part = f"{TOKEN_PREFIX}.{body}"
-    return f"{signed_part}.{_b64encode(_sign(secret, signed_part))}"
+    return f"{signed_part}.{b64url_encode(_sign(secret, signed_part))}"
 
 
 def verify_token(secret: bytes, token: str, *, now: float | None = None) -> TokenClaims:

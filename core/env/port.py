@@ -8,10 +8,9 @@ The conventions every method follows are in :mod:`core.env`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from core._record import record
 from core.env.errors import EnvError
 from core.env.values import (
     EditResult,
@@ -35,7 +34,7 @@ __all__ = [
 ]
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class OpStatus:
     """What the environment knows about an op id.
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Literal, TypeAlias
-
-from core._record import record
 
 __all__ = [
     "OP_ID_PATTERN",
@@ -47,7 +46,7 @@ OP_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,255}")
 # --------------------------------------------------------------------------------------
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class OpRef:
     """Identity of one mutating call: ``id`` is ``"<task id>:<tool call id>"``.
 
@@ -70,7 +69,7 @@ class OpRef:
             raise ValueError("attempt must be >= 1")
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class TextEdit:
     """Replace the single exact occurrence of ``old_text`` with ``new_text``."""
 
@@ -78,7 +77,7 @@ class TextEdit:
     new_text: str
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ReadResult:
     """A window of whole lines from a UTF-8 text file.
 
@@ -105,7 +104,7 @@ class ReadResult:
     next_line_bytes: int | None = None
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class WriteResult:
     """A completed write: ``bytes_written`` UTF-8 bytes now at ``path`` with ``sha256``."""
 
@@ -114,7 +113,7 @@ class WriteResult:
     sha256: str
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class EditResult:
     """A completed edit.
 
@@ -133,7 +132,7 @@ class EditResult:
     sha256: str
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class DirEntry:
     """One directory entry; ``kind`` describes the entry itself (symlinks are not followed)."""
 
@@ -142,7 +141,7 @@ class DirEntry:
     size: int
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class LsResult:
     """Entries of one directory sorted by name; ``truncated`` when ``limit`` cut the list."""
 
@@ -150,7 +149,7 @@ class LsResult:
     truncated: bool = False
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class FindResult:
     """Paths matching a glob, relative to the search path, sorted.
 
@@ -163,7 +162,7 @@ class FindResult:
     stopped_by: SearchStop | None = None
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class GrepOptions:
     """Filters and caps for :meth:`ExecutionEnv.grep`.
 
@@ -188,7 +187,7 @@ class GrepOptions:
             raise ValueError("context must be >= 0, limit and max_line_length >= 1")
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class GrepMatch:
     """One reported line: a match, or context around one (``is_context``)."""
 
@@ -198,7 +197,7 @@ class GrepMatch:
     is_context: bool = False
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class GrepResult:
     """Matching lines in file order; ``truncated`` when more may exist.
 
@@ -211,7 +210,7 @@ class GrepResult:
     stopped_by: SearchStop | None = None
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ExecResult:
     """Outcome of a shell command; stdout and stderr are merged into one stream.
 

@@ -27,11 +27,10 @@ import json
 import operator
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
-from dataclasses import field
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, TypeAlias, cast
 
-from core._record import record
 from core.harness.messages import (
     AssistantMessage,
     Message,
@@ -74,7 +73,7 @@ __all__ = [
 FAUX_MODEL = ModelInfo("faux/faux-1", context_window=128_000, max_tokens=16_384)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class FauxReply:
     """A scripted response with streaming behaviour.
 
@@ -100,7 +99,7 @@ FauxStep: TypeAlias = (
 )
 
 
-@record
+@dataclass
 class FauxState:
     call_count: int = 0
     requests: list[ModelRequest] = field(default_factory=list)

@@ -22,9 +22,8 @@ from __future__ import annotations
 import bisect
 import functools
 from collections.abc import Iterable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 
-from core._record import record
 from core.harness.messages import (
     AssistantMessage,
     Message,
@@ -50,7 +49,7 @@ def _no_usage() -> Usage:
     return Usage()
 
 
-@record
+@dataclass
 class ActiveRange:
     """The entries of one conversation's active range, oldest first, with their parsed
     messages. Kept per conversation by the harness and extended as entries commit.
@@ -204,7 +203,7 @@ class ActiveRange:
         return stand_in
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ContextView:
     """A derived context. Read-only: the range hands the same view to every caller
     until an entry is added."""

@@ -295,9 +295,6 @@ class Conversation:
             return self._h.configured_agent({}, self._create_with)
         return await self._h.agent_doc(self.id)
 
-    async def resolved_agent(self) -> ResolvedAgent:
-        return await self._h.agent(self.id)
-
     async def configure(self, **change: Any) -> JsonObject:
         """Change agent fields in one commit (``None`` clears a field)."""
         h = self._h

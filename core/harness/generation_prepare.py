@@ -5,9 +5,9 @@ pin are reused by the tool round's hand-over, which prepares the successor."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from core._record import record
 from core.harness.builtin_documents import INBOX, LIVE
 from core.harness.compaction import (
     compaction_need,
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["Plan", "compact_first", "pin_request", "plan_request", "prepare_phase"]
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Plan:
     """What preparing a request decides: the pinned model and options, and the system
     prompt change to record (if any)."""

@@ -7,9 +7,9 @@ overflow, or a failure."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from core._record import record
 from core.errors import InvocationEnded, SessionClosed, TaskStateError
 from core.harness.builtin_documents import LIVE
 from core.harness.events import note_event, note_retry
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 __all__ = ["poll_phase", "request_phase", "round_intent"]
 
 
-@record
+@dataclass
 class _Response:
     final: AssistantMessage | None = None
     deferred: Deferred | None = None

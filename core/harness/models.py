@@ -20,13 +20,11 @@ Adapters never touch storage; the harness commits what the stream produced.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias
 
-from core._record import record
 from core.harness.messages import AssistantMessage, Message
 from core.jsonvalue import JsonObject, JsonValue
-from core.slotted import direct_init
 from core.tasks.signal import CancelSignal
 
 __all__ = [
@@ -48,7 +46,7 @@ __all__ = [
 ThinkingLevel: TypeAlias = Literal["off", "low", "medium", "high"]
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ModelInfo:
     """``id`` is the name agents store, e.g. ``"openai/gpt-4o-mini"`` or ``"faux/faux-1"``."""
 
@@ -58,8 +56,7 @@ class ModelInfo:
     supports_tools: bool = True
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ToolSpec:
     """A tool as the model sees it: ``parameters`` is a JSON schema object."""
 
@@ -68,8 +65,7 @@ class ToolSpec:
     parameters: JsonObject
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     """One request: the model id, the messages to send, and the tools it may call."""
 
@@ -83,15 +79,14 @@ class ModelRequest:
     allow_deferred: bool = True
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class StreamStart:
     """The provider accepted the request; ``model`` is the model that answers."""
 
     model: str
 
 
-@record(slots=True)
+@dataclass(slots=True)
 class TextDelta:
     """More answer text, to append to what came before.
 
@@ -102,14 +97,14 @@ class TextDelta:
     text: str
 
 
-@record(slots=True)
+@dataclass(slots=True)
 class ThinkingDelta:
     """More reasoning text, to append to what came before."""
 
     text: str
 
 
-@record(slots=True)
+@dataclass(slots=True)
 class ToolCallDelta:
     """Part of the ``index``-th tool call: its id and name arrive first, arguments in pieces."""
 
@@ -119,15 +114,14 @@ class ToolCallDelta:
     arguments: str = ""
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class StreamDone:
     """The response is complete; ``message`` is authoritative over the deltas."""
 
     message: AssistantMessage
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Deferred:
     """The provider will answer later: poll ``fetch`` with ``handle`` after ``poll_after_ms``."""
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 
-from core._record import record
 from core.harness.messages import (
     AssistantMessage,
     StopReason,
@@ -20,7 +19,7 @@ from core.jsonvalue import scrub_text
 __all__ = ["Partial", "close_stream"]
 
 
-@record
+@dataclass
 class Partial:
     """The response as streamed so far."""
 

@@ -10,15 +10,15 @@ prompt keeps the earlier transcript — and provider prompt caches — valid.
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 
-from core._record import record
 from core.harness.registry import ResolvedAgent, SectionContext
 from core.jsonvalue import JsonObject
 
 __all__ = ["PromptChange", "plan_prompt", "render_sections"]
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class PromptChange:
     """A system entry to append: its text and the recorded section map."""
 

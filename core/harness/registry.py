@@ -13,12 +13,11 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import BaseModel
 
-from core._record import record
 from core.errors import RegistryError
 from core.jsonvalue import JsonObject, JsonValue, dumps, loads
 from core.session.documents import DocDefinition
@@ -53,7 +52,7 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SECTION_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
-@record(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False)
 class ToolDefinition:
     """A tool. ``parameters`` is the pydantic model its arguments are validated against
     (its JSON schema is what the model sees).
@@ -122,7 +121,7 @@ def define_tool(
     )
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class SectionContext:
     """What a system prompt section can look at while it renders."""
 
@@ -132,7 +131,7 @@ class SectionContext:
     """``await documents(definition)``: a conversation document's committed value."""
 
 
-@record(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False)
 class Section:
     """A keyed piece of the system prompt; ``render`` returns ``None`` to omit it."""
 
@@ -150,14 +149,14 @@ def section(
     return Section(key, render, tag)
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Block:
     """Returned by a ``before_tool`` hook to refuse a call; ``reason`` reaches the model."""
 
     reason: str
 
 
-@record(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False)
 class Hooks:
     """Extension points around the built-in tasks. Every hook is optional and async.
 
@@ -189,7 +188,7 @@ class Hooks:
 ToolWrapper: TypeAlias = Callable[[ToolDefinition], ToolDefinition]
 
 
-@record(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False)
 class Extension:
     name: str
     tools: tuple[ToolDefinition, ...] = ()
@@ -248,7 +247,7 @@ def _validate_extension(ext: Extension) -> None:
             raise RegistryError(f"extension {ext.name!r} defines task {task!r} twice")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ResolvedAgent:
     """An agent document resolved against one registry snapshot."""
 

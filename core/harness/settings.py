@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Literal
-
-from core._record import record
 
 __all__ = ["CompactionSettings", "HarnessSettings", "ProgressSettings", "RetrySettings"]
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class RetrySettings:
     """Retries of retryable model errors: ``max_retries`` after the first attempt, waiting
     ``base_delay_ms * 2**(attempt - 1)`` capped at ``max_delay_ms`` (or the provider's
@@ -27,7 +25,7 @@ class RetrySettings:
         return int(min(self.base_delay_ms * 2 ** max(0, attempt - 1), self.max_delay_ms))
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ProgressSettings:
     """How often streaming output is committed (model partials, tool output), and how
     often waiting watchers are woken while frames keep coming (see
@@ -52,7 +50,7 @@ class ProgressSettings:
     watch_wake_ms: int = 20
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class CompactionSettings:
     """See :mod:`core.harness.compaction` for what each threshold does."""
 
@@ -62,7 +60,7 @@ class CompactionSettings:
     background_tokens: int = 32_768
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class HarnessSettings:
     retry: RetrySettings = field(default_factory=RetrySettings)
     compaction: CompactionSettings = field(default_factory=CompactionSettings)

@@ -10,12 +10,11 @@ so a refused request leaves nothing behind.
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from pydantic import ValidationError
 
-from core._record import record
 from core.errors import InvalidInput, RequestIdConflict, UnknownRecord
 from core.harness.builtin_documents import INBOX, LIVE
 from core.harness.events import note_event
@@ -66,7 +65,7 @@ class SubmissionOwner(Protocol):
         ...
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Answer:
     """A submission's answer: the assistant entry and its text (empty when the message
     has no text blocks)."""
@@ -75,7 +74,7 @@ class Answer:
     entry: Entry
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Reminder:
     """A reminder set with :meth:`Conversation.remind`: its timer task and due time."""
 
@@ -83,7 +82,7 @@ class Reminder:
     at: int
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Submission:
     """A handle on one submission. ``record``: the submission as the call that returned
     the handle committed or read it (a snapshot: :meth:`status` reads it again)."""

@@ -8,10 +8,9 @@ Raising is allowed: the harness turns it into a ``tool_error`` result.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from core._record import record
 from core.env import ExecutionEnv, OpRef
 from core.errors import PerdureError
 from core.jsonvalue import JsonObject, JsonValue
@@ -45,7 +44,7 @@ DiagnosticCode = Literal[
 ]
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Diagnostic:
     code: str
     message: str
@@ -55,7 +54,7 @@ class Diagnostic:
         return {"code": self.code, "message": self.message, "severity": self.severity}
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ToolResult:
     """``content`` is what the model reads; ``details`` is structured JSON for UIs.
 

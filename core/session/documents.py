@@ -9,11 +9,11 @@ or as a delta of JSON ops between bases, retired explicitly (or with its task).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from core._record import record
 from core.errors import DocumentError
 from core.jsonvalue import JsonValue, json_copy
 from core.records import DocumentHistory, DocumentRecord, DocumentScope
@@ -40,7 +40,7 @@ def _default_checkpoint_when(
     return deltas_since_base >= DEFAULT_DELTAS_PER_BASE
 
 
-@record(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False)
 class DocDefinition(Generic[M]):
     """One document kind. Use :func:`define_doc` to build it.
 

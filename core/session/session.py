@@ -29,10 +29,9 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, cast, overload
 
-from core._record import record
 from core.clock import Clock
 from core.docops import diff, revise
 from core.errors import SessionClosed, SessionPoisoned, StorageRejected
@@ -52,7 +51,6 @@ from core.session.documents import DocDefinition, DocHandle
 from core.session.landing import land_shielded
 from core.session.transaction import TaskLayer, Tx
 from core.session.waiters import WaiterRegistry
-from core.slotted import direct_init
 from core.storage.paging import scan_all
 from core.storage.port import (
     DocumentChange,
@@ -87,8 +85,7 @@ DocAddress = tuple[str, str, int | None, str | None]
 _LIVE_STATUSES: tuple[TaskStatus, ...] = ("pending", "running", "waiting", "completing")
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class DocumentEvent:
     """A document change as committed: ``ops`` is ``None`` for a base (creation, version
     change, or a base decision), otherwise the delta that was stored."""
@@ -101,8 +98,7 @@ class DocumentEvent:
     retired: bool = False
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class CommitEvent:
     """Everything one commit changed, delivered to listeners after storage success."""
 
@@ -192,10 +188,6 @@ class Session:
             ) from self._poison
         if self._sealed:
             raise SessionClosed("the session is closed")
-
-    def seal(self) -> None:
-        """Admit no further commits (commits already on the line still land)."""
-        self._sealed = True
 
     def waiters(self) -> WaiterRegistry[Any, Any]:
         """A new registry of waiting callers, failed by this session if it is poisoned."""
@@ -540,7 +532,7 @@ def _document_writes(handle: DocHandle) -> tuple[list[Write], DocumentEvent | No
         ops = [] if base else diff(handle.original, value)
     else:
         # Admitted and diffed in one walk that copies only what changed; the rest is
-        # shared with the committed value (which nothing mutates).
+        # shared with the committed value (which nothing mutates). Why: docops.revise.
         value, ops = revise(handle.original, handle.value, where)
     if handle.created:
         writes.append(

@@ -14,6 +14,11 @@ The rules a transaction enforces, so every commit is well-formed before storage 
 Which tasks may be created (definitions, child rules) is the task layer's decision
 (``core.tasks.creation``), reached through :class:`TaskLayer`; so are ownership
 queries (``core.tasks.ownership``).
+
+Size: over 600 lines because :class:`Tx` is one class with one job, staging a
+well-formed commit, and the JSON gate of its task records (``_checked_task``, which
+:meth:`Tx.put_task` applies and whose sharing rule depends on what ``put_task`` passes
+as ``before``) belongs beside it rather than in a module of its own.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ from core.jsonvalue import (
 )
 from core.records import (
     ROOT_CONVERSATION_ID,
+    Aborted,
+    Completed,
     Completing,
     ConversationOwner,
     ConversationParent,
@@ -49,15 +56,21 @@ from core.records import (
     DocumentRecord,
     DocumentState,
     Entry,
+    Failed,
+    Faulted,
+    Orphaned,
+    Outcome,
+    Pending,
+    Running,
     SubmissionRecord,
     SubmissionStatus,
     Task,
+    TaskState,
     TaskStatus,
     Terminal,
     Waiting,
 )
 from core.session.documents import DocDefinition, DocHandle
-from core.session.task_payloads import checked_task
 from core.storage.port import Cursor, DocumentCopy, DocumentCreate, Order, Page, Storage
 from core.telemetry import Telemetry
 
@@ -463,7 +476,7 @@ class Tx:
             raise TaskStateError(
                 f"Task {task.id}: conversation, kind, owner and background never change"
             )
-        task = checked_task(task, before)
+        task = _checked_task(task, before)
         self._write()
         self.tasks[task.id] = task
         return task
@@ -479,7 +492,7 @@ class Tx:
             raise TaskStateError(f"Task {task.id} is not a task this commit creates")
         if type(task.state) is not Waiting or task.state.on:
             raise TaskStateError(f"Task {task.id} is created waiting on nothing")
-        task = checked_task(task, state_admitted=True, input_admitted=input_admitted)
+        task = _checked_task(task, state_admitted=True, input_admitted=input_admitted)
         self._write()
         self.tasks[task.id] = task
         return task
@@ -555,3 +568,92 @@ class Tx:
         """Stage a raw document creation (forks use it to copy documents into a child)."""
         self._live()
         self.extra_writes.append(write)
+
+
+# ---------------------------------------------------------------------- the task gate
+
+
+def _checked_task(
+    task: Task,
+    before: Task | None = None,
+    *,
+    state_admitted: bool = False,
+    input_admitted: bool = False,
+) -> Task:
+    """Copy and JSON-check every payload of a task record (input, checkpoint, outcome,
+    memos) as :meth:`Tx.put_task` stages it.
+
+    Payload objects shared with ``before`` (the kernel's own committed or staged record,
+    which no caller can reach) were checked when they were admitted and are reused, as
+    are the state and the input where the caller says it admitted them itself (the task
+    layer's creation: fresh copies nobody else holds). A record whose payloads all are
+    such parts is staged as it is (no copy of the record).
+    """
+    state = task.state
+    where = f"task {task.id}"
+    new_state: TaskState
+    if state_admitted or (before is not None and state is before.state):
+        new_state = state
+    elif isinstance(state, Waiting):
+        on = tuple(state.on)
+        if any(type(t) is not int for t in on):
+            raise TaskStateError(f"{where}: waiting on non-task ids {on!r}")
+        if state.policy not in ("all_settled", "fail_fast"):
+            raise TaskStateError(f"{where}: unknown wait policy {state.policy!r}")
+        if state.until is not None and type(state.until) is not int:
+            raise TaskStateError(f"{where}: until must be epoch milliseconds (int)")
+        new_state = Waiting(_checkpoint(state.checkpoint, where), on, state.policy, state.until)
+    elif isinstance(state, Pending | Running):
+        checkpoint = state.checkpoint
+        if before is None or checkpoint is not before.checkpoint:
+            new_state = type(state)(_checkpoint(checkpoint, where))
+        elif type(state) is Pending or type(state) is Running:
+            # The state object holds nothing but the admitted checkpoint: kept as it is
+            # (a reservation stages one per task it starts).
+            new_state = state
+        else:
+            new_state = type(state)(checkpoint)
+    elif isinstance(state, Completing | Terminal):
+        new_state = type(state)(_outcome(state.outcome, where))
+    else:
+        raise TaskStateError(f"{where}: unknown state {state!r}")
+    memos = task.memos
+    if isinstance(new_state, Completing | Terminal):
+        memos = {}  # settled records drop their memos
+    elif before is not None and memos is before.memos:
+        pass  # admitted with the record before
+    elif type(memos) is dict and not memos:
+        memos = {}  # nothing to check (the caller's dict stays the caller's)
+    else:
+        memos = cast("dict[str, JsonValue]", json_copy(memos, f"{where} memos"))
+    value = task.input
+    if not input_admitted and (before is None or value is not before.input):
+        value = json_copy(value, f"{where} input")
+    if new_state is state and memos is task.memos and value is task.input:
+        return task  # every payload is an admitted one: the record itself is staged
+    return task.evolve(input=value, state=new_state, memos=memos)
+
+
+def _checkpoint(checkpoint: object, where: str) -> JsonObject:
+    value = json_copy(checkpoint, f"{where} checkpoint")
+    if type(value) is not dict or type(value.get("phase")) is not str:
+        raise TaskStateError(f"{where}: a checkpoint is an object with a string 'phase'")
+    return value
+
+
+def _outcome(outcome: Outcome, where: str) -> Outcome:
+    w = f"{where} outcome"
+    if isinstance(outcome, Completed):
+        return Completed(json_copy(outcome.result, w))
+    if isinstance(outcome, Failed):
+        return Failed(
+            replace(outcome.error, detail=json_copy(outcome.error.detail, w)),
+            json_copy(outcome.result, w),
+        )
+    if isinstance(outcome, Aborted):
+        return Aborted(outcome.reason, json_copy(outcome.result, w))
+    if isinstance(outcome, Faulted):
+        return Faulted(replace(outcome.error, detail=json_copy(outcome.error.detail, w)))
+    if isinstance(outcome, Orphaned):
+        return outcome
+    raise TaskStateError(f"{where}: unknown outcome {outcome!r}")

@@ -10,10 +10,9 @@ rejection a guarantee of no effect.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from core._record import record
 from core.errors import StorageRejected
 from core.jsonvalue import JsonValue, dumps
 from core.records import (
@@ -77,7 +76,7 @@ class BatchView(Protocol):
         ...
 
 
-@record(slots=True)
+@dataclass(slots=True)
 class Revision:
     """One document revision row as a commit writes it."""
 
@@ -89,7 +88,7 @@ class Revision:
     """JSON text: the value for a base, the op list for a delta."""
 
 
-@record(slots=True)
+@dataclass(slots=True)
 class CommitPlan:
     """What a batch of writes amounts to, checked and serialized, ready for an adapter to
     apply in one transaction."""

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from core._record import record
 from core.errors import StorageClosed, StorageRejected
 from core.jsonvalue import JsonObject, loads
 from core.records import (
@@ -42,7 +41,7 @@ __all__ = ["MemoryState", "MemoryStorage"]
 T = TypeVar("T")
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class _TaskIndex:
     conversation_id: int
     kind: str
@@ -51,7 +50,7 @@ class _TaskIndex:
     background: bool
 
 
-@record
+@dataclass
 class MemoryState:
     """Everything a MemoryStorage holds; survives close so it can be opened again."""
 

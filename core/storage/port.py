@@ -33,9 +33,9 @@ checks each point):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Generic, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
-from core._record import record
 from core.jsonvalue import JsonObject, JsonValue
 from core.records import (
     ConversationRecord,
@@ -49,7 +49,6 @@ from core.records import (
     Task,
     TaskStatus,
 )
-from core.slotted import direct_init
 
 __all__ = [
     "Cursor",
@@ -69,7 +68,7 @@ Order: TypeAlias = Literal["asc", "desc"]
 Cursor: TypeAlias = JsonObject
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Page(Generic[T]):
     """One page of a scan: its records and the cursor of the next page (``None``: last)."""
 
@@ -80,8 +79,7 @@ class Page(Generic[T]):
 # --------------------------------------------------------------------------- document writes
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class DocumentCreate:
     """Create an incarnation at an address that has no current one; its first revision is
     a base holding ``value`` at ``version``."""
@@ -96,7 +94,7 @@ class DocumentCreate:
     value: JsonValue
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class DocumentCopy:
     """Create an incarnation whose first base is the stored value and version of document
     ``source_id`` at seq ``at`` (``None``: the current value before this batch).
@@ -115,8 +113,7 @@ class DocumentCopy:
     at: int | None
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class DocumentChange:
     """Add a revision: a delta (``ops``, same version as the current one) or, when
     ``ops`` is ``None``, a base holding ``value`` (required for a version change)."""
@@ -126,13 +123,8 @@ class DocumentChange:
     ops: list[JsonValue] | None = None
     value: JsonValue = None
 
-    @property
-    def is_base(self) -> bool:
-        """Whether the revision is a base (a whole value) rather than a delta."""
-        return self.ops is None
 
-
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class DocumentRetire:
     """End the current incarnation. Applied after every content write of the batch."""
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
-from core._record import record
 from core.docops import InvalidOp, apply_ops
 from core.errors import StorageCorrupt, StorageRejected, UnknownRecord
 from core.jsonvalue import JsonValue, loads
@@ -37,7 +37,7 @@ def fork_chain(
     return chain
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class StoredRevision:
     seq: int
     base: bool

@@ -8,7 +8,8 @@ order) is refused instead of silently skipping records.
 
 from __future__ import annotations
 
-from core._record import record
+from dataclasses import dataclass
+
 from core.errors import InvalidCursor
 from core.jsonvalue import JsonObject, JsonValue, json_equal
 from core.records import MAX_ID
@@ -19,7 +20,7 @@ __all__ = ["MAX_LIMIT", "ScanPosition", "min_cap", "next_cursor", "start_scan"]
 MAX_LIMIT = 10_000
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ScanPosition:
     order: Order
     limit: int

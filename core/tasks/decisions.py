@@ -12,10 +12,9 @@ can be finalized, when to wake, what a step does next. The scheduler
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Literal
 
-from core._record import record
 from core.jsonvalue import JsonObject, JsonValue, json_equal
 from core.records import (
     Completed,
@@ -28,7 +27,6 @@ from core.records import (
     Terminal,
     Waiting,
 )
-from core.slotted import direct_init
 from core.tasks.definition import TaskDefinition
 
 __all__ = [
@@ -70,8 +68,7 @@ Owners = Callable[[Task], Iterable[Task]]
 :func:`core.tasks.ownership.owners`), bound to the records a decision looks at."""
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Resolution:
     """How a task's record meets its kind's current definition: ``definition`` runs
     it (with ``migrated`` input and checkpoint, when a migration ran), or ``blocked``
@@ -82,7 +79,7 @@ class Resolution:
     migrated: tuple[JsonValue, JsonObject] | None = None
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class TaskView:
     """A live task as :meth:`Scheduler.inspect` derives it, without running task code.
 
@@ -98,7 +95,7 @@ class TaskView:
     until: int | None = None
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Inspection:
     scheduling: Literal["paused", "running", "closing"]
     tasks: list[TaskView] = field(default_factory=list)
@@ -331,8 +328,7 @@ def startable(
 # ---------------------------------------------------------------------- a step
 
 
-@direct_init
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Step:
     """What an invocation does before its next phase.
 

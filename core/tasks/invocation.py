@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
-from core._record import record
 from core.errors import SessionClosed
 from core.records import Aborted, Completing, ErrorInfo, Faulted, Outcome, Pending, Task
 from core.session.session import ensure_outside_commit
@@ -58,7 +58,7 @@ class Driver(Runner, Protocol):
         ...
 
 
-@record(slots=True)
+@dataclass(slots=True)
 class Invocation:
     task_id: int
     mode: Mode

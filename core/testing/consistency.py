@@ -29,9 +29,8 @@ reports a submission settled twice or rewritten after it settled.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 
-from core._record import record
 from core.harness.builtin_documents import INBOX, LIVE
 from core.harness.messages import AssistantMessage, message_from_json
 from core.harness.runs import GENERATION, TOOL
@@ -55,7 +54,7 @@ _TABLES = {
 }
 
 
-@record
+@dataclass
 class StoredWorld:
     """Everything committed in one storage, read back through the port."""
 

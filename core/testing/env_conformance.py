@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import TypeVar
 
-from core._record import record
 from core.env import (
     CommandTimeout,
     EditNotFound,
@@ -45,7 +45,7 @@ EnvFactory = Callable[[], AbstractAsyncContextManager[ExecutionEnv]]
 _E = TypeVar("_E", bound=EnvError)
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Case:
     """One named conformance check; ``run(factory)`` raises ``AssertionError`` on failure."""
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from core._record import record
 from core.errors import SessionPoisoned, StorageCorrupt, StorageRejected
 from core.faux.model import _yield
 from core.jsonvalue import JsonObject, dumps, loads
@@ -44,7 +43,7 @@ OpenStorage = Callable[[CommitGate | None], Awaitable[TwoPhaseStorage]]
 runner closes what it opened after the case."""
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class TwoPhaseCase:
     name: str
     run: Callable[[OpenStorage], Awaitable[None]]

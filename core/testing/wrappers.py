@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from core._record import record
 from core.errors import StorageClosed, StorageError, StorageRejected
 from core.records import (
     ConversationRecord,
@@ -146,7 +146,7 @@ class StorageCrashed(StorageError):
     """Raised by every call of a :class:`FaultyStorage` after :meth:`FaultyStorage.crash`."""
 
 
-@record
+@dataclass
 class CommitFault:
     """Fail the ``nth`` commit (1-based, counted by this wrapper) or the commits ``match``
     selects.

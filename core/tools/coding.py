@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
-from core._record import record
 from core.env import (
     CommandCancelled,
     CommandTimeout,
@@ -181,7 +180,7 @@ class BashArgs(_Args):
 # --------------------------------------------------------------------------- output
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ToolOutput:
     """What a tool returns: ``text`` for the model, ``details`` for the harness and UIs."""
 

@@ -192,14 +192,23 @@ def _keep_tail(sink: GrepSink, cursor: _Cursor, first: int, block: bytes, lines:
 
 
 def scan_file(
-    fd: int, display: str, pattern: LinePattern, budget: SearchBudget, sink: GrepSink
+    fd: int,
+    display: str,
+    pattern: LinePattern,
+    budget: SearchBudget,
+    sink: GrepSink,
+    *,
+    named: bool = False,
 ) -> None:
     """Search the open regular file ``fd`` (closed by the caller) and report into ``sink``.
 
-    A file whose first 8 KiB hold a NUL byte is binary and skipped, as ripgrep does.
+    Met in a directory, a file whose first 8 KiB hold a NUL byte is binary and skipped, as
+    ripgrep does. A file the caller ``named`` is searched whatever it holds (ripgrep too
+    searches a file it is given): asked for one file, the answer is about that file, and a
+    huge one ends at the scan cap with ``stopped_by`` saying so.
     """
     first = _read(fd, _BINARY_PROBE, budget)
-    if b"\x00" in first:
+    if not named and b"\x00" in first:
         return
     cursor = _Cursor(display=display, before=deque(maxlen=sink.context))
     number = 1  # the number of the block's first line

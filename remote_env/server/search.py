@@ -108,7 +108,7 @@ def grep_files(
         if not stat.S_ISDIR(mode):
             if not stat.S_ISREG(mode):
                 raise ToolFailure("invalid", f"not a regular file: {args.path}", path=args.path)
-            scan_file(probe, args.path, pattern, budget, sink)
+            scan_file(probe, args.path, pattern, budget, sink, named=True)
             return _grep_output(sink, budget)
     finally:
         os.close(probe)

@@ -18,9 +18,12 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
+from runtimes.actor.cors import parse_origins
+
 __all__ = [
     "API_TOKEN",
     "BUCKET",
+    "CORS_ORIGINS",
     "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_MAX_TOKENS",
     "FUNCTION_ARN",
@@ -36,6 +39,7 @@ __all__ = [
     "SETTINGS",
     "SETTINGS_FACTORY",
     "TABLE",
+    "TOKEN_KEYS",
     "WORKDIR",
     "FunctionConfig",
     "Misconfigured",
@@ -83,6 +87,8 @@ MODEL_CONTEXT_WINDOW = Setting("PERDURE_MODEL_CONTEXT_WINDOW", parameter="ModelC
 MODEL_MAX_TOKENS = Setting("PERDURE_MODEL_MAX_TOKENS", parameter="ModelMaxTokens")
 SANDBOX_URL = Setting("PERDURE_SANDBOX_URL", parameter="SandboxUrl")
 SANDBOX_SECRET = Setting("PERDURE_SANDBOX_SECRET_ARN", parameter="SandboxSecretArn")
+TOKEN_KEYS = Setting("PERDURE_TOKEN_KEYS_ARN", parameter="TokenKeysArn")  # optional
+CORS_ORIGINS = Setting("PERDURE_CORS_ORIGINS", parameter="CorsOrigins")  # optional
 WORKDIR = Setting("PERDURE_WORKDIR")  # not in the template: /tmp/perdure unless set
 
 SETTINGS = (
@@ -100,6 +106,8 @@ SETTINGS = (
     MODEL_MAX_TOKENS,
     SANDBOX_URL,
     SANDBOX_SECRET,
+    TOKEN_KEYS,
+    CORS_ORIGINS,
 )
 """Every variable the template sets (a test checks the template sets exactly these)."""
 
@@ -159,6 +167,10 @@ class FunctionConfig:
     workdir: Path
     model: ModelConfig | None = None
     sandbox: SandboxConfig | None = None
+    token_keys: SecretRef | None = None
+    """Scoped tokens' signing keys (comma-separated, newest first); ``None``: one key
+    derived from the API token (:mod:`runtimes.actor.tokens`)."""
+    cors_origins: tuple[str, ...] = ()
 
 
 def read_config(environ: Mapping[str, str], *, need_model: bool = True) -> FunctionConfig:
@@ -182,6 +194,12 @@ def read_config(environ: Mapping[str, str], *, need_model: bool = True) -> Funct
     token = _secret(environ, API_TOKEN, problems, required=True)
     model = _model(environ, problems) if need_model else None
     sandbox = _sandbox(environ, problems)
+    token_keys = _secret(environ, TOKEN_KEYS, problems, required=False)
+    try:
+        origins = parse_origins(_read(environ, CORS_ORIGINS))
+    except ValueError as error:
+        problems.append(f"{CORS_ORIGINS.describe()}: {error}")
+        origins = ()
     if problems:
         raise Misconfigured(problems)
     assert token is not None
@@ -195,6 +213,8 @@ def read_config(environ: Mapping[str, str], *, need_model: bool = True) -> Funct
         workdir=Path(_read(environ, WORKDIR) or "/tmp/perdure"),
         model=model,
         sandbox=sandbox,
+        token_keys=token_keys,
+        cors_origins=origins,
     )
 
 

@@ -21,14 +21,15 @@ from typing import Any
 
 from remote_env.auth import MIN_SECRET_BYTES
 from runtimes.actor.api import ApiConfig
+from runtimes.actor.clock import SystemClock
 from runtimes.actor.config import ActorConfig
+from runtimes.actor.tokens import parse_keys
 from runtimes.aws.agent import default_actor_config
 from runtimes.aws.alarms import WakeSchedule
-from runtimes.aws.config import API_TOKEN, SANDBOX_SECRET, Misconfigured, read_config
+from runtimes.aws.config import API_TOKEN, SANDBOX_SECRET, TOKEN_KEYS, Misconfigured, read_config
 from runtimes.aws.handler import FunctionSettings
 from runtimes.aws.resources import AwsResources
 from runtimes.aws.secrets import SecretReader
-from runtimes.local.clock import SystemClock
 
 __all__ = ["settings", "settings_from_environment"]
 
@@ -92,10 +93,16 @@ def settings_from_environment(
         config.scheduler_role_arn,
         clock.now,
     )
+    keys: tuple[str, ...] = ()
+    if config.token_keys is not None:
+        try:
+            keys = parse_keys(reader.read(config.token_keys))
+        except ValueError as error:  # the message names no key
+            raise Misconfigured([f"{TOKEN_KEYS.describe()}: {error}"]) from None
     return FunctionSettings(
         resources=resources,
         actor=actor,
-        api=ApiConfig(token),
+        api=ApiConfig(token, signing_keys=keys, cors_origins=config.cors_origins),
         workdir=config.workdir,
         alarms=alarms,
         clock=clock,

@@ -65,6 +65,7 @@ from core.jsonvalue import loads_unique
 from runtimes.actor.api import ApiConfig, create_app
 from runtimes.actor.api.app import rebind_app
 from runtimes.actor.api.errors import error_body
+from runtimes.actor.clock import SystemClock
 from runtimes.actor.config import ActorConfig
 from runtimes.actor.errors import ActorLocked, InvalidActorId
 from runtimes.actor.ids import check_actor_id
@@ -76,7 +77,6 @@ from runtimes.aws.lease import DEFAULT_LEASE_MS
 from runtimes.aws.mailbox import Mailbox, mailed_accepted, mailed_state
 from runtimes.aws.pending import PendingWakes, arm_durably
 from runtimes.aws.resources import AwsResources
-from runtimes.local.clock import SystemClock
 
 __all__ = [
     "DEFAULT_FACTORY",

@@ -23,12 +23,12 @@ from typing import Literal
 
 from core.errors import StorageCorrupt
 from core.storage.sqlite import SqliteStorage
+from runtimes.actor.sqlite import Sqlite3Database, Synchronous
 from runtimes.aws.gate import DEFAULT_SNAPSHOT_EVERY, DynamoCommitGate
 from runtimes.aws.lease import DEFAULT_LEASE_MS, Lease, LeaseGrant
 from runtimes.aws.log import read_log
 from runtimes.aws.resources import AwsResources
 from runtimes.aws.snapshots import download_snapshot, take_snapshot
-from runtimes.local.sqlite import Sqlite3Database, Synchronous
 
 __all__ = ["ActorReplica", "Origin", "discard_working_copy", "open_actor_replica"]
 

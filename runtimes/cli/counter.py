@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from core import Engine
 from core.records import Task, Terminal
 from core.tasks import TaskRegistry, TaskRuntime, define_task
-from runtimes.local.clock import SystemClock
+from runtimes.actor.clock import SystemClock
 from runtimes.local.sqlite import open_sqlite_storage
 
 __all__ = ["TICKER", "run_counter"]

@@ -125,6 +125,9 @@ class DevOptions:
     log_format: LogFormat = "text"
     sandbox_wait_s: float = 15.0
     """How long start-up waits for a sandbox server that is just starting."""
+    signing_keys: tuple[str, ...] = field(default=(), repr=False)
+    """Scoped tokens' signing keys, newest first (none: derived from the API token)."""
+    cors_origins: tuple[str, ...] = ()
 
 
 def run_dev(options: DevOptions, say: Callable[[str], None] = print) -> None:
@@ -188,7 +191,8 @@ def _serve(options: DevOptions, sock: socket.socket, say: Callable[[str], None])
             idle_evict_s=options.idle_evict_s,
         )
     )
-    server = make_server(host, ApiConfig(token), on_shutdown=choice.on_shutdown, log_requests=True)
+    api = ApiConfig(token, signing_keys=options.signing_keys, cors_origins=options.cors_origins)
+    server = make_server(host, api, on_shutdown=choice.on_shutdown, log_requests=True)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     say(f"perdure dev: {choice.note}")
     if env is None:

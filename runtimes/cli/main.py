@@ -58,11 +58,15 @@ def _perdure(
 
 
 def _mount_sandbox_commands() -> None:
-    # The sandbox server's own CLI (``sandbox``, ``token``) under the perdure command.
+    # The sandbox server's own CLI (``sandbox``) under the perdure command; its ``token``
+    # is one half of perdure's (runtimes/cli/tokens.py: API tokens and workspace tokens).
     from remote_env.cli import app as sandbox_cli
+    from runtimes.cli.tokens import token
 
     for command in sandbox_cli.registered_commands:
-        app.registered_commands.append(command)
+        if command.name != "token" and getattr(command.callback, "__name__", "") != "token":
+            app.registered_commands.append(command)
+    app.command("token")(token)
 
 
 _mount_sandbox_commands()
@@ -150,6 +154,14 @@ def dev(
     log_format: Annotated[
         str, typer.Option(help="log lines on stderr: text (readable) or json")
     ] = "text",
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            envvar="PERDURE_CORS_ORIGINS",
+            help="a browser origin allowed to call the API (CORS), e.g. "
+            "http://localhost:5173; repeat for more (default: none)",
+        ),
+    ] = None,
 ) -> None:
     """Run the actor HTTP API on 127.0.0.1 for development (Ctrl-C stops it cleanly).
 
@@ -163,6 +175,17 @@ def dev(
         _fail("--sandbox and --sandbox-secret go together: pass both, or neither")
     if log_format not in ("text", "json"):
         _fail(f"--log-format {log_format}: use text or json")
+    from runtimes.actor.cors import parse_origins
+    from runtimes.actor.tokens import parse_keys
+
+    try:
+        origins = parse_origins(" ".join(cors_origin or ()))
+    except ValueError as error:
+        _fail(f"--cors-origin: {error}")
+    try:  # a secret: from the environment only, never the command line
+        keys = parse_keys(os.environ.get("PERDURE_TOKEN_KEYS"))
+    except ValueError as error:
+        _fail(f"PERDURE_TOKEN_KEYS: {error}")
     options = DevOptions(
         data_dir=data,
         port=port,
@@ -175,6 +198,8 @@ def dev(
         sandbox_secret_file=sandbox_secret,
         sandbox_wait_s=sandbox_wait,
         log_format="json" if log_format == "json" else "text",
+        signing_keys=keys,
+        cors_origins=origins,
     )
     try:
         run_dev(options, say=typer.echo)

@@ -6,12 +6,15 @@ The checks and their order mirror the local API's middleware and errors
 (docs/design.md § The HTTP API), so a client sees the same refusals on every host:
 
 1. only ``/v1/`` exists (``404 no_route`` elsewhere);
-2. bearer auth: ``401 unauthorized`` (``WWW-Authenticate: Bearer``), constant-time;
+2. bearer auth: ``401 unauthorized`` (``WWW-Authenticate: Bearer``), constant-time: the
+   host's API token, or a scoped token signed by ``keys`` (expired, forged: ``401``);
 3. body size: ``413 body_too_large`` by the declared ``Content-Length`` or the body read;
 4. routing: ``/v1/actors/{actor}/…`` with a known method and path, else ``404 no_route``
    or ``405 method_not_allowed``; the actor id must match ``[A-Za-z0-9_-]{1,64}``
    (``400 invalid_actor``); it is what ``idFromName`` gets;
-5. the body of a ``POST``/``PUT``/``PATCH``, once read: empty where the route needs one
+5. a scoped token's scope (:class:`~runtimes.actor.scopes.RouteRights`, the app's own
+   check): ``403 forbidden`` for another actor, a right it lacks or another conversation;
+6. the body of a ``POST``/``PUT``/``PATCH``, once read: empty where the route needs one
    (``422 invalid``); sent as JSON (``Content-Type`` ``application/json`` or
    ``…+json``), it must parse (``400 malformed_json``) and name no key twice in one
    object (``422 invalid``, naming the key: :func:`~core.jsonvalue.loads_unique`, the
@@ -37,6 +40,8 @@ from core.errors import InvalidJson
 from core.jsonvalue import loads_unique
 from runtimes.actor.errors import InvalidActorId
 from runtimes.actor.ids import ACTOR_ID_PATTERN, check_actor_id
+from runtimes.actor.scopes import RouteRights
+from runtimes.actor.tokens import Scope, SigningKeys, TokenRefused, looks_scoped
 
 __all__ = [
     "ACTOR_PREFIX",
@@ -51,6 +56,7 @@ __all__ = [
 ACTOR_PREFIX = "/v1/actors/{actor}"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(:path)?\}")
+_RIGHTS = RouteRights()
 
 
 @dataclass(frozen=True)
@@ -141,11 +147,13 @@ def _is_json(content_type: str) -> bool:
 
 @dataclass(frozen=True)
 class FrontDoor:
-    """The decision for one request; ``token`` is the API bearer token (a secret)."""
+    """The decision for one request; ``token`` is the API bearer token (a secret),
+    ``keys`` verify scoped tokens (none: only the API token is accepted)."""
 
     token: str = field(repr=False)  # a secret: kept out of reprs, logs and tracebacks
     routes: RouteTable
     max_body_bytes: int = 1024 * 1024
+    keys: SigningKeys | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.token, str) or len(self.token) < 16:
@@ -165,9 +173,9 @@ class FrontDoor:
         method = method.upper()
         if not (path == "/v1" or path.startswith("/v1/")):
             return Refusal(404, "no_route", f"no route for {path}")
-        refused = self._auth(headers.get("authorization", ""))
-        if refused is not None:
-            return refused
+        granted = self._auth(headers.get("authorization", ""))
+        if isinstance(granted, Refusal):
+            return granted
         refused = self._size(headers.get("content-length"), body)
         if refused is not None:
             return refused
@@ -190,6 +198,13 @@ class FrontDoor:
                 f"{method} is not allowed here",
                 (("allow", ", ".join(sorted(allowed))),),
             )
+        if granted is not None:
+            # Before the body is read, all but its part (one conversation's submission)
+            # is decided; the Worker asks again with the body before addressing the object.
+            unread = body is None and method in BODY_METHODS
+            denied = _RIGHTS.check(granted, method, unquote(path), body, body_unread=unread)
+            if denied is not None:
+                return Refusal(denied.status, denied.code, denied.message)
         if method in BODY_METHODS and body is not None:
             refused = self._body(method, unquote(slash + rest), headers, body)
             if refused is not None:
@@ -215,11 +230,18 @@ class FrontDoor:
             return Refusal(400, "malformed_json", "the request body is not valid JSON")
         return None
 
-    def _auth(self, header: str) -> Refusal | None:
+    def _auth(self, header: str) -> Refusal | Scope | None:
+        """``None`` for the API token, the scope of a valid scoped token, or a refusal."""
         scheme, _, token = header.partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(
-            token.strip().encode(), self.token.encode()
-        ):
+        token = token.strip()
+        if scheme.lower() == "bearer" and self.keys is not None and looks_scoped(token):
+            try:
+                return self.keys.verify(token)
+            except TokenRefused as refused:
+                expired = refused.reason == "expired"
+                message = "the token has expired" if expired else "invalid bearer token"
+                return Refusal(401, "unauthorized", message, (("www-authenticate", "Bearer"),))
+        if scheme.lower() == "bearer" and hmac.compare_digest(token.encode(), self.token.encode()):
             return None
         message = "missing bearer token" if not header else "invalid bearer token"
         return Refusal(401, "unauthorized", message, (("www-authenticate", "Bearer"),))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "API_TOKEN_SECRET",
+    "CORS_ORIGINS_VAR",
     "DURABLE_OBJECT_BINDING",
     "DURABLE_OBJECT_CLASS",
     "ENTRY_CLASS",
@@ -21,6 +22,7 @@ __all__ = [
     "SANDBOX_SECRET",
     "SANDBOX_URL_VAR",
     "SECRETS",
+    "TOKEN_KEYS_SECRET",
     "VARS",
 ]
 
@@ -29,6 +31,8 @@ DURABLE_OBJECT_BINDING = "ACTORS"
 ENTRY_CLASS = "Default"
 API_TOKEN_SECRET = "PERDURE_API_TOKEN"  # the bearer token clients send (a secret)
 MAX_BODY_BYTES_VAR = "PERDURE_MAX_BODY_BYTES"  # optional; 1 MiB when unset
+TOKEN_KEYS_SECRET = "PERDURE_TOKEN_KEYS"  # optional: scoped tokens' keys, newest first
+CORS_ORIGINS_VAR = "PERDURE_CORS_ORIGINS"  # optional: the browser origins allowed (CORS)
 
 # The model (OpenAI-compatible chat completions over the runtime's fetch).
 MODEL_VAR = "PERDURE_MODEL"  # required: the model name agents use and the server gets
@@ -42,10 +46,11 @@ SANDBOX_SECRET = "PERDURE_SANDBOX_SECRET"  # the server's token secret (a secret
 
 VARS = (
     MAX_BODY_BYTES_VAR,
+    CORS_ORIGINS_VAR,
     MODEL_VAR,
     MODEL_BASE_URL_VAR,
     MODEL_CONTEXT_WINDOW_VAR,
     MODEL_MAX_TOKENS_VAR,
     SANDBOX_URL_VAR,
 )
-SECRETS = (API_TOKEN_SECRET, MODEL_API_KEY_SECRET, SANDBOX_SECRET)
+SECRETS = (API_TOKEN_SECRET, MODEL_API_KEY_SECRET, SANDBOX_SECRET, TOKEN_KEYS_SECRET)

@@ -25,6 +25,8 @@ from urllib.parse import urlsplit
 
 from remote_env.auth import MIN_SECRET_BYTES
 from runtimes.actor import ActorConfig
+from runtimes.actor.cors import parse_origins
+from runtimes.actor.tokens import parse_keys
 from runtimes.cloudflare import names
 
 if TYPE_CHECKING:
@@ -86,6 +88,8 @@ class WorkerSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     model: ModelSettings | None = None
     sandbox: SandboxSettings | None = None
+    token_keys: tuple[str, ...] = field(default=(), repr=False)
+    cors_origins: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: Any, *, need_model: bool = True) -> WorkerSettings:
@@ -107,10 +111,12 @@ class WorkerSettings:
         max_body = _integer(env, names.MAX_BODY_BYTES_VAR, DEFAULT_MAX_BODY_BYTES, 0, problems)
         model = _model(env, problems) if need_model else None
         sandbox = _sandbox(env, problems)
+        keys = _parsed(env, names.TOKEN_KEYS_SECRET, "secret", parse_keys, problems)
+        origins = _parsed(env, names.CORS_ORIGINS_VAR, "var", parse_origins, problems)
         if problems:
             raise MisconfiguredWorker(problems)
         assert token is not None
-        return cls(token, max_body, model, sandbox)
+        return cls(token, max_body, model, sandbox, keys, origins)
 
 
 def _read(env: Any, name: str) -> str | None:
@@ -124,6 +130,21 @@ def _read(env: Any, name: str) -> str | None:
     text = str(value).strip()
     # Pyodide's JsNull / undefined stringify as these; a real value never equals them.
     return None if text in ("", "null", "undefined") else text
+
+
+def _parsed(
+    env: Any,
+    name: str,
+    kind: str,
+    parse: Callable[[str | None], tuple[str, ...]],
+    problems: list[str],
+) -> tuple[str, ...]:
+    try:
+        return parse(_read(env, name))
+    except ValueError as error:
+        # The parsers' messages name no secret value (a key is never quoted).
+        problems.append(f"{kind} {name}: {error}")
+        return ()
 
 
 def _integer(env: Any, name: str, default: int, minimum: int, problems: list[str]) -> int:

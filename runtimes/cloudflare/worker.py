@@ -1,9 +1,11 @@
 """The Python Worker's entry classes (imports the Workers SDK: Pyodide only).
 
 * :class:`Default` — the ``WorkerEntrypoint`` front door: every request is decided by
-  :class:`~.front_door.FrontDoor` (auth, body size, actor id, route, JSON) before any
+  :class:`~.front_door.FrontDoor` (auth, a scoped token's scope, body size, actor id,
+  route, JSON; CORS preflights by :class:`~runtimes.actor.cors.CorsPolicy`) before any
   Durable Object is addressed; admitted requests go to ``ACTORS.getByName(actor)``,
-  i.e. the object ``idFromName(actor)``. Nothing else happens there.
+  i.e. the object ``idFromName(actor)``. The one route it answers itself is
+  ``POST /v1/tokens`` (:mod:`~.minting`), which touches no actor.
 * :class:`PerdureActor` — the Durable Object: a :class:`~.actor.DurableActor` host over
   ``ctx.storage`` (one actor: this object's), started once per isolate inside
   ``blockConcurrencyWhile``. ``fetch`` serves the actor API app (``create_app``) through
@@ -32,6 +34,7 @@ memory snapshot (``infra/cloudflare/src/entry.py``).
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from typing import Any, ClassVar
@@ -42,9 +45,12 @@ from workers import DurableObject, Response, WorkerEntrypoint  # type: ignore[im
 from core.errors import UnknownRecord
 from runtimes.actor import ActorConfig, UnknownActor
 from runtimes.actor.clock import SystemClock
+from runtimes.actor.cors import CorsPolicy
+from runtimes.actor.tokens import SigningKeys
 from runtimes.cloudflare.actor import DurableActor
 from runtimes.cloudflare.alarm import AlarmReport
 from runtimes.cloudflare.front_door import FrontDoor, Refusal, RouteTable, admit_request
+from runtimes.cloudflare.minting import TOKENS_PATH, mint_at_door
 from runtimes.cloudflare.names import DURABLE_OBJECT_BINDING
 from runtimes.cloudflare.settings import (
     MisconfiguredWorker,
@@ -149,9 +155,15 @@ def _misconfigured(error: MisconfiguredWorker) -> Refusal:
     return Refusal(503, "misconfigured", message)
 
 
-def _json_response(refusal: Refusal) -> Any:
-    headers = {"content-type": "application/json", **dict(refusal.headers)}
+def _json_response(refusal: Refusal, extra: tuple[tuple[str, str], ...] = ()) -> Any:
+    headers = {"content-type": "application/json", **dict(refusal.headers), **dict(extra)}
     return Response(refusal.body_bytes(), status=refusal.status, headers=headers)
+
+
+def _door(settings: WorkerSettings, max_body_bytes: int | None = None) -> FrontDoor:
+    keys = SigningKeys.for_host(settings.api_token, settings.token_keys)
+    size = settings.max_body_bytes if max_body_bytes is None else max_body_bytes
+    return FrontDoor(settings.api_token, _Deployment.routes or api_routes(), size, keys=keys)
 
 
 def _js(request: Any) -> Any:
@@ -169,10 +181,15 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
             settings = _settings(self.env)
         except MisconfiguredWorker as error:
             return _json_response(_misconfigured(error))
-        door = FrontDoor(
-            settings.api_token, _Deployment.routes or api_routes(), settings.max_body_bytes
-        )
+        cors = CorsPolicy(settings.cors_origins)
+        if cors.origins and cors.is_preflight(method, headers):
+            # Answered here: a preflight carries no token, and no object needs to wake.
+            status, allowed = cors.preflight(headers)
+            return Response("", status=status, headers=dict(allowed))
+        door = _door(settings)
         path = urlsplit(str(js_request.url)).path
+        if path == TOKENS_PATH:  # touches no actor: answered here
+            return await self._mint(js_request, method, headers, settings, cors)
 
         async def read_body() -> bytes:
             # Read a clone: the original, unread, goes on to the Durable Object.
@@ -181,9 +198,30 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
 
         decision = await admit_request(door, method, path, headers, read_body)
         if isinstance(decision, Refusal):
-            return _json_response(decision)
+            return _json_response(decision, cors.response_headers(headers))
         stub = getattr(self.env, DURABLE_OBJECT_BINDING).getByName(decision.actor)
         return await stub.fetch(js_request)
+
+    async def _mint(
+        self,
+        js_request: Any,
+        method: str,
+        headers: dict[str, str],
+        settings: WorkerSettings,
+        cors: CorsPolicy,
+    ) -> Any:
+        keys = SigningKeys.for_host(settings.api_token, settings.token_keys)
+        limit = settings.max_body_bytes
+        answer = mint_at_door(settings.api_token, keys, method, headers, None, limit)
+        if answer is None:  # admitted so far: read the body and decide
+            body = bytes((await js_request.clone().arrayBuffer()).to_bytes())
+            answer = mint_at_door(settings.api_token, keys, method, headers, body, limit)
+        assert answer is not None  # with the body, it is always decided
+        if isinstance(answer, Refusal):
+            return _json_response(answer, cors.response_headers(headers))
+        status, minted = answer
+        extra = {"content-type": "application/json", **dict(cors.response_headers(headers))}
+        return Response(json.dumps(minted), status=status, headers=extra)
 
 
 class PerdureActor(DurableObject):  # type: ignore[misc]
@@ -224,7 +262,12 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
             # or a hibernated socket's message never builds it (module docstring).
             from runtimes.actor.api import ApiConfig, create_app
 
-            api = ApiConfig(self.settings.api_token, max_body_bytes=self.settings.max_body_bytes)
+            api = ApiConfig(
+                self.settings.api_token,
+                max_body_bytes=self.settings.max_body_bytes,
+                signing_keys=self.settings.token_keys,
+                cors_origins=self.settings.cors_origins,
+            )
             self._app = without_lifespan(create_app(self.host, api))
         return self._app
 
@@ -250,8 +293,8 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
 
         headers = {str(k).lower(): str(v) for k, v in js_request.headers.entries()}
         path = urlsplit(str(js_request.url)).path
-        door = FrontDoor(self.settings.api_token, _Deployment.routes or api_routes())
-        decision = door.admit("GET", path, headers)  # the app's auth, re-checked here
+        door = _door(self.settings, 1024 * 1024)
+        decision = door.admit("GET", path, headers)  # the app's auth and scope, re-checked
         if isinstance(decision, Refusal):
             return _json_response(decision)
         match = _WATCH.fullmatch(unquote(path))

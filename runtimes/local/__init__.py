@@ -1,8 +1,9 @@
 """The local host: SQLite files on this machine, one asyncio process."""
 
-from runtimes.local.clock import SystemClock
+from runtimes.actor.clock import SystemClock
+from runtimes.actor.sqlite import Sqlite3Database
 from runtimes.local.collector import ServingCollector
-from runtimes.local.sqlite import AioSqliteDatabase, Sqlite3Database, open_sqlite_storage
+from runtimes.local.sqlite import AioSqliteDatabase, open_sqlite_storage
 
 __all__ = [
     "AioSqliteDatabase",

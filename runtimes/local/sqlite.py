@@ -1,19 +1,20 @@
-"""SqlDatabase facades over local SQLite files: stdlib sqlite3 inline, and aiosqlite.
+"""The local host's SQLite files: opening (and creating) an actor's storage, and the
+aiosqlite facade.
 
-Both open the file in WAL mode with ``synchronous=NORMAL`` by default: a commit survives
-a process crash; the newest commits may be lost if the machine loses power. Pass
-``synchronous="FULL"`` to make every commit survive power loss too, at the cost of an
-fsync per commit.
+Both facades open the file in WAL mode with ``synchronous=NORMAL`` by default: a commit
+survives a process crash; the newest commits may be lost if the machine loses power.
+Pass ``synchronous="FULL"`` to make every commit survive power loss too, at the cost of
+an fsync per commit.
 
 Which facade: with ``NORMAL`` a commit is an append to the WAL without fsync, tens of
 microseconds, so :func:`open_sqlite_storage` runs it inline on the event loop
-(:class:`Sqlite3Database`); handing it to aiosqlite's thread costs about 100 µs per
-round trip on our 2-core machines (``tests/bench/bench_kernel.py`` shows both). With
-``FULL`` every commit waits for an fsync, which must not stall the loop, so it goes
-through :class:`AioSqliteDatabase`. The one other wait for the disk under ``NORMAL`` —
-a WAL checkpoint — runs on a background thread for files opened through
-:func:`open_sqlite_storage` (``background_checkpoints``; see
-:mod:`runtimes.local.checkpointer`).
+(:class:`runtimes.actor.sqlite.Sqlite3Database`, shared with the AWS host); handing it
+to aiosqlite's thread costs about 100 µs per round trip on our 2-core machines
+(``tests/bench/bench_kernel.py`` shows both). With ``FULL`` every commit waits for an
+fsync, which must not stall the loop, so it goes through :class:`AioSqliteDatabase`. The
+one other wait for the disk under ``NORMAL`` — a WAL checkpoint — runs on a background
+thread for files opened through :func:`open_sqlite_storage` (:class:`CheckpointedDatabase`;
+see :mod:`runtimes.local.checkpointer`).
 
 A new file's schema (``open_sqlite_storage(..., new=True)``) is copied from a migrated
 in-memory template instead of running every migration's DDL. The DDL costs ~3 ms of CPU
@@ -33,14 +34,21 @@ five ``fsync`` calls made a new file's open ~24 ms instead of ~1.4 ms (median, o
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, Self, TypeVar
 
 from core.storage.sqlite import Row, SqlExecutor, SqliteStorage, SqlValue, open_schema, schema
+from runtimes.actor.sqlite import (
+    Sqlite3Database,
+    Synchronous,
+    checkpoint_wal,
+    close_connection,
+    connect,
+    run_transaction,
+)
 from runtimes.local.checkpointer import BACKSTOP_PAGES, EVERY, checkpointer
 
 if TYPE_CHECKING:
@@ -48,115 +56,26 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AioSqliteDatabase",
-    "Sqlite3Database",
-    "Synchronous",
+    "CheckpointedDatabase",
     "fill_new_database",
     "open_sqlite_storage",
     "open_sqlite_storage_here",
 ]
 
 T = TypeVar("T")
-Synchronous = Literal["NORMAL", "FULL"]
 
 
-def _connect(
-    path: str | Path, synchronous: Synchronous, autocheckpoint: int = 1000, *, new: bool = False
-) -> sqlite3.Connection:
-    """A connection in WAL mode at ``synchronous``, except: ``new`` with ``NORMAL`` and
-    a file without a page yet, it is left at ``OFF`` (the caller fills the file, then
-    sets ``NORMAL``; see :func:`_open_and_migrate`)."""
-    if synchronous not in ("NORMAL", "FULL"):
-        raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
-    # isolation_level=None: the facade issues BEGIN/COMMIT itself.
-    conn = sqlite3.connect(
-        str(path), isolation_level=None, check_same_thread=False, cached_statements=256
-    )
-    # The level first: switching a new file to WAL is a rollback-journal transaction,
-    # which at SQLite's default (FULL) costs one more fsync than at NORMAL (4 vs 3 with
-    # the directory's); a burst of new actors waits on those. FULL stays FULL throughout.
-    # A file with no page at all holds nothing a lost write could damage: under NORMAL
-    # it is switched to WAL at OFF, without those fsyncs, and through an in-memory
-    # rollback journal, without creating and deleting a -journal file (directory
-    # updates wait for the file system's journal, slow while other processes sync:
-    # 100 new files on 6 threads took 0.7-1.4 s with it, 1.9-2.5 s without, measured
-    # interleaved). See _open_and_migrate.
-    unsynced = new and synchronous == "NORMAL" and _pages(conn) == 0
-    conn.execute(f"PRAGMA synchronous = {'OFF' if unsynced else synchronous}")
-    if unsynced:
-        conn.execute("PRAGMA journal_mode = MEMORY")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA busy_timeout = 5000")
-    conn.execute(f"PRAGMA wal_autocheckpoint = {int(autocheckpoint)}")
-    return conn
+class CheckpointedDatabase(Sqlite3Database):
+    """The inline facade (:class:`~runtimes.actor.sqlite.Sqlite3Database`) for the local
+    host's actor files: the WAL is folded into the file by the process's checkpoint
+    thread (:mod:`runtimes.local.checkpointer`), never inside a commit on the loop, and
+    closing (a final checkpoint, with fsyncs) runs on a worker thread."""
 
-
-class _Executor:
-    # One cursor for every statement of a transaction: ``Connection.execute`` makes (and
-    # frees) a cursor per call, a few percent of a commit's statements' cost. Rows are
-    # always fetched whole, so no statement is left open when the next one runs.
-    __slots__ = ("cursor",)
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.cursor = conn.cursor()
-
-    def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None:
-        self.cursor.execute(sql, params)
-
-    def fetch(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
-        return self.cursor.execute(sql, params).fetchall()
-
-
-def _transaction(conn: sqlite3.Connection, fn: Callable[[SqlExecutor], T], write: bool) -> T:
-    ex = _Executor(conn)
-    ex.cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-    try:
-        result = fn(ex)
-        ex.cursor.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return result
-
-
-def _checkpoint(conn: sqlite3.Connection) -> None:
-    """Fold the WAL into the file on close. Best effort: every commit is already durable
-    in the WAL, which the next open recovers; a checkpoint that fails (a full disk, say)
-    must not make closing fail — the host would skip the rest of an eviction."""
-    with contextlib.suppress(sqlite3.Error):
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-
-def _close(conn: sqlite3.Connection) -> None:
-    try:
-        _checkpoint(conn)
-    finally:
-        conn.close()
-
-
-class Sqlite3Database:
-    """The facade over stdlib ``sqlite3``, running statements on the event loop thread.
-
-    Each call blocks the loop for the statement's duration — microseconds in WAL mode
-    with ``synchronous=NORMAL``, which makes it the default there (no thread hand-off).
-    With ``background_checkpoints`` the WAL is folded into the file by the process's
-    checkpoint thread, never inside a commit on the loop, and closing (a final
-    checkpoint, with fsyncs) runs on a worker thread. While ``threaded`` is set,
-    statements run on a worker thread too, for a caller that migrates a file through
-    this facade (:func:`open_sqlite_storage` instead opens and migrates the file in one
-    worker job before handing the facade over).
-    """
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        *,
-        background: tuple[str, Synchronous] | None = None,
-    ) -> None:
-        self._conn = conn
-        self._background = background
+    def __init__(self, conn: sqlite3.Connection, path: str, synchronous: Synchronous) -> None:
+        super().__init__(conn)
+        self._path = path
+        self._synchronous = synchronous
         self._writes = 0
-        self.threaded = False
 
     @classmethod
     def open(
@@ -164,48 +83,26 @@ class Sqlite3Database:
         path: str | Path,
         *,
         synchronous: Synchronous = "NORMAL",
-        background_checkpoints: bool = False,
         new: bool = False,
-    ) -> Sqlite3Database:
-        """``new``: the caller holds the file exclusively and fills it before any commit;
-        an empty file is then set up unsynced (:func:`_connect`): the caller must set
-        ``synchronous`` again once it is filled."""
-        if not background_checkpoints:
-            return cls(_connect(path, synchronous, new=new))
-        conn = _connect(path, synchronous, autocheckpoint=BACKSTOP_PAGES, new=new)
-        return cls(conn, background=(str(Path(path).resolve()), synchronous))
-
-    async def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> None:
-        if self.threaded:
-            await asyncio.to_thread(self._conn.execute, sql, params)
-        else:
-            self._conn.execute(sql, params)
-
-    async def fetch(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
-        if self.threaded:
-            return await asyncio.to_thread(lambda: self._conn.execute(sql, params).fetchall())
-        return self._conn.execute(sql, params).fetchall()
+        autocheckpoint: int = BACKSTOP_PAGES,
+    ) -> Self:
+        """As :meth:`Sqlite3Database.open`; the connection's own ``autocheckpoint`` is
+        only a backstop, should the thread fall behind."""
+        conn = connect(path, synchronous, autocheckpoint, new=new)
+        return cls(conn, str(Path(path).resolve()), synchronous)
 
     async def transaction(self, fn: Callable[[SqlExecutor], T], *, write: bool = True) -> T:
-        if self.threaded:
-            result = await asyncio.to_thread(_transaction, self._conn, fn, write)
-        else:
-            result = _transaction(self._conn, fn, write)
-        if write and self._background is not None:
+        result = run_transaction(self._conn, fn, write)
+        if write:
             self._writes += 1
             if self._writes % EVERY == 0:
-                checkpointer().request(*self._background)
+                checkpointer().request(self._path, self._synchronous)
         return result
 
     async def close(self) -> None:
-        if self._background is None:
-            _close(self._conn)
-            return
-        path = self._background[0]
-
         def close() -> None:
-            checkpointer().forget(path)
-            _close(self._conn)
+            checkpointer().forget(self._path)
+            close_connection(self._conn)
 
         await asyncio.to_thread(close)
 
@@ -228,7 +125,7 @@ class AioSqliteDatabase:
     ) -> AioSqliteDatabase:
         import aiosqlite  # here, not at import: the default (inline sqlite3) host never needs it
 
-        conn = aiosqlite.Connection(lambda: _connect(path, synchronous), iter_chunk_size=64)
+        conn = aiosqlite.Connection(lambda: connect(path, synchronous), iter_chunk_size=64)
         await conn
         return cls(conn)
 
@@ -248,14 +145,14 @@ class AioSqliteDatabase:
 
     async def transaction(self, fn: Callable[[SqlExecutor], T], *, write: bool = True) -> T:
         result: T = await self._conn._execute(  # type: ignore[no-untyped-call]
-            _transaction, self._raw(), fn, write
+            run_transaction, self._raw(), fn, write
         )
         return result
 
     async def close(self) -> None:
         try:
             await self._conn._execute(  # type: ignore[no-untyped-call]
-                lambda: _checkpoint(self._raw())
+                lambda: checkpoint_wal(self._raw())
             )
         finally:
             await self._conn.close()
@@ -311,12 +208,12 @@ def open_sqlite_storage_here(
 
 def _open_and_migrate(
     path: str | Path, synchronous: Synchronous, new: bool = False
-) -> tuple[Sqlite3Database, tuple[int, int, set[str]]]:
+) -> tuple[CheckpointedDatabase, tuple[int, int, set[str]]]:
     """On a worker thread: open the file (``new``: copy the template's schema into it if
     it has none), bring its schema up to date, read its counters."""
     if not new and _unfinished_set_up(Path(path)):
         new = True
-    db = Sqlite3Database.open(path, synchronous=synchronous, background_checkpoints=True, new=new)
+    db = CheckpointedDatabase.open(path, synchronous=synchronous, new=new)
     try:
         if new:
             # Under NORMAL an empty new file was switched to WAL at synchronous=OFF and
@@ -329,11 +226,11 @@ def _open_and_migrate(
             # disk, measured) is needed.
             # NORMAL is back before the first commit: from there on the file is synced
             # as any other (its WAL before each checkpoint, the file after).
-            fill_new_database(db._conn)
-            db._conn.execute(f"PRAGMA synchronous = {synchronous}")
-        return db, _transaction(db._conn, open_schema, True)
+            fill_new_database(db.connection)
+            db.connection.execute(f"PRAGMA synchronous = {synchronous}")
+        return db, run_transaction(db.connection, open_schema, True)
     except BaseException:
-        db._conn.close()
+        db.connection.close()
         raise
 
 
@@ -359,11 +256,6 @@ def _unfinished_set_up(path: Path) -> bool:
     return True
 
 
-def _pages(conn: sqlite3.Connection) -> int:
-    row = conn.execute("PRAGMA page_count").fetchone()
-    return int(row[0])
-
-
 _templates = threading.local()
 
 
@@ -374,7 +266,7 @@ def _template() -> sqlite3.Connection:
     made: tuple[int, sqlite3.Connection] | None = getattr(_templates, "made", None)
     if made is None or made[0] != version:
         conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        _transaction(conn, open_schema, True)
+        run_transaction(conn, open_schema, True)
         made = _templates.made = (version, conn)
     return made[1]
 
@@ -394,7 +286,7 @@ def fill_new_database(conn: sqlite3.Connection) -> bool:
 if TYPE_CHECKING:  # mypy proves the adapter satisfies its port
     from core.storage.sqlite import SqlDatabase
 
-    def _conforms_sqlite3_database(adapter: Sqlite3Database) -> SqlDatabase:
+    def _conforms_checkpointed_database(adapter: CheckpointedDatabase) -> SqlDatabase:
         return adapter
 
     def _conforms_aio_sqlite_database(adapter: AioSqliteDatabase) -> SqlDatabase:

@@ -255,3 +255,87 @@ def test_the_seam_checker_catches_what_it_claims_to(tmp_path: Path) -> None:
         assert len(_seam_violations(bad)) == 3
     finally:
         ROOT = saved
+
+
+def test_the_aws_host_imports_nothing_from_the_local_host() -> None:
+    """Hosts share what they share through ``runtimes/actor`` (the clock, the SQLite
+    file facade), not through each other: the Lambda package needs none of the local
+    host's server, locks or CLI."""
+    found = []
+    for path in sorted((ROOT / "runtimes" / "aws").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules: list[str] = []
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                modules = [node.module]
+            found += [
+                f"{path.relative_to(ROOT)}:{node.lineno} imports {m}"
+                for m in modules
+                if m == "runtimes.local" or m.startswith("runtimes.local.")
+            ]
+    assert found == []
+
+
+def _private_internals(path: Path) -> list[str]:
+    """Private modules (``_json``), private names of an imported module
+    (``dataclasses._FIELD``) and code generation (``exec``, ``eval``, ``compile``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    modules = set()  # names bound to a module by ``import x`` / ``import x as y``
+    found = []
+
+    def private(dotted: str) -> bool:  # ``_json``, ``json._x``; not ``__future__``
+        return any(p.startswith("_") and not p.startswith("__") for p in dotted.split("."))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                modules.add(alias.asname or alias.name.split(".")[0])
+                if private(alias.name):
+                    found.append(f"{node.lineno}: imports {alias.name}")
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.level == 0
+            and node.module.split(".")[0] != "core"  # core's own modules are its business
+        ):
+            if private(node.module):
+                found.append(f"{node.lineno}: imports from {node.module}")
+            found += [
+                f"{node.lineno}: imports {node.module}.{a.name}"
+                for a in node.names
+                if private(a.name)
+            ]
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and private(node.attr)
+        ):
+            found.append(f"{node.lineno}: uses {node.value.id}.{node.attr}")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("exec", "eval", "compile")
+        ):
+            found.append(f"{node.lineno}: calls {node.func.id}()")
+    return found
+
+
+@pytest.mark.parametrize("path", CORE_FILES, ids=[str(p.relative_to(ROOT)) for p in CORE_FILES])
+def test_core_uses_no_private_internals_or_code_generation(path: Path) -> None:
+    """Core runs on CPython 3.11+ and Pyodide's 3.14 on the standard library's public API:
+    no private module or name of another package, and no code built from strings."""
+    assert _private_internals(path) == []
+
+
+def test_the_private_internals_checker_catches_what_it_claims_to(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import dataclasses\nfrom _json import make_encoder\nfrom json import _x\n"
+        "import json.decoder as d\nf = dataclasses._FIELD\nexec('x = 1')\nd._y\n"
+        "from core.harness import _private  # core's own: its business\n"
+        "obj._private\n"  # not a module
+    )
+    assert len(_private_internals(bad)) == 5, _private_internals(bad)

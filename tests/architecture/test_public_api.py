@@ -12,7 +12,6 @@ PINNED: dict[str, list[str]] = {
         "Clock",
         "Completed",
         "Completing",
-        "Conversation",  # deprecated alias of ConversationRecord
         "ConversationRecord",
         "DocDefinition",
         "DocHandle",
@@ -46,7 +45,6 @@ PINNED: dict[str, list[str]] = {
         "StorageCorrupt",
         "StorageError",
         "StorageRejected",
-        "Submission",  # deprecated alias of SubmissionRecord
         "SubmissionRecord",
         "Task",
         "TaskDefinition",
@@ -264,22 +262,14 @@ def test_public_api_is_pinned_sorted_and_importable(package: str) -> None:
         assert getattr(module, name) is not None
 
 
-def test_the_deprecated_conversation_name_is_the_record() -> None:
-    """``core.Conversation`` was the record's name until it was renamed
-    ``ConversationRecord`` (it clashed with the handle ``core.harness.Conversation``);
-    the old name stays importable as the same class."""
+def test_the_records_have_one_name_each() -> None:
+    """The records are ``ConversationRecord`` and ``SubmissionRecord`` only: ``core``
+    has no second name for them that reads like the handles ``core.harness.Conversation``
+    and ``core.harness.Submission``."""
     core = importlib.import_module("core")
     records = importlib.import_module("core.records")
-    harness = importlib.import_module("core.harness")
-    assert core.Conversation is core.ConversationRecord is records.ConversationRecord
-    assert core.Conversation is not harness.Conversation
-
-
-def test_the_deprecated_submission_name_is_the_record() -> None:
-    """``core.Submission`` likewise stays the record ``SubmissionRecord``, apart from
-    the handle ``core.harness.Submission``."""
-    core = importlib.import_module("core")
-    records = importlib.import_module("core.records")
-    harness = importlib.import_module("core.harness")
-    assert core.Submission is core.SubmissionRecord is records.SubmissionRecord
-    assert core.Submission is not harness.Submission
+    for module in (core, records):
+        assert not hasattr(module, "Conversation")
+        assert not hasattr(module, "Submission")
+    assert core.ConversationRecord is records.ConversationRecord
+    assert core.SubmissionRecord is records.SubmissionRecord

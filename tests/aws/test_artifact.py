@@ -32,8 +32,8 @@ import boto3
 import pytest
 from cfnlint.decode import decode_str
 
+from runtimes.actor.clock import SystemClock
 from runtimes.aws import AwsResources
-from runtimes.local.clock import SystemClock
 from tests.aws.aws_target import FUNCTION_ARN, GROUP, ROLE_ARN, create_alarms
 from tests.aws.conftest import REGION
 from tests.aws.lambda_support import answer, url_event

@@ -35,7 +35,7 @@ from core.harness import (
     define_tool,
 )
 from core.harness.watch import Watch
-from runtimes.local.clock import SystemClock
+from runtimes.actor.clock import SystemClock
 from runtimes.local.sqlite import open_sqlite_storage
 from tests.bench.bench_kernel import raw_floor
 

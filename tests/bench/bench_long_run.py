@@ -48,7 +48,7 @@ from core.harness.models import ModelInfo
 from core.harness.registry import ReplayPolicy
 from core.records import Completed
 from core.storage import Storage
-from runtimes.local.clock import SystemClock
+from runtimes.actor.clock import SystemClock
 from runtimes.local.sqlite import open_sqlite_storage
 
 TEXT = "Reading the next page of the log to find where the request went wrong, step by step."

@@ -17,7 +17,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from core.jsonvalue import dumps, json_copy, loads
 from core.records import Running, Task, task_from_json
-from core.session.task_payloads import checked_task as _checked
 
 
 class PRunning(BaseModel):
@@ -86,7 +85,9 @@ def main() -> None:
         # payloads are JSON (pydantic's Any accepts tuples and NaN, so both need it), encode.
         (
             "commit path",
-            lambda: dumps(_checked(dc.evolve(state=Running(checkpoint))).to_json()),
+            lambda: dumps(
+                dc.evolve(state=Running(json_copy(checkpoint)), input=json_copy(dc.input)).to_json()  # type: ignore[arg-type]
+            ),
             lambda: pm.model_copy(
                 update={
                     "state": PRunning(checkpoint=json_copy(checkpoint)),  # type: ignore[arg-type]

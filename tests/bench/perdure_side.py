@@ -37,9 +37,9 @@ from core.harness import (
 from core.harness.messages import message_to_json
 from core.session.transaction import Tx
 from core.storage.sqlite import SqliteStorage
-from runtimes.local.clock import SystemClock
+from runtimes.actor.clock import SystemClock
 from runtimes.local.collector import ServingCollector
-from runtimes.local.sqlite import Sqlite3Database
+from runtimes.local.sqlite import CheckpointedDatabase
 
 __all__ = ["build_recovery_store", "concurrency", "open_storage", "recover"]
 
@@ -67,7 +67,7 @@ async def open_storage(path: Path) -> tuple[SqliteStorage, dict[str, str]]:
     """The local host's default storage (the inline sqlite3 facade, WAL + NORMAL, WAL
     checkpoints in the background: what ``open_sqlite_storage`` opens) and the journal
     mode and synchronous setting read back from its connection."""
-    db = Sqlite3Database.open(path, synchronous="NORMAL", background_checkpoints=True)
+    db = CheckpointedDatabase.open(path, synchronous="NORMAL")
     journal = await db.fetch("PRAGMA journal_mode")
     sync = await db.fetch("PRAGMA synchronous")
     names = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}

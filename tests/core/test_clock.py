@@ -8,7 +8,7 @@ import time
 import pytest
 
 from core.testing.clock import VirtualClock
-from runtimes.local.clock import SystemClock
+from runtimes.actor.clock import SystemClock
 
 
 def test_the_virtual_clock_fires_due_timers_in_deadline_order_and_only_when_told() -> None:

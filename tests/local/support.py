@@ -158,11 +158,16 @@ def serve_in_thread(
     max_body_bytes: int = 64 * 1024,
     max_wait_s: float = 60.0,
     heartbeat_s: float = 15.0,
+    cors_origins: tuple[str, ...] = (),
 ) -> Iterator[Running]:
     """A real uvicorn server on a free loopback port, in a background thread."""
     host = ActorHost(config)
     api = ApiConfig(
-        TOKEN, max_body_bytes=max_body_bytes, max_wait_s=max_wait_s, heartbeat_s=heartbeat_s
+        TOKEN,
+        max_body_bytes=max_body_bytes,
+        max_wait_s=max_wait_s,
+        heartbeat_s=heartbeat_s,
+        cors_origins=cors_origins,
     )
     server = make_server(host, api)
     sock = bind("127.0.0.1", 0)

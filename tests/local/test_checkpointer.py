@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from runtimes.actor.sqlite import Sqlite3Database
 from runtimes.local.checkpointer import EVERY, checkpointer
-from runtimes.local.sqlite import Sqlite3Database, open_sqlite_storage
+from runtimes.local.sqlite import CheckpointedDatabase, open_sqlite_storage
 
 
 def _wal_size(path: Path) -> int:
@@ -31,7 +32,7 @@ async def test_commits_leave_checkpoints_to_the_background_thread(
     tmp_path: Path, background: bool
 ) -> None:
     path = tmp_path / "a.sqlite"
-    db = Sqlite3Database.open(path, background_checkpoints=background)
+    db = (CheckpointedDatabase if background else Sqlite3Database).open(path)
     autocheckpoint = (await db.fetch("PRAGMA wal_autocheckpoint"))[0][0]
     assert (autocheckpoint > 1000) is background  # the loop's connection: a backstop only
     await _write_pages(db, EVERY * 3)  # ~200 pages: below either autocheckpoint

@@ -11,13 +11,9 @@ import pytest
 
 from core.records import ConversationRecord
 from core.storage.sqlite import SCHEMA_VERSION, SqliteStorage
+from runtimes.actor.sqlite import Sqlite3Database, connect
 from runtimes.local import sqlite as sqlite_module
-from runtimes.local.sqlite import (
-    Sqlite3Database,
-    _connect,
-    fill_new_database,
-    open_sqlite_storage,
-)
+from runtimes.local.sqlite import fill_new_database, open_sqlite_storage
 
 _MASTER = "SELECT type, name, tbl_name, rootpage, sql FROM sqlite_master ORDER BY name"
 
@@ -73,14 +69,14 @@ async def test_a_copied_file_stores_and_reopens(tmp_path: Path) -> None:
 
 
 def test_only_a_database_without_schema_is_filled(tmp_path: Path) -> None:
-    conn = _connect(tmp_path / "b.sqlite", "NORMAL")
+    conn = connect(tmp_path / "b.sqlite", "NORMAL")
     conn.execute("CREATE TABLE mine (x INTEGER)")
     conn.execute("INSERT INTO mine VALUES (7)")
     assert fill_new_database(conn) is False
     assert conn.execute("SELECT x FROM mine").fetchall() == [(7,)]
     assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("mine",)]
     conn.close()
-    empty = _connect(tmp_path / "c.sqlite", "NORMAL")
+    empty = connect(tmp_path / "c.sqlite", "NORMAL")
     assert fill_new_database(empty) is True
     assert empty.execute("SELECT version FROM perdure_schema").fetchall() == [(SCHEMA_VERSION,)]
     empty.close()
@@ -105,7 +101,7 @@ def _traced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def _level(storage: SqliteStorage) -> int:
     db = storage._db
     assert isinstance(db, Sqlite3Database)
-    return int(db._conn.execute("PRAGMA synchronous").fetchone()[0])
+    return int(db.connection.execute("PRAGMA synchronous").fetchone()[0])
 
 
 async def test_a_new_file_is_set_up_unsynced_and_synced_before_its_first_commit(

@@ -25,7 +25,7 @@ from core.storage import MemoryStorage
 from core.tools import coding_tools
 from remote_env.client import RemoteEnv
 from remote_env.server import create_app
-from runtimes.local.clock import SystemClock
+from runtimes.actor.clock import SystemClock
 from runtimes.local.server import bind
 from runtimes.observe import HostTelemetry, ObservedModels, configure_logging, describe_event
 from runtimes.observe.logs import LOGGER

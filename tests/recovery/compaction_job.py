@@ -39,7 +39,7 @@ from core.harness.builtin_documents import INBOX
 from core.harness.compaction import SUMMARY_PROMPT, estimate_tokens
 from core.harness.models import ModelInfo
 from core.harness.runs import queued_summary
-from runtimes.local.clock import SystemClock
+from runtimes.actor.clock import SystemClock
 from runtimes.local.sqlite import open_sqlite_storage
 from tests.core.harness.support import echo, entries, extension, kinds, tool
 

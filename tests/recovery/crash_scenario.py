@@ -64,8 +64,8 @@ from core.testing.wrappers import DelegatingStorage
 from remote_env.auth import mint_token
 from remote_env.client import RemoteEnv, RetryPolicy
 from runtimes.actor import ActorConfig, ActorPool
-from runtimes.local.clock import SystemClock
-from runtimes.local.sqlite import Sqlite3Database
+from runtimes.actor.clock import SystemClock
+from runtimes.actor.sqlite import Sqlite3Database
 from tests.recovery.crash_points import CrashPoint, point_named
 from tests.remote_env.support import SECRET
 

@@ -23,7 +23,7 @@ from core.harness import AssistantMessage, Harness, ModelRequest, Registry, Tool
 from core.harness.registry import Extension, define_extension, define_tool
 from core.tools import coding_tools
 from remote_env.client import RemoteEnv, RetryPolicy
-from runtimes.local.clock import SystemClock
+from runtimes.actor.clock import SystemClock
 from runtimes.local.sqlite import open_sqlite_storage
 
 COMMAND = "echo started >> trace.txt; sleep 3; echo line >> out.txt; echo output-text; exit 7"

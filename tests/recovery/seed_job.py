@@ -30,7 +30,7 @@ from core.harness import (
     define_tool,
 )
 from core.storage import Storage
-from runtimes.local.clock import SystemClock
+from runtimes.actor.clock import SystemClock
 from runtimes.local.sqlite import open_sqlite_storage
 
 

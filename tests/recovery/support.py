@@ -25,7 +25,8 @@ from core.storage import MemoryState, MemoryStorage, Storage
 from core.testing.clock import VirtualClock
 from core.testing.consistency import SettlementLog, check_consistency
 from core.testing.wrappers import CommitFault, FaultyStorage
-from runtimes.local.sqlite import Sqlite3Database, open_sqlite_storage
+from runtimes.actor.sqlite import Sqlite3Database
+from runtimes.local.sqlite import open_sqlite_storage
 from tests.core.harness.support import MODEL, Args, extension, tool
 
 __all__ = ["MODEL", "World"]

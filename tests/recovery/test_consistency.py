@@ -13,7 +13,7 @@ from core.session.session import CommitEvent
 from core.storage import Storage
 from core.storage.port import DocumentChange
 from core.testing.consistency import SettlementLog, check_consistency
-from runtimes.local.sqlite import Sqlite3Database
+from runtimes.actor.sqlite import Sqlite3Database
 from tests.recovery.support import MODEL, World
 
 

@@ -27,7 +27,7 @@ from core.records import SubmissionRecord
 from core.storage.sqlite import SqliteStorage
 from core.testing.consistency import SettlementLog, check_consistency
 from core.testing.wrappers import CommitFault
-from runtimes.local.sqlite import Sqlite3Database
+from runtimes.actor.sqlite import Sqlite3Database
 from tests.recovery.support import MODEL, World
 
 

@@ -106,7 +106,8 @@ def test_grep_of_a_2_gib_sparse_file_keeps_memory_bounded(tmp_path: Path) -> Non
         pid = server.process.pid
         big = server.root / "big"
         big.mkdir()
-        # Sparse: 2 GiB long, a few KiB on disk. All NUL bytes, so it is binary.
+        # Sparse: 2 GiB long, a few KiB on disk. All NUL bytes: binary, so skipped when
+        # met in a directory, and searched up to the scan cap when named.
         with open(big / "zeros.bin", "wb") as handle:
             handle.truncate(2 * GiB)
         # The same with text lines first: searched until the scan cap (256 MiB) stops it.
@@ -121,10 +122,17 @@ def test_grep_of_a_2_gib_sparse_file_keeps_memory_bounded(tmp_path: Path) -> Non
             )
             after_binary = _peak_rss(pid)
             assert binary.status_code == 200, binary.text
-            assert binary.json()["result"]["matches"] == []  # binary: skipped after 8 KiB
+            assert binary.json()["result"]["matches"] == []
+            assert binary.json()["result"]["stopped_by"] == "scan_bytes"
             assert after_binary - before <= 64 * MiB, (
                 f"peak RSS +{(after_binary - before) / MiB:.0f} MB"
             )
+            in_tree = client.post(
+                "/v1/ops", json={"kind": "grep", "args": {"pattern": "needle", "path": "."}}
+            )
+            assert in_tree.status_code == 200, in_tree.text
+            # Met in the tree, zeros.bin is skipped after 8 KiB, so text.log's match shows.
+            assert [m["path"] for m in in_tree.json()["result"]["matches"]] == ["text.log"]
             text = client.post(
                 "/v1/ops", json={"kind": "grep", "args": {"pattern": "needle", "path": "text.log"}}
             )

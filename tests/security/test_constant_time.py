@@ -23,7 +23,9 @@ NOT_SECRET = re.compile(r"tokens|count|limit|prefix|secret_file|_id$|^token_id",
 CHECKERS = {
     "remote_env/auth.py",  # workspace tokens (HMAC signature)
     "runtimes/actor/api/middleware.py",  # the actor API's bearer token (every host)
+    "runtimes/actor/tokens.py",  # scoped API tokens (HMAC signature)
     "runtimes/cloudflare/front_door.py",  # the Worker's bearer token
+    "runtimes/cloudflare/minting.py",  # the Worker's bearer token on POST /v1/tokens
 }
 
 

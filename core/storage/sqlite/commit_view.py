@@ -6,9 +6,8 @@ commit transaction.
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 
-from core._record import record
 from core.jsonvalue import dumps
 from core.records import DocumentRecord, DocumentState
 from core.storage.batch import CommitPlan
@@ -26,7 +25,7 @@ __all__ = ["Known", "PlannerView"]
 _ID_CACHE_LIMIT = 65_536
 
 
-@record
+@dataclass
 class Known:
     """What this storage knows without asking its database. It is the only writer, so
     what it committed stays true until its own next commit; the caches are bounded and

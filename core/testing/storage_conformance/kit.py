@@ -6,9 +6,9 @@ cases (and :mod:`core.testing.two_phase_conformance`) share.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from core._record import record
 from core.errors import StorageRejected
 from core.jsonvalue import JsonObject, JsonValue, dumps, loads
 from core.records import ConversationRecord, Entry, Pending, SubmissionRecord, Task
@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class StorageCase:
     name: str
     run: Callable[[Storage], Awaitable[None]]

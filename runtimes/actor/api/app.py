@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from starlette.types import Message, Scope
 
 from remote_env.limits import BodyLimit
-from runtimes.actor.api import history, webpages
+from runtimes.actor.api import history, token_route, webpages
+from runtimes.actor.api.cors import add_cors
 from runtimes.actor.api.deltas import DeltaFeeds
 from runtimes.actor.api.deltas import router as deltas_router
 from runtimes.actor.api.errors import install_error_handlers
@@ -20,7 +22,10 @@ from runtimes.actor.api.middleware import BearerAuth
 from runtimes.actor.api.openapi import AUTH_PREFIX, complete_openapi
 from runtimes.actor.api.pages import CursorCodec
 from runtimes.actor.api.routes import ApiSettings, router
+from runtimes.actor.cors import check_origins
 from runtimes.actor.host import Host
+from runtimes.actor.scopes import unmapped_routes
+from runtimes.actor.tokens import SigningKeys
 
 __all__ = [
     "ApiConfig",
@@ -34,8 +39,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ApiConfig:
-    """``token``: the bearer token every ``/v1/`` request must carry. ``max_body_bytes``:
-    larger bodies get ``413``. ``max_wait_s``: the cap on a long poll's ``wait``.
+    """``token``: the host's API token, which every ``/v1/`` request must carry unless it
+    carries a scoped token. ``signing_keys``: the keys scoped tokens are signed with, the
+    newest first (none: one derived from ``token``; see :mod:`runtimes.actor.tokens`).
+    ``cors_origins``: the browser origins (``https://app.example``) allowed to call the
+    API from their pages; none by default. ``max_body_bytes``: larger bodies get
+    ``413``. ``max_wait_s``: the cap on a long poll's ``wait``.
     ``heartbeat_s``: a watch stream sends a ``: ping`` comment after this long without an
     event (keeps proxies and clients from timing the stream out)."""
 
@@ -43,10 +52,14 @@ class ApiConfig:
     max_body_bytes: int = 1024 * 1024
     max_wait_s: float = 60.0
     heartbeat_s: float = 15.0
+    signing_keys: tuple[str, ...] = field(default=(), repr=False)
+    cors_origins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.token, str) or len(self.token) < 16:
             raise ValueError("the API token must be a string of at least 16 characters")
+        SigningKeys.for_host(self.token, self.signing_keys)  # refuses short keys
+        check_origins(self.cors_origins)
         if self.max_wait_s < 0:
             raise ValueError("max_wait_s must be >= 0")
         if not self.heartbeat_s > 0:
@@ -94,10 +107,20 @@ def create_app(
         redoc_url=None,
     )
     rebind_app(app, host, config)
-    app.include_router(router)
-    app.include_router(history.router)
-    app.include_router(webpages.router)
-    app.include_router(deltas_router)
+    routers = (router, history.router, webpages.router, deltas_router, token_route.router)
+    for included in routers:
+        app.include_router(included)
+    # Read from the routers, not app.routes (FastAPI keeps included routers there lazily).
+    unmapped = unmapped_routes(
+        (method, route.path)
+        for included in routers
+        for route in included.routes
+        if isinstance(route, APIRoute)
+        for method in route.methods or ()
+    )
+    if unmapped:
+        # A route no right is mapped to would be refused to every scoped token: say so now.
+        raise RuntimeError(f"routes missing from runtimes.actor.scopes.ROUTE_RIGHTS: {unmapped}")
     install_error_handlers(app)
     derive_openapi = app.openapi
 
@@ -107,9 +130,18 @@ def create_app(
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    # Added last = outermost: authentication first, then the body limit.
+    # Added last = outermost: CORS (a preflight carries no token), authentication and
+    # the token's scope, then the body limit.
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
-    app.add_middleware(BearerAuth, token=config.token, prefix=AUTH_PREFIX)
+    app.add_middleware(
+        BearerAuth,
+        token=config.token,
+        prefix=AUTH_PREFIX,
+        keys=app.state.signing_keys,
+        max_body_bytes=config.max_body_bytes,
+    )
+    if config.cors_origins:
+        add_cors(app, config.cors_origins)
     return app
 
 
@@ -171,6 +203,8 @@ def rebind_app(app: FastAPI, host: Host, config: ApiConfig) -> None:
     route's state on first use), so a container keeps one and rebinds it. The token,
     body limit and registry stay the ones the app was created with."""
     app.state.host = host
+    if getattr(app.state, "signing_keys", None) is None:
+        app.state.signing_keys = SigningKeys.for_host(config.token, config.signing_keys)
     app.state.api_settings = ApiSettings(
         max_wait_s=config.max_wait_s, heartbeat_s=config.heartbeat_s
     )

@@ -1,12 +1,13 @@
 """The served OpenAPI document, made to say what the server enforces.
 
 FastAPI derives the document from the routes and models; what it cannot know is added
-here: the ``/v1/`` routes take a bearer token (the :class:`~runtimes.actor.api.middleware.
-BearerAuth` middleware enforces it before routing; documenting it here instead of with a
-per-request FastAPI dependency keeps that dependency's resolution off every request),
-errors are always JSON (also on the watch, whose 200 is an event stream), the tool and
-extension names an agent may name are the installed ones, and a tagged union's tag is
-required.
+here: the ``/v1/`` routes take a bearer token, and each needs a right of a scoped token
+(``x-perdure-right``, from :data:`~runtimes.actor.scopes.ROUTE_RIGHTS`) — the
+:class:`~runtimes.actor.api.middleware.BearerAuth` middleware enforces both before
+routing (documenting it here instead of with a per-request FastAPI dependency keeps that
+dependency's resolution off every request); errors are always JSON (also on the watch,
+whose 200 is an event stream), the tool and extension names an agent may name are the
+installed ones, and a tagged union's tag is required.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.harness import Registry
+from runtimes.actor.scopes import ROUTE_RIGHTS
 
 __all__ = ["AUTH_PREFIX", "BEARER_SCHEME", "complete_openapi"]
 
@@ -35,12 +37,17 @@ def complete_openapi(spec: dict[str, Any], registry: Registry) -> dict[str, Any]
     components.setdefault("securitySchemes", {})[BEARER_SCHEME] = {
         "type": "http",
         "scheme": "bearer",
-        "description": "the host's API token",
+        "description": "the host's API token (every route), or a scoped token: one actor, "
+        "a right (read, submit, admin) and an expiry; x-perdure-right says what each "
+        "operation needs",
     }
     for path, operations in spec.get("paths", {}).items():
-        for operation in operations.values():
+        for method, operation in operations.items():
             if path.startswith(AUTH_PREFIX):
                 operation["security"] = [{BEARER_SCHEME: []}]
+                need = ROUTE_RIGHTS.get((method.upper(), path))
+                if need is not None:
+                    operation["x-perdure-right"] = need
             for status, response in operation.get("responses", {}).items():
                 if str(status)[:1] in ("4", "5"):
                     response["content"] = dict(_ERROR)

@@ -93,7 +93,7 @@ SubmissionId = Annotated[int, Path(ge=1, le=MAX_ID)]
 TaskId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 413, 422, 423, 503)
+    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 422, 423, 503)
 }
 
 # No per-request dependency documents the bearer scheme: the BearerAuth middleware

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from core import Clock
 from runtimes.actor import ActorConfig
-from runtimes.local.sqlite import Synchronous
+from runtimes.actor.sqlite import Synchronous
 
 __all__ = ["HostConfig"]
 

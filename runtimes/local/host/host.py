@@ -34,7 +34,7 @@ from typing import TypeVar
 from core.harness import Harness
 from core.tasks import Inspection
 from runtimes.actor import ActorLocked, ActorPool, OpenActor, UnknownActor, check_actor_id
-from runtimes.local.clock import SystemClock
+from runtimes.actor.clock import SystemClock
 from runtimes.local.host.config import HostConfig
 from runtimes.local.host.store import LocalStore
 from runtimes.local.host.wakes import WakeHeap

@@ -9,8 +9,9 @@ from pathlib import Path
 from core import SqliteStorage
 from runtimes.actor import UnknownActor
 from runtimes.actor.ids import is_actor_id
+from runtimes.actor.sqlite import Synchronous
 from runtimes.local.host.lock import ActorLock
-from runtimes.local.sqlite import Synchronous, open_sqlite_storage, open_sqlite_storage_here
+from runtimes.local.sqlite import open_sqlite_storage, open_sqlite_storage_here
 
 __all__ = ["LocalStore", "actor_paths"]
 

@@ -18,7 +18,8 @@ from core.storage.sqlite.database import Row, SqlExecutor, SqlValue
 from core.storage.sqlite.write_set import CommitGate
 from core.testing.storage_conformance import storage_cases
 from core.testing.two_phase_conformance import TwoPhaseCase, TwoPhaseStorage, two_phase_cases
-from runtimes.local.sqlite import AioSqliteDatabase, Sqlite3Database, open_sqlite_storage
+from runtimes.actor.sqlite import Sqlite3Database
+from runtimes.local.sqlite import AioSqliteDatabase, open_sqlite_storage
 
 T = TypeVar("T")
 

@@ -407,6 +407,99 @@ async def worker_front_door(options: dict[str, Any]) -> dict[str, Any]:
     return {"refusals": len(refused)}
 
 
+@check
+async def worker_scoped_tokens(options: dict[str, Any]) -> dict[str, Any]:
+    """Scoped tokens and the CORS allow-list at the real entry class: a token outside its
+    scope, expired or forged is refused before any Durable Object is addressed; one in
+    scope is forwarded; a preflight from an allowed origin is answered at the door."""
+    import time as clock
+
+    from js import Object  # type: ignore[import-not-found]
+    from perdure_do_standin import DurableObjectNamespace  # type: ignore[import-not-found]
+    from pyodide.ffi import to_js  # type: ignore[import-not-found]
+
+    from runtimes.actor.scopes import ROUTE_RIGHTS
+    from runtimes.actor.tokens import SigningKeys
+    from runtimes.cloudflare import worker
+    from runtimes.cloudflare.front_door import RouteTable
+
+    # The door's own table routes every actor route the rights table maps.
+    table = worker.api_routes()
+    for method, template in ROUTE_RIGHTS:
+        if template.startswith("/v1/actors/{actor}/"):
+            rest = template.removeprefix("/v1/actors/{actor}")
+            sample = rest.replace("{conversation_id}", "1").replace("{submission_id}", "1")
+            allowed = table.allowed(sample.replace("{task_id}", "1"))
+            assert allowed is not None and method in allowed, (method, template)
+    worker.configure(_travel_config([]), routes=RouteTable.from_routes(ROUTES))
+    namespace = DurableObjectNamespace.new()
+    app = "https://app.example.com"
+    keys = "newest-key-0123456789,older-key-0123456789"
+    env = to_js(
+        {
+            "PERDURE_API_TOKEN": TOKEN,
+            "ACTORS": namespace,
+            "PERDURE_TOKEN_KEYS": keys,
+            "PERDURE_CORS_ORIGINS": app,
+        },
+        dict_converter=Object.fromEntries,
+    )
+    entry = worker.Default(to_js({}, dict_converter=Object.fromEntries), env)
+    newest, older = (SigningKeys([k]) for k in keys.split(","))
+    read = newest.mint("alice", "read", 60)
+    as_json = {"content-type": "application/json", "origin": app}
+    payload = '{"type": "input", "content": "hi"}'
+    refused = [
+        ("POST", "/v1/actors/alice/submissions", read, 403),
+        ("GET", "/v1/actors/bob/tasks", read, 403),
+        ("GET", "/v1/actors/alice/tasks", newest.mint("alice", "read", 60, now=1), 401),
+        (
+            "GET",
+            "/v1/actors/alice/tasks",
+            SigningKeys.for_host(TOKEN).mint("alice", "read", 60),
+            401,
+        ),
+    ]
+    for method, path, token, status in refused:
+        headers = {**as_json, "authorization": f"Bearer {token}"}
+        body = payload if method == "POST" else None
+        response = await entry.fetch(js_request(method, path, headers, body))
+        assert response.status == status, (path, status, await response.text())
+        assert response.headers.get("access-control-allow-origin") == app  # readable
+    assert list(namespace.addressed) == [], "a refused request addressed a Durable Object"
+    preflight = await entry.fetch(
+        js_request(
+            "OPTIONS",
+            "/v1/actors/alice/submissions",
+            {"origin": app, "access-control-request-method": "POST"},
+        )
+    )
+    assert preflight.status == 200 and preflight.headers.get("access-control-allow-origin") == app
+    assert list(namespace.addressed) == []
+    submit = older.mint("alice", "submit", 60)  # signed by the older key: still listed
+    headers = {**as_json, "authorization": f"Bearer {submit}"}
+    started = clock.perf_counter()
+    response = await entry.fetch(
+        js_request("POST", "/v1/actors/alice/submissions", headers, payload)
+    )
+    assert response.status == 200 and (await response.json()) == {"forwarded": "alice"}
+    admit_ms = (clock.perf_counter() - started) * 1000
+    # The operator mints at the Worker itself (no object): the token works at once.
+    host = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
+    request = '{"actor": "carol", "rights": "read", "ttl_s": 60}'
+    response = await entry.fetch(js_request("POST", "/v1/tokens", host, request))
+    assert response.status == 201, await response.text()
+    minted = (await response.json())["token"]
+    assert newest.verify(minted).actor == "carol"  # signed with the newest key
+    with_read = {"authorization": f"Bearer {minted}"}
+    response = await entry.fetch(js_request("GET", "/v1/actors/carol/tasks", with_read))
+    assert response.status == 200 and (await response.json()) == {"forwarded": "carol"}
+    scoped = {"authorization": f"Bearer {read}", "content-type": "application/json"}
+    response = await entry.fetch(js_request("POST", "/v1/tokens", scoped, request))
+    assert response.status == 403
+    return {"refusals": len(refused), "admit_ms": admit_ms}
+
+
 def _travel_config(effects: list[str], gate: asyncio.Event | None = None) -> ActorConfig:
     seen: list[list[dict[str, Any]]] = []
     free = gate or asyncio.Event()

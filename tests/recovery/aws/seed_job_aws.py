@@ -15,8 +15,8 @@ from pathlib import Path
 import boto3
 
 from core.storage import Storage
+from runtimes.actor.clock import SystemClock
 from runtimes.aws import AwsResources, open_actor_replica
-from runtimes.local.clock import SystemClock
 from tests.aws.conftest import BUCKET, REGION, TABLE
 from tests.recovery import seed_job
 

@@ -19,9 +19,9 @@ from typing import Any
 import boto3
 import pytest
 
+from runtimes.actor.clock import SystemClock
 from runtimes.aws import AwsResources, open_actor_replica
 from runtimes.aws.lease import DEFAULT_LEASE_MS
-from runtimes.local.clock import SystemClock
 from tests.aws.aws_target import FUNCTION_ARN, GROUP, ROLE_ARN, create_alarms
 from tests.aws.conftest import BUCKET, REGION, TABLE
 from tests.aws.support import container, head

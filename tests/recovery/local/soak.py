@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from core.testing.consistency import check_consistency, load_world
-from runtimes.local.sqlite import Sqlite3Database, open_sqlite_storage
+from runtimes.actor.sqlite import Sqlite3Database
+from runtimes.local.sqlite import open_sqlite_storage
 from tests.local.support import ROOT, start_host_process, stop
 from tests.remote_env.support import free_port
 
