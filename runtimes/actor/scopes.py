@@ -59,6 +59,7 @@ ROUTE_RIGHTS: Mapping[tuple[str, str], Need] = {
     ("GET", _C + "/watch"): "read",
     ("GET", _C + "/deltas"): "read",
     ("GET", _C + "/submissions"): "read",
+    ("GET", _C + "/submissions/by-request"): "read",
     ("GET", _C + "/entries"): "read",
     ("POST", _C + "/abort"): "submit",
     ("POST", _C + "/reminders"): "submit",

@@ -196,7 +196,7 @@ class ActorFunction:
             mailed: dict[str, Any] | None = None
             if status == 423:
                 mailed = await self._mail(scope["method"], scope["path"], body, context)
-            if status in (404, 423) and scope["method"] == "GET":
+            if scope["method"] == "GET" and _not_there_yet(status, content):
                 query = scope.get("query_string", b"").decode("utf-8", "replace")
                 mailed = await self._mailed(scope["path"], query)
             if mailed is not None:
@@ -225,7 +225,7 @@ class ActorFunction:
                 mailed = await self._mail(method.upper(), path, raw, context)
                 if mailed is not None:
                     return {"status": 202, "body": mailed}
-            if r.status_code in (404, 423) and method.upper() == "GET":
+            if method.upper() == "GET" and _not_there_yet(r.status_code, r.content):
                 found = await self._mailed(r.request.url.path, r.request.url.query.decode())
                 if found is not None:
                     return {"status": 200, "body": found}
@@ -440,6 +440,22 @@ class ActorFunction:
             if not committed:
                 host.unfinished.add(actor)
                 return
+
+
+# The app's answers to a poll whose submission may wait in the mailbox: nothing admitted
+# under that request id (or no actor yet), or the actor held by another invocation. A
+# refusal of the caller (401, 403) never reads the mailbox.
+_NOT_THERE_YET = {(404, "not_found"), (404, "unknown_actor"), (423, "actor_locked")}
+
+
+def _not_there_yet(status: int, content: bytes) -> bool:
+    if status not in (404, 423):
+        return False
+    try:
+        code = json.loads(content)["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return (status, code) in _NOT_THERE_YET
 
 
 def _retry_later(r: httpx.Response) -> bool:
