@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from core.testing import VirtualClock
-from runtimes.actor.testing import KitTools
+from runtimes.actor.testing import KIT_TOKEN, KitTools
+from runtimes.actor.tokens import SigningKeys
 from runtimes.aws import AwsResources
 from runtimes.aws.alarms import WakeSchedule, wake_event
 from runtimes.aws.lease import DEFAULT_LEASE_MS, Lease
@@ -104,6 +105,13 @@ async def test_two_concurrent_invocations_one_holds_the_other_is_mailed_and_answ
     direct = {"perdure": "request", "method": "GET", "path": f"{by_request}?request_id=job-b"}
     replied = await other.invoke(direct, context())
     assert replied == {"status": 200, "body": state}, replied
+    # A scoped token's poll is decided before the mailbox is read: another actor's read
+    # token is refused (403, not the mail), the actor's own reads it.
+    keys = SigningKeys.for_host(KIT_TOKEN)
+    for token, expected in ((keys.mint("c9", "read", 60), 403), (keys.mint("c1", "read", 60), 200)):
+        poll = url_event("GET", by_request, query="request_id=job-b", token=token)
+        status, seen = answer(await other.invoke(poll, context()))
+        assert status == expected and (seen == state) == (expected == 200), (status, seen)
     other_id = url_event("GET", by_request, query="request_id=job-x")
     status, _ = answer(await other.invoke(other_id, context()))
     assert status == 423  # nothing mailed under that id: the lease answer stands
