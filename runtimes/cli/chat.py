@@ -655,6 +655,12 @@ class Chat:
             if not self.busy:
                 self.screen.prompt()
             return
+        if accepted.get("id") is None:
+            # AWS: another invocation holds the actor; the submission waits in its
+            # mailbox and its entries arrive in the view once the holder takes it.
+            self.screen.line("(mailed: the actor is busy elsewhere; it is taken next)", "dim")
+            self.created.set()
+            return
         self.transcript.own.add(int(accepted["id"]))
         if accepted.get("status") in ("placed", "queued"):
             self.awaiting.add(int(accepted["id"]))
