@@ -15,6 +15,10 @@ wake-up duties every host has (``evict``, ``wake``, ``wakes``). Time is a
 wall clock. The kit's agent has two tools: ``kit_search`` (``safe``: reruns after a
 crash) and ``kit_book`` (``unsafe``: reported interrupted after a crash); both wait on
 the :class:`KitTools` gate, so a check can stop a host while they run.
+
+Size: over 600 lines because the kit is one list, :data:`HOST_CHECKS`, of short checks
+that share one rig (the target, the kit's agent and its gated tools); a host runs all of
+them, and spreading them over modules would only scatter that list.
 """
 
 from __future__ import annotations
