@@ -15,11 +15,15 @@ and :mod:`~core.harness.submission`) are stateless: after a restart, get them ag
 
 This module is the facade and the lifecycle (opening, closing, waiters, the commit
 listener); forks are made in :mod:`~core.harness.forks`, views and watches in
-:mod:`~core.harness.views`, task graphs in :mod:`~core.harness.task_graph`."""
+:mod:`~core.harness.views`, task graphs in :mod:`~core.harness.task_graph`.
+
+Size: over 600 lines because the facade is one surface, each method a thing a host or a
+program asks of the harness; what they delegate to lives in the modules named above."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from core.clock import Clock
@@ -102,7 +106,30 @@ class _Tasks:
         return self._registry.subscribe(listener)
 
 
+@dataclass(slots=True)
+class _CachedAgent:
+    """A conversation's resolved agent, with what it was resolved from: the committed
+    agent document (``value``, ``version``) and the registry's extensions (``snapshot``),
+    plus the commit ``seq`` at which that was last seen to hold."""
+
+    value: object
+    version: int | None
+    snapshot: object
+    resolved: ResolvedAgent
+    seq: int | None
+
+
 class Harness:
+    """The agent harness: the one object a program or a host holds.
+
+    A facade: it opens and closes the harness over a kernel :class:`Engine`, hands out the
+    stateless handles (:meth:`root`, :meth:`conversation`, :meth:`submission`) through
+    which conversations are driven, answers the host-level reads (listings, views,
+    watches, task graphs, timers), and serves the tasks it runs (``agent``, ``env``,
+    models, telemetry) as their :class:`~core.harness.services.HarnessServices`. Most
+    methods delegate to the module that owns the work; this class owns the lifecycle.
+    """
+
     def __init__(
         self,
         engine: Engine,
@@ -121,8 +148,8 @@ class Harness:
         self.progress_pace = ProgressPace(settings.progress.partial_commits_per_s)
         self._ranges = RangeCache()
         self._built: dict[int, Message] = {}  # staged entries' messages as built, by id
-        self._agents: dict[int, tuple[object, int | None, object, ResolvedAgent, int | None]] = {}
-        """Resolved agents: (committed value, version, registry, agent, last commit seen)."""
+        self._agents: dict[int, _CachedAgent] = {}
+        """Resolved agents by conversation id, with what each was resolved from."""
         self._submission_waiters: WaiterRegistry[int, SubmissionRecord] = self.session.waiters()
         """Callers waiting for a submission to settle, by submission id."""
         self._views = Views(self)
@@ -507,26 +534,26 @@ class Harness:
         if (
             cached is not None
             and seq is not None
-            and cached[4] == seq
-            and cached[2] is self.registry.extensions
+            and cached.seq == seq
+            and cached.snapshot is self.registry.extensions
         ):
-            return cached[3]
+            return cached.resolved
         state = await self.session.current_document(AGENT, conversation_id, None)
         value = state.value if state is not None else None
         version = state.version if state is not None else None
         snapshot = self.registry.extensions
         if (
             cached is not None
-            and cached[0] is value
-            and cached[1] == version
-            and cached[2] is snapshot
+            and cached.value is value
+            and cached.version == version
+            and cached.snapshot is snapshot
         ):
-            self._agents[conversation_id] = (*cached[:4], seq)
-            return cached[3]
+            cached.seq = seq
+            return cached.resolved
         resolved = self.registry.resolve(await self.agent_doc(conversation_id))
         if len(self._agents) >= 4096:
             self._agents.clear()  # a bound, not a policy: misses only cost a resolve
-        self._agents[conversation_id] = (value, version, snapshot, resolved, seq)
+        self._agents[conversation_id] = _CachedAgent(value, version, snapshot, resolved, seq)
         return resolved
 
     async def agent_doc(self, conversation_id: int) -> JsonObject:

@@ -17,6 +17,10 @@ The life of a mutating op:
 4. **Recovery**: on start, rows left ``running`` by a dead server are settled: a command's
    orphaned process group is killed and the op is ``lost``; a file mutation whose target
    already has the recorded post-hash is ``succeeded`` (the rename happened), else ``lost``.
+
+Size: over 600 lines because :class:`OpManager` is one class with one job, an op's life
+from admission to its terminal status, and the four stages above share its lock, its
+table of live ops and its log; split, each would reach into the others' state.
 """
 
 from __future__ import annotations

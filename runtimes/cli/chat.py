@@ -22,6 +22,10 @@ at the bottom and the answer streams above it (:mod:`runtimes.cli.terminal`); a 
 while the agent works is shown as ``you (steer): ...`` where it was sent. Piped, or on a
 dumb terminal, output is plain lines (:class:`~runtimes.cli.screen.Screen`): no cursor
 movements, and what is typed is the terminal's own echo.
+
+Size: over 600 lines: :class:`Transcript` (a view and its deltas rendered as lines) and
+:class:`Chat` (the watch, the input loop and the commands) are the two halves of one
+screen. Transcript is the seam to split along when either grows.
 """
 
 from __future__ import annotations

@@ -13,8 +13,9 @@ Rules checked:
 * the cycles that remain elsewhere in ``core`` are exactly those listed in
   :data:`KNOWN_CYCLES` (none since issue 17, item 2 broke session <-> tasks), printed when the test
   runs; a new cycle fails, and so does a listed one that is gone (remove it from the list);
-* module size: none over 800 lines, none over 600 without a reason in its docstring
-  (``Size:``), with no exceptions (the last oversized modules were split in issue 17).
+* module size, in every package (``core``, ``runtimes``, ``remote_env``): a module is as
+  long as its one job needs, so there is no hard cap, but one over 600 lines says in its
+  docstring (``Size:``) why it is still one job. A split follows a seam, never a count.
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "core"
+PACKAGES = ("core", "runtimes", "remote_env")
 
 KNOWN_CYCLES: list[frozenset[str]] = []
 """Strongly connected components of ``core``'s import graph that exist today; each
 must go away, none may be added."""
 
-MAX_LINES = 800
 REASON_LINES = 600
 
 
@@ -224,8 +225,6 @@ def test_the_cycle_finder_catches_a_planted_cycle(tmp_path: Path) -> None:
 
 def _size_problem(name: str, path: Path) -> str | None:
     lines = len(path.read_text().splitlines())
-    if lines > MAX_LINES:
-        return f"{name}: {lines} lines (over {MAX_LINES}: split it)"
     if lines > REASON_LINES:
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
         if "Size:" not in doc:
@@ -233,16 +232,16 @@ def _size_problem(name: str, path: Path) -> str | None:
     return None
 
 
-def test_core_modules_keep_to_the_size_rule() -> None:
-    sizes = {
-        name: len(path.read_text().splitlines())
-        for name, path in module_names(CORE, "core").items()
+def test_every_module_keeps_to_the_size_rule() -> None:
+    modules = {
+        name: path
+        for package in PACKAGES
+        for name, path in module_names(ROOT / package, package).items()
     }
+    sizes = {name: len(path.read_text().splitlines()) for name, path in modules.items()}
     for name, lines in sorted(sizes.items(), key=lambda kv: -kv[1])[:8]:
         print(f"{lines:5d} {name}")  # shown with -s
-    problems = [
-        p for name, path in module_names(CORE, "core").items() if (p := _size_problem(name, path))
-    ]
+    problems = [p for name, path in modules.items() if (p := _size_problem(name, path))]
     assert not problems, "\n".join(problems)
 
 
@@ -252,5 +251,3 @@ def test_the_size_rule_catches_a_long_module(tmp_path: Path) -> None:
     assert _size_problem("long", long) is not None
     long.write_text('"""A module.\n\nSize: one table of data.\n"""\n' + "x = 1\n" * 700)
     assert _size_problem("long", long) is None
-    long.write_text('"""A module.\n\nSize: one table.\n"""\n' + "x = 1\n" * 900)
-    assert _size_problem("long", long) is not None
