@@ -13,9 +13,9 @@ from core.errors import InvalidInput, UnknownTool
 from core.harness.registry import Registry
 from core.jsonvalue import JsonObject, JsonValue, json_copy
 
-__all__ = ["AGENT_FIELDS", "THINKING_LEVELS", "agent_change"]
+__all__ = ["AGENT_KEYS", "THINKING_LEVELS", "agent_change"]
 
-AGENT_FIELDS = ("model", "thinking", "tools", "extensions", "instructions", "cwd")
+AGENT_KEYS = ("model", "thinking", "tools", "extensions", "instructions", "cwd")
 THINKING_LEVELS = ("off", "low", "medium", "high")
 
 
@@ -25,7 +25,7 @@ def agent_change(registry: Registry, current: JsonValue, change: Mapping[str, An
     :class:`InvalidInput`, tool names no installed extension provides with
     :class:`UnknownTool`, extension names not installed with :class:`InvalidInput` —
     all before anything is written (pure: hosts call it before opening an actor)."""
-    unknown = sorted(set(change) - set(AGENT_FIELDS))
+    unknown = sorted(set(change) - set(AGENT_KEYS))
     if unknown:
         raise InvalidInput(f"unknown agent field(s): {unknown}", field="agent")
     value: JsonObject = dict(current) if isinstance(current, dict) else {}

@@ -468,13 +468,13 @@ def queued_summary(inbox: JsonValue) -> bool:
     )
 
 
-_USAGE_FIELDS = tuple(Usage.model_fields)
+_USAGE_KEYS = tuple(Usage.model_fields)
 
 
 def _usage_shaped(value: JsonValue) -> bool:
     """Whether ``value`` is a dumped :class:`Usage` exactly: its fields in order, ints and
     a float cost."""
-    if type(value) is not dict or tuple(value) != _USAGE_FIELDS:
+    if type(value) is not dict or tuple(value) != _USAGE_KEYS:
         return False
     *counts, cost = value.values()
     return all(type(n) is int for n in counts) and type(cost) is float

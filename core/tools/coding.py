@@ -399,7 +399,7 @@ async def run_grep(env: ExecutionEnv, args: GrepArgs) -> ToolOutput:
 # --------------------------------------------------------------------------- bash
 
 
-def _render_exec(result: ExecResult) -> tuple[str, dict[str, object]]:
+def _render_command(result: ExecResult) -> tuple[str, dict[str, object]]:
     output = result.output[:-1] if result.output.endswith("\n") else result.output
     cut = truncate_tail(output, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES)
     # Line numbers refer to the command's whole output, not just the tail we received.
@@ -442,14 +442,14 @@ async def run_bash(
     except (CommandTimeout, CommandCancelled) as exc:
         if exc.result is None:
             return _failure(exc)
-        text, details = _render_exec(exc.result)
+        text, details = _render_command(exc.result)
         prefix = "" if text == "(no output)" else f"{text}\n\n"
         return ToolOutput(
             text=f"{prefix}{exc.message}", details={**details, "code": exc.code}, is_error=True
         )
     except EnvOperationError as exc:
         return _failure(exc)
-    text, details = _render_exec(result)
+    text, details = _render_command(result)
     if result.exit_code == 0:
         return ToolOutput(text=text, details=details)
     reason = (
