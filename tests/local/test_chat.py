@@ -23,7 +23,8 @@ import pytest
 from rich.console import Console
 
 from core.times import iso_time
-from runtimes.cli.chat import Chat, ChatOptions, Screen, Transcript, sse_events
+from runtimes.cli.chat import Chat, ChatOptions, Screen, sse_events
+from runtimes.cli.transcript import Transcript
 from tests.local.support import ROOT, TOKEN, start_host_process, stop
 
 TIMEOUT = 60
