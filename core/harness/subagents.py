@@ -26,6 +26,7 @@ from core.harness.tools import ToolContext, ToolResult
 from core.jsonvalue import JsonObject, json_copy
 from core.records import Completed, Task
 from core.session.transaction import Tx
+from core.storage.port import ConversationQuery
 from core.tasks.definition import define_task
 from core.tasks.runtime import TaskRuntime
 
@@ -55,7 +56,9 @@ async def owned_conversation(
 ) -> ConversationHandle:
     """The conversation owned by ``owner_task_id``, created on first use: it starts as a
     copy of the owner conversation's agent, then ``agent`` is applied on top."""
-    found = await harness.session.storage.scan_conversations(owner_task_id=owner_task_id, limit=1)
+    found = await harness.session.storage.scan_conversations(
+        ConversationQuery(owner_task_id=owner_task_id, limit=1)
+    )
     if found.items:
         return await harness.conversation(found.items[0].id)
 

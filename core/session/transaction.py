@@ -63,15 +63,22 @@ from core.records import (
     Pending,
     Running,
     SubmissionRecord,
-    SubmissionStatus,
     Task,
     TaskState,
-    TaskStatus,
     Terminal,
     Waiting,
 )
 from core.session.documents import DocDefinition, DocHandle
-from core.storage.port import Cursor, DocumentCopy, DocumentCreate, Order, Page, Storage
+from core.storage.port import (
+    Cursor,
+    DocumentCopy,
+    DocumentCreate,
+    EntryQuery,
+    Page,
+    Storage,
+    SubmissionQuery,
+    TaskQuery,
+)
 from core.telemetry import Telemetry
 
 __all__ = ["TaskLayer", "Tx", "TxSession"]
@@ -229,58 +236,19 @@ class Tx:
         self._read()
         return await self._session.storage.submission_by_request(conversation_id, request_id)
 
-    async def scan_tasks(
-        self,
-        *,
-        conversation_id: int | None = None,
-        kind: str | None = None,
-        status: TaskStatus | None = None,
-        abort_requested: bool | None = None,
-        background: bool | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
-    ) -> Page[Task]:
+    async def scan_tasks(self, query: TaskQuery, cursor: Cursor | None = None) -> Page[Task]:
         self._read()
-        return await self._session.storage.scan_tasks(
-            conversation_id=conversation_id,
-            kind=kind,
-            status=status,
-            abort_requested=abort_requested,
-            background=background,
-            order=order,
-            limit=limit,
-            cursor=cursor,
-        )
+        return await self._session.storage.scan_tasks(query, cursor)
 
     async def scan_submissions(
-        self,
-        *,
-        conversation_id: int | None = None,
-        status: SubmissionStatus | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
+        self, query: SubmissionQuery, cursor: Cursor | None = None
     ) -> Page[SubmissionRecord]:
         self._read()
-        return await self._session.storage.scan_submissions(
-            conversation_id=conversation_id, status=status, order=order, limit=limit, cursor=cursor
-        )
+        return await self._session.storage.scan_submissions(query, cursor)
 
-    async def scan_entries(
-        self,
-        conversation_id: int,
-        *,
-        min_id: int | None = None,
-        max_id: int | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
-    ) -> Page[Entry]:
+    async def scan_entries(self, query: EntryQuery, cursor: Cursor | None = None) -> Page[Entry]:
         self._read()
-        return await self._session.storage.scan_entries(
-            conversation_id, min_id=min_id, max_id=max_id, order=order, limit=limit, cursor=cursor
-        )
+        return await self._session.storage.scan_entries(query, cursor)
 
     # ------------------------------------------------------------------ staged state
 
