@@ -24,7 +24,7 @@ as ``before``) belongs beside it rather than in a module of its own.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, cast
 
 from core.clock import Clock
@@ -81,9 +81,27 @@ from core.storage.port import (
 )
 from core.telemetry import Telemetry
 
-__all__ = ["TaskLayer", "Tx", "TxSession"]
+__all__ = ["TaskLayer", "TaskSpec", "Tx", "TxSession"]
 
 DocAddress = tuple[str, str, int | None, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """What a new task is to be: everything :meth:`Tx.create_task` was asked (see there
+    for each field), handed to the task layer as one record instead of being restated
+    at every layer it passes."""
+
+    definition: Any
+    """A ``TaskDefinition`` or a registered kind name (the session layer cannot name the
+    task layer's type)."""
+    input: JsonValue = None
+    conversation_id: int | None = None
+    owner: int | None = None
+    background: bool = False
+    checkpoint: JsonObject | None = None
+    until: int | None = None
+    continues: Task | None = None
 
 
 class TaskLayer(Protocol):
@@ -94,22 +112,11 @@ class TaskLayer(Protocol):
     because the session layer may not import the task layer above it.
     """
 
-    async def create_task(
-        self,
-        tx: Tx,
-        definition: Any,
-        input: JsonValue,
-        *,
-        conversation_id: int | None,
-        owner: int | None,
-        background: bool,
-        checkpoint: JsonObject | None,
-        until: int | None,
-        continues: Task | None,
-    ) -> Task:
-        """Stage a new task in ``tx`` and return its record (see :meth:`Tx.create_task`).
+    async def create_task(self, tx: Tx, spec: TaskSpec) -> Task:
+        """Stage the task ``spec`` describes in ``tx`` and return its record (see
+        :meth:`Tx.create_task`).
 
-        ``definition`` is a task definition or a registered kind name. Raises
+        ``spec.definition`` is a task definition or a registered kind name. Raises
         ``UnknownTaskKind``, ``TaskStateError``, ``UnknownRecord`` or ``InvalidJson``
         with nothing staged for the task.
         """
@@ -397,14 +404,9 @@ class Tx:
             raise UnknownTaskKind(f"no task layer is attached to create {definition!r}")
         return await layer.create_task(
             self,
-            definition,
-            input,
-            conversation_id=conversation_id,
-            owner=owner,
-            background=background,
-            checkpoint=checkpoint,
-            until=until,
-            continues=continues,
+            TaskSpec(
+                definition, input, conversation_id, owner, background, checkpoint, until, continues
+            ),
         )
 
     def live_owner(self, owner_id: int) -> Task:

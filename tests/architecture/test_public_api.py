@@ -108,6 +108,7 @@ PINNED: dict[str, list[str]] = {
         "ForkPolicy",
         "Session",
         "TaskLayer",
+        "TaskSpec",
         "Tx",
         "WaiterRegistry",
         "define_doc",
