@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from core.harness.builtin_documents import AGENT
 from core.harness.messages import TextBlock, message_from_json
 from core.harness.registry import Extension, ToolDefinition, define_extension, define_tool
-from core.harness.tools import ToolContext, ToolResult
+from core.harness.tools import ToolContext, ToolResult, harness_of
 from core.jsonvalue import JsonObject, json_copy
 from core.records import Completed, Task
 from core.session.transaction import Tx
@@ -32,7 +32,6 @@ from core.tasks.runtime import TaskRuntime
 
 if TYPE_CHECKING:
     from core.harness.handles import ConversationHandle
-    from core.harness.services import HarnessServices
     from core.harness.tools import ToolServices
 
 __all__ = [
@@ -146,8 +145,7 @@ def subagent_extension() -> Extension:
     """The sub-agent tools and the background task they use, as one extension."""
 
     async def run(task: Task, rt: TaskRuntime) -> None:
-        # Extension tasks are defined without the harness; the scheduler carries it.
-        h = cast("HarnessServices", rt.harness)
+        h = harness_of(rt)
         value = task.input if isinstance(task.input, dict) else {}
         agent = value.get("agent")
         child = await owned_conversation(h, task.id, agent if isinstance(agent, dict) else None)
