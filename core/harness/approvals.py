@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "APPROVAL_PHASE",
-    "MAX_NOTE_CHARS",
+    "MAX_APPROVAL_NOTE_CHARS",
     "Decision",
     "decide",
     "denial",
@@ -59,7 +59,7 @@ __all__ = [
 ]
 
 APPROVAL_PHASE = "approval"
-MAX_NOTE_CHARS = 4000
+MAX_APPROVAL_NOTE_CHARS = 4000
 Decision = Literal["approve", "deny"]
 
 
@@ -163,8 +163,10 @@ def pending_approvals(tasks: Iterable[Task]) -> list[JsonObject]:
 def _check(decision: object, note: object, request_id: object) -> None:
     if decision not in ("approve", "deny"):
         raise InvalidInput("decision is 'approve' or 'deny'", field="decision")
-    if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE_CHARS):
-        raise InvalidInput(f"note is text of at most {MAX_NOTE_CHARS} characters", field="note")
+    if note is not None and (not isinstance(note, str) or len(note) > MAX_APPROVAL_NOTE_CHARS):
+        raise InvalidInput(
+            f"note is text of at most {MAX_APPROVAL_NOTE_CHARS} characters", field="note"
+        )
     if request_id is not None and (not isinstance(request_id, str) or not request_id):
         raise InvalidInput("request_id is a non-empty string", field="request_id")
 

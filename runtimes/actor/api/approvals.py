@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body, Path
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.harness.approvals import MAX_NOTE_CHARS
+from core.harness import MAX_APPROVAL_NOTE_CHARS
 from core.records import MAX_ID
 from remote_env.json_body import UniqueKeysRoute
 from runtimes.actor.api.routes import API_ERRORS, ActorId, HostDep
@@ -47,7 +47,7 @@ class ApprovalBody(BaseModel):
     decision: Literal["approve", "deny"]
     note: str | None = Field(
         None,
-        max_length=MAX_NOTE_CHARS,
+        max_length=MAX_APPROVAL_NOTE_CHARS,
         description="told to the model with a denial (kept with an approval)",
     )
     request_id: str | None = Field(
