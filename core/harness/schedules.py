@@ -12,7 +12,7 @@ submission of the latest one.
 
 **Exactly once.** When due, the one phase admits the occurrence's input with the request
 id ``schedule:<task id>:<occurrence ms>`` *in the same commit* that moves the task to
-its next occurrence (docs/design.md, invariant 17). A crash before that commit leaves
+its next occurrence (docs/design.md, invariant 19). A crash before that commit leaves
 the task due and it fires again after the restart; a crash after it leaves it waiting
 for the next occurrence; a wake delivered twice finds it waiting; and should the phase
 ever run twice for one occurrence, the request id answers the first submission.

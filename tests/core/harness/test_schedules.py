@@ -19,7 +19,7 @@ from core.faux import FauxModel, faux_message, faux_tool_call
 from core.harness.cadence import Cadence
 from core.harness.reminders import reminders_extension
 from core.harness.schedules import LATE_GRACE_MS, SCHEDULE
-from core.records import Aborted, Completed, SubmissionRecord
+from core.records import Aborted, Completed, SubmissionRecord, Waiting
 from core.testing.wrappers import CommitFault
 from tests.core.harness.support import MODEL, Rig
 from tests.core.support import settle, until
@@ -374,4 +374,36 @@ async def test_the_model_creates_and_cancels_a_schedule_with_its_tools(tmp_path:
     await until(lambda: h.schedules() == [])
     task = await h.engine.wait_for_task(made.id)
     assert task.kind == SCHEDULE and isinstance(task.outcome, Aborted)
+    await h.close()
+
+
+async def test_invariant_19_an_occurrence_commits_with_the_schedules_next_occurrence(
+    tmp_path: Path,
+) -> None:
+    rig = Rig(tmp_path)
+    answering(rig)
+    h = await rig.open()
+    events: list[Any] = []
+    h.session.subscribe(events.append)
+    root = await h.root(agent={"model": MODEL})
+    made = await root.schedule("tick", every=60)
+    assert made.next_at is not None
+    for n in (1, 2):
+        await step_to(rig, h, made.next_at + (n - 1) * 60_000)
+    ids = {s.request_id for s in await occurrences(h)}
+    first: dict[str | None, Any] = {}  # each occurrence's first commit: the one admitting it
+    for event in events:
+        for sub in event.submissions:
+            if sub.request_id in ids:
+                first.setdefault(sub.request_id, event)
+    fired = list(first.values())
+    assert len(fired) == 2
+    for n, event in enumerate(fired, start=1):
+        (task,) = [t for t in event.tasks if t.id == made.id]
+        # The same commit moved the schedule on: it waits for the following occurrence.
+        assert isinstance(task.state, Waiting)
+        assert task.state.until == made.next_at + n * 60_000
+        assert task.checkpoint is not None and task.checkpoint["last"] in {
+            s.id for s in event.submissions
+        }
     await h.close()
