@@ -37,6 +37,7 @@ from core.harness.registry import (
     section,
 )
 from core.harness.reminders import MAX_DELAY_S, MAX_REMINDER_CHARS, reminders_extension
+from core.harness.schedules import Schedule, ScheduleArgs
 from core.harness.settings import (
     CompactionSettings,
     HarnessSettings,
@@ -71,6 +72,8 @@ __all__ = [
     "Reminder",
     "ResolvedAgent",
     "RetrySettings",
+    "Schedule",
+    "ScheduleArgs",
     "Section",
     "Submission",
     "SystemMessage",
