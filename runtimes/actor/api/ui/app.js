@@ -68,8 +68,8 @@ async function connect(token) {
     try {
       await api.get("/v1/actors?limit=1");
     } catch (error) {
-      // A host without an actor index still accepted the token if it answered 501.
-      if (!(error instanceof ApiError && error.status === 501)) throw error;
+      // A host without an actor index still accepted the token (auth comes first).
+      if (!noListing(error)) throw error;
     }
   }
   state.api = api;
@@ -87,6 +87,11 @@ async function connect(token) {
   await refreshActors();
   const wanted = new URLSearchParams(location.hash.slice(1)).get("actor");
   if (wanted) await selectActor(wanted);
+}
+
+// A host that cannot list its actors: 501 not_supported, or no such route at all.
+function noListing(error) {
+  return error instanceof ApiError && (error.status === 501 || (error.status === 404 && error.code === "no_route"));
 }
 
 // A scoped token's rights decide which controls the page offers (the host refuses the
@@ -126,7 +131,7 @@ async function refreshActors() {
     const page = await state.api.get("/v1/actors?limit=1000");
     names = page.actors.map((a) => a.id);
   } catch (error) {
-    if (error instanceof ApiError && error.status === 501) {
+    if (noListing(error)) {
       replaceChildren($("actors"), [h("li", { class: "muted" }, "this host cannot list actors: open one by id")]);
       return;
     }
