@@ -91,12 +91,10 @@ class Watch:
             self.seq = frame.seq
 
     async def _run(self) -> AsyncGenerator[Frame, None]:
-        if self._via in ("auto", "sse") and self._client.streams is not False:
-            async for frame in self._stream():
+        if self._via != "poll":
+            async for frame in self._stream():  # under auto: nothing, if it fell back
                 yield frame
-            if self._via == "sse":
-                return
-        if self._via != "sse":
+        if self._via == "poll":
             async for frame in self._poll():
                 yield frame
 
@@ -116,7 +114,8 @@ class Watch:
                 error = self._client.error_of(response)
                 if self._via == "sse" or response.status_code in _FINAL:
                     raise error
-                self._client.streams = False  # this host serves no stream
+                # ``auto``: this host serves no stream (Lambda answers whole responses).
+                self._client.streams = False
                 self._via = "poll"
                 return
             self._client.streams = True
