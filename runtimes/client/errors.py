@@ -16,8 +16,9 @@ class HostUnreachable(ClientError):
 
 class ApiError(ClientError):
     """The host answered with an error status. ``code`` and ``message`` are the host's
-    own (``invalid``, ``not_found``, ``actor_locked``...; see docs/design.md § The HTTP
-    API); ``retry_after``: the seconds a ``423``/``503`` asks the client to wait."""
+    own (``invalid``, ``not_found``, ``actor_locked``...: the error answers of
+    docs/design.md § The HTTP API); ``retry_after``: the seconds a ``423``/``503`` asks
+    the client to wait."""
 
     def __init__(
         self, status: int, code: str, message: str, *, retry_after: float | None = None
