@@ -7,10 +7,11 @@ last frame without applying ops itself.
 
 ``via``: ``"sse"`` (``GET .../watch``), ``"poll"`` (``GET .../deltas``, for hosts and
 proxies that cannot hold a stream open: Lambda) or ``"auto"``: the stream where the host
-serves one, else the long poll. Under ``auto`` an answer to the stream request that is
-not an event stream — and not a refusal the long poll would meet as well (a bad token,
-an unknown actor or conversation) — switches the watch to the long poll, and the client
-remembers that for its later watches.
+serves one, else the long poll. Under ``auto`` an answer to the stream request that says
+the host serves no stream there (a ``200`` that is not an event stream, ``405``,
+``406``, ``501``, or a front door's ``500``/``502``/``504``) switches the watch to the
+long poll, and the client remembers that for its later watches; any other error (a bad
+token, an unknown actor, ``423``) is raised, as the long poll would meet it too.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import httpx
 
-from runtimes.client.errors import RequestRefused
+from runtimes.client.errors import ClientError, RequestRefused
 from runtimes.client.models import Frame
 
 if TYPE_CHECKING:
@@ -31,8 +32,11 @@ __all__ = ["Via", "Watch"]
 
 Via: TypeAlias = Literal["auto", "sse", "poll"]
 
-# Refusals that the long poll would meet too: no reason to fall back on them.
-_FINAL = frozenset({400, 401, 403, 404, 422})
+# Answers that say the stream is not served here (the method or the media type refused,
+# a front door that fails or cannot pass a stream on: Lambda's answers 500). Any other
+# error — a refusal (bad token, unknown actor), 423 (held elsewhere), 503 (shutting
+# down) — is one the long poll would meet as well: it is raised, not fallen back on.
+_NOT_STREAMED = frozenset({405, 406, 500, 501, 502, 504})
 
 
 class Watch:
@@ -111,9 +115,11 @@ class Watch:
             kind = response.headers.get("content-type", "")
             if response.status_code != 200 or not kind.startswith("text/event-stream"):
                 await response.aread()
-                error = self._client.error_of(response)
-                if self._via == "sse" or response.status_code in _FINAL:
-                    raise error
+                served = response.status_code not in _NOT_STREAMED and not response.is_success
+                if self._via == "sse" or served:
+                    if response.is_success:
+                        raise ClientError(f"the host answered the watch with {kind!r}, not SSE")
+                    raise self._client.error_of(response)
                 # ``auto``: this host serves no stream (Lambda answers whole responses).
                 self._client.streams = False
                 self._via = "poll"

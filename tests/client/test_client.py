@@ -18,6 +18,7 @@ from runtimes.actor.memory import MemoryHost
 from runtimes.actor.testing import KIT_TOKEN, KitTools, client_script, kit_config
 from runtimes.client import (
     ActorClient,
+    ClientError,
     HostUnreachable,
     RequestRefused,
     ServerError,
@@ -69,6 +70,22 @@ async def test_a_watch_builds_the_committed_view_from_its_frames(
                     break
             assert watch.via == via and "delta" in kinds, kinds
             assert state.answer is not None and state.answer.entry in watch.view["entries"]
+
+
+async def test_a_locked_actor_is_not_taken_for_a_host_without_streams() -> None:
+    """``423``: the host streams, the actor is held elsewhere; the watch says so rather
+    than switching to the long poll for good."""
+    host = MemoryHost(kit_config(), clock=VirtualClock())
+    await host.start()
+    door = NoStream(StreamingASGITransport(create_app(host, ApiConfig(KIT_TOKEN))), 423)
+    try:
+        async with ActorClient("http://kit", KIT_TOKEN, transport=door) as client:
+            with pytest.raises(RequestRefused) as refused:
+                async with client.watch("ivy") as watch:
+                    await anext(aiter(watch))
+            assert refused.value.status == 423 and client.streams is None
+    finally:
+        await host.close()
 
 
 async def test_errors_carry_the_hosts_code_and_message(running: Running) -> None:
@@ -173,24 +190,26 @@ async def test_a_minted_token_reads_its_actor_only(running: Running) -> None:
 
 
 class NoStream(httpx.AsyncBaseTransport):
-    """A front door that cannot stream (as Lambda): the watch route answers 501."""
+    """A front door that cannot stream: the watch route answers ``status`` (JSON)."""
 
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+    def __init__(self, inner: httpx.AsyncBaseTransport, status: int) -> None:
         self.inner = inner
+        self.status = status
         self.watches = 0
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if request.url.path.endswith("/watch"):
             self.watches += 1
             body = {"error": {"code": "not_supported", "message": "no streams here"}}
-            return httpx.Response(501, json=body)
+            return httpx.Response(self.status, json=body)
         return await self.inner.handle_async_request(request)
 
 
-async def test_auto_falls_back_to_the_long_poll_once_and_remembers() -> None:
+@pytest.mark.parametrize("status", [501, 500, 200])
+async def test_auto_falls_back_to_the_long_poll_once_and_remembers(status: int) -> None:
     host = MemoryHost(kit_config(), clock=VirtualClock())
     await host.start()
-    door = NoStream(StreamingASGITransport(create_app(host, ApiConfig(KIT_TOKEN))))
+    door = NoStream(StreamingASGITransport(create_app(host, ApiConfig(KIT_TOKEN))), status)
     try:
         async with ActorClient("http://kit", KIT_TOKEN, transport=door) as client:
             await client.ask("hana", "hello", timeout=LIMIT_S)
@@ -199,9 +218,11 @@ async def test_auto_falls_back_to_the_long_poll_once_and_remembers() -> None:
                     frame = await asyncio.wait_for(anext(aiter(watch)), LIMIT_S)
                 assert frame.type == "view" and watch.via == "poll"
             assert client.streams is False and door.watches == 1
-            with pytest.raises(ServerError) as failed:  # asked for a stream: no fallback
+            with pytest.raises(ClientError) as failed:  # asked for a stream: no fallback
                 async with client.watch("hana", via="sse") as watch:
                     await anext(aiter(watch))
-            assert failed.value.status == 501 and failed.value.message == "no streams here"
+            if status != 200:
+                assert isinstance(failed.value, ServerError) and failed.value.status == status
+                assert failed.value.message == "no streams here"
     finally:
         await host.close()
