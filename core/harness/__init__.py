@@ -29,9 +29,11 @@ from core.harness.registry import (
     Extension,
     Hooks,
     Registry,
+    ReplayPolicy,
     ResolvedAgent,
     Section,
     ToolDefinition,
+    ToolSource,
     define_extension,
     define_tool,
     section,
@@ -43,6 +45,7 @@ from core.harness.settings import (
     ProgressSettings,
     RetrySettings,
 )
+from core.harness.tool_sources import TOOL_SOURCES
 from core.harness.tools import ToolContext, ToolResult
 from core.harness.watch import Frame, Watch
 
@@ -50,6 +53,7 @@ __all__ = [
     "HARNESS_KINDS",
     "MAX_DELAY_S",
     "MAX_REMINDER_CHARS",
+    "TOOL_SOURCES",
     "Answer",
     "AssistantMessage",
     "Block",
@@ -69,6 +73,7 @@ __all__ = [
     "ProgressSettings",
     "Registry",
     "Reminder",
+    "ReplayPolicy",
     "ResolvedAgent",
     "RetrySettings",
     "Section",
@@ -81,6 +86,7 @@ __all__ = [
     "ToolDefinition",
     "ToolResult",
     "ToolResultMessage",
+    "ToolSource",
     "Usage",
     "UserMessage",
     "Watch",
