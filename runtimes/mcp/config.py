@@ -34,7 +34,7 @@ Anthropic's APIs accept tool names matching ``^[a-zA-Z0-9_-]{1,64}$`` only."""
 
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9-]{1,24}$")  # no "_": the first "__" splits the name
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_PLACEHOLDER = re.compile(r"\$\{([^${}\s]+)\}")  # a secret's name: an ARN, a/path, NAME
 
 SecretLookup = Callable[[str], "str | None"]
 """``lookup(name)``: the host secret ``name`` (an environment variable locally, a Worker

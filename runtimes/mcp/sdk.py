@@ -81,6 +81,11 @@ async def _session(
     """Run ``work(session, changed)`` in a fresh session under the server's deadline,
     mapping every way it can fail to an :class:`McpProblem`."""
     changed: list[bool] = []
+    refused: list[int] = []  # HTTP error statuses: the SDK turns them into a generic error
+
+    async def on_status(response: httpx2.Response) -> None:
+        if response.status_code >= 400:
+            refused.append(response.status_code)
 
     async def on_message(message: Any) -> None:
         if getattr(message, "method", None) == "notifications/tools/list_changed":
@@ -90,7 +95,11 @@ async def _session(
     try:
         async with asyncio.timeout(server.timeout_s):
             async with (
-                httpx2.AsyncClient(headers=dict(headers), timeout=server.timeout_s) as http,
+                httpx2.AsyncClient(
+                    headers=dict(headers),
+                    timeout=server.timeout_s,
+                    event_hooks={"response": [on_status]},
+                ) as http,
                 streamable_http_client(server.url, http_client=http) as (read, write),
                 ClientSession(
                     read,
@@ -116,6 +125,11 @@ async def _session(
     except BaseException as error:
         if not isinstance(error, Exception):
             raise  # cancellation and exits are not the server's problem
+        if refused:
+            status = refused[0]
+            raise McpProblem(
+                "refused", f"{where} answered HTTP {status} while {doing}{_hint(status)}"
+            ) from None
         raise _problem(where, doing, error) from None
 
 
@@ -151,6 +165,14 @@ def _problem(where: str, doing: str, error: BaseException) -> McpProblem:
         "protocol",
         f"{where} did not speak MCP while {doing}: {type(first).__name__}: {_short(first)}",
     )
+
+
+def _hint(status: int) -> str:
+    if status in (401, 403):
+        return " (check the server's headers and the host secrets they name)"
+    if status == 404:
+        return " (check the server's URL)"
+    return ""
 
 
 def _leaves(error: BaseException) -> list[BaseException]:

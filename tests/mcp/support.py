@@ -15,9 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.faux import FauxModel, FauxState, faux_message, faux_tool_call
+from core.harness import AssistantMessage, ModelRequest, ToolResultMessage
+from core.jsonvalue import JsonObject
 from tests.remote_env.support import free_port
 
-__all__ = ["McpProcess", "mcp_server"]
+__all__ = ["McpProcess", "mcp_model", "mcp_server"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,3 +84,24 @@ def mcp_server(tmp: Path, *, token: str | None = None) -> Iterator[McpProcess]:
         yield server
     finally:
         server.stop()
+
+
+def mcp_model(offered: list[list[str]] | None = None) -> FauxModel:
+    """A scripted model for host tests: ``search CITY`` calls ``trains__search``, a tool
+    result is answered ``result: <its content>``, anything else ``hello``. ``offered``
+    collects the tool names of each request that answers a user message."""
+
+    def step(request: ModelRequest, state: FauxState) -> AssistantMessage:
+        last = request.messages[-1]
+        if isinstance(last, ToolResultMessage):
+            return faux_message(f"result: {last.content}")
+        if offered is not None:
+            offered.append(sorted(t.name for t in request.tools))
+        text = last.content if isinstance(last.content, str) else ""
+        if text.startswith("search "):
+            arguments: JsonObject = {"to": text.removeprefix("search ")}
+            call = faux_tool_call("trains__search", arguments, id=f"call_{len(request.messages)}")
+            return faux_message(call)
+        return faux_message("hello")
+
+    return FauxModel(fallback=step)
