@@ -7,6 +7,7 @@ a server's URL receives the headers, and the headers carry the host's secrets.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ __all__ = [
     "McpServer",
     "ProblemKind",
     "SecretLookup",
+    "content_text",
     "model_name",
     "replay_from_annotations",
     "resolve_headers",
@@ -138,3 +140,29 @@ def resolve_headers(server: McpServer, secrets: SecretLookup) -> dict[str, str]:
                 )
         resolved[header] = _PLACEHOLDER.sub(lambda m: secrets(m.group(1)) or "", template)
     return resolved
+
+
+def content_text(blocks: list[JsonValue], structured: JsonValue = None) -> str:
+    """The text the model reads of a tool result's content blocks (wire JSON): text as
+    it is, other blocks named with their type and size (their bytes are not for a text
+    model); the structured content when there is no block."""
+    parts: list[str] = []
+    for block in blocks:
+        item: dict[str, Any] = block if isinstance(block, dict) else {}
+        kind = item.get("type")
+        if kind == "text":
+            parts.append(str(item.get("text", "")))
+        elif kind in ("image", "audio"):
+            data = item.get("data") or ""
+            parts.append(f"[{kind} {item.get('mimeType', '')}, {len(data) * 3 // 4} bytes]")
+        elif kind == "resource_link":
+            parts.append(f"[resource {item.get('uri', '')} {item.get('name', '')}]".strip())
+        elif kind == "resource":
+            resource = item.get("resource") or {}
+            text = resource.get("text")
+            parts.append(text if isinstance(text, str) else f"[resource {resource.get('uri', '')}]")
+        else:
+            parts.append(f"[{kind} content]")
+    if not parts and structured is not None:
+        parts.append(json.dumps(structured, ensure_ascii=False))
+    return "\n".join(parts)

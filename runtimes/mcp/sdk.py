@@ -20,10 +20,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from core.jsonvalue import JsonObject, JsonValue, dumps, loads
-from runtimes.mcp.config import McpProblem, McpServer
+from runtimes.mcp.config import McpProblem, McpServer, content_text
 from runtimes.mcp.source import CallOutcome
 
-__all__ = ["SdkConnector", "content_text"]
+__all__ = ["SdkConnector"]
 
 T = TypeVar("T")
 _LIST_PAGES = 100  # a server whose cursor never ends cannot hold a listing forever
@@ -63,7 +63,10 @@ class SdkConnector:
             result = await session.call_tool(name, dict(arguments))
             structured = result.structured_content
             return CallOutcome(
-                text=content_text(result.content, structured),
+                text=content_text(
+                    [_json(b.model_dump(by_alias=True, mode="json")) for b in result.content],
+                    _json(structured) if structured is not None else None,
+                ),
                 is_error=bool(result.is_error),
                 structured=_json(structured) if structured is not None else None,
                 list_changed=bool(changed),
@@ -202,31 +205,6 @@ def _refuse(server: McpServer, what: str) -> Any:
         )
 
     return refuse
-
-
-def content_text(content: Any, structured: Any = None) -> str:
-    """The text the model reads of a tool result's content blocks: text as it is, other
-    blocks named with their type and size (their bytes are not for a text model)."""
-    parts: list[str] = []
-    for block in content or []:
-        item = block.model_dump(by_alias=True, mode="json") if hasattr(block, "model_dump") else {}
-        kind = item.get("type")
-        if kind == "text":
-            parts.append(str(item.get("text", "")))
-        elif kind in ("image", "audio"):
-            data = item.get("data") or ""
-            parts.append(f"[{kind} {item.get('mimeType', '')}, {len(data) * 3 // 4} bytes]")
-        elif kind == "resource_link":
-            parts.append(f"[resource {item.get('uri', '')} {item.get('name', '')}]".strip())
-        elif kind == "resource":
-            resource = item.get("resource") or {}
-            text = resource.get("text")
-            parts.append(text if isinstance(text, str) else f"[resource {resource.get('uri', '')}]")
-        else:
-            parts.append(f"[{kind} content]")
-    if not parts and structured is not None:
-        parts.append(dumps(_json(structured)))
-    return "\n".join(parts)
 
 
 def _json(value: Any) -> JsonValue:

@@ -17,8 +17,9 @@ from core.jsonvalue import JsonObject
 from runtimes.actor.clock import SystemClock
 from runtimes.local import open_sqlite_storage
 from runtimes.mcp import McpProblem, McpServer, McpToolSource, mcp_extension
+from runtimes.mcp.http_client import HttpConnector
 from runtimes.mcp.sdk import SdkConnector
-from runtimes.mcp.source import CallOutcome
+from runtimes.mcp.source import CallOutcome, McpConnector
 from tests.mcp.support import McpProcess, mcp_server
 
 MODEL = "faux/faux-1"
@@ -30,22 +31,32 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpProcess]:
         yield process
 
 
-class Counting(SdkConnector):
-    """The SDK connector, counting what it is asked (the test's evidence of reconnects)."""
+CONNECTORS = {"sdk": SdkConnector, "http": HttpConnector}
 
-    def __init__(self) -> None:
+
+@pytest.fixture(params=sorted(CONNECTORS))
+def connector(request: pytest.FixtureRequest) -> McpConnector:
+    """Each test runs with the SDK's client (local, Lambda) and with the client over
+    httpx alone (what a Worker uses over fetch)."""
+    made: McpConnector = CONNECTORS[request.param]()
+    return made
+
+
+class Counting:
+    """A connector, counting what it is asked (the test's evidence of reconnects)."""
+
+    def __init__(self, inner: McpConnector) -> None:
+        self.inner = inner
         self.listings = 0
-        self.calls: list[str] = []
 
     async def list_tools(self, server: McpServer, headers: Mapping[str, str]) -> list[JsonObject]:
         self.listings += 1
-        return await super().list_tools(server, headers)
+        return await self.inner.list_tools(server, headers)
 
     async def call_tool(
         self, server: McpServer, headers: Mapping[str, str], name: str, arguments: JsonObject
     ) -> CallOutcome:
-        self.calls.append(name)
-        return await super().call_tool(server, headers, name, arguments)
+        return await self.inner.call_tool(server, headers, name, arguments)
 
 
 def no_secrets(name: str) -> str | None:
@@ -57,13 +68,13 @@ async def run(
     servers: list[McpServer],
     steps: list[Any],
     *,
-    connector: SdkConnector | None = None,
+    connector: McpConnector,
     secrets: Any = no_secrets,
     request_id: str = "job",
 ) -> tuple[FauxModel, Harness, Any]:
     """One 'process': open the actor, submit, wait for the answer, close."""
     model = FauxModel(steps)
-    extension = mcp_extension(servers, connector=connector or SdkConnector(), secrets=secrets)
+    extension = mcp_extension(servers, connector=connector, secrets=secrets)
     harness = await Harness.open(
         await open_sqlite_storage(db),
         models=model,
@@ -97,13 +108,14 @@ def calling(*calls: tuple[str, JsonObject]) -> list[Any]:
 
 
 async def test_an_agent_lists_and_calls_the_tools_of_a_loopback_server(
-    server: McpProcess, tmp_path: Path
+    connector: McpConnector, server: McpProcess, tmp_path: Path
 ) -> None:
     trains = McpServer("trains", server.url)
     model, _, listings = await run(
         tmp_path / "a.sqlite",
         [trains],
         calling(("trains__search", {"to": "Graz"}), ("trains__book", {"train": "IC 501"})),
+        connector=connector,
     )
     first, second = model.state.requests
     tools = offered(first)
@@ -123,15 +135,17 @@ async def test_an_agent_lists_and_calls_the_tools_of_a_loopback_server(
     assert {t["name"] for t in listing["tools"]} >= {"search", "book", "broken"}
 
 
-async def test_the_tool_list_survives_a_restart_without_a_reconnect(tmp_path: Path) -> None:
+async def test_the_tool_list_survives_a_restart_without_a_reconnect(
+    connector: McpConnector, tmp_path: Path
+) -> None:
     db = tmp_path / "a.sqlite"
     with mcp_server(tmp_path) as live:
         trains = McpServer("trains", live.url)
-        await run(db, [trains], [faux_message("hello")], request_id="one")
+        await run(db, [trains], [faux_message("hello")], connector=connector, request_id="one")
         url = live.url
     # The server is gone; a new process opens the actor: the first request already
     # offers the server's tools (from the conversation's listing), nothing is listed.
-    counting = Counting()
+    counting = Counting(connector)
     model, _, _ = await run(
         db,
         [McpServer("trains", url)],
@@ -152,11 +166,14 @@ async def test_the_tool_list_survives_a_restart_without_a_reconnect(tmp_path: Pa
 
 
 async def test_a_slow_server_past_the_timeout_is_a_tool_result(
-    server: McpProcess, tmp_path: Path
+    connector: McpConnector, server: McpProcess, tmp_path: Path
 ) -> None:
     trains = McpServer("trains", server.url, timeout_s=1)
     model, _, _ = await run(
-        tmp_path / "a.sqlite", [trains], calling(("trains__slow", {"seconds": 5}))
+        tmp_path / "a.sqlite",
+        [trains],
+        calling(("trains__slow", {"seconds": 5})),
+        connector=connector,
     )
     (result,) = tool_results(model.state.requests[-1])
     assert result.is_error
@@ -164,9 +181,17 @@ async def test_a_slow_server_past_the_timeout_is_a_tool_result(
     assert result.details["mcp"]["problem"] == "timeout"
 
 
-async def test_a_protocol_error_is_a_tool_result(server: McpProcess, tmp_path: Path) -> None:
+async def test_a_protocol_error_is_a_tool_result(
+    connector: McpConnector, server: McpProcess, tmp_path: Path
+) -> None:
     db = tmp_path / "a.sqlite"
-    await run(db, [McpServer("trains", server.url)], [faux_message("listed")], request_id="one")
+    await run(
+        db,
+        [McpServer("trains", server.url)],
+        [faux_message("listed")],
+        connector=connector,
+        request_id="one",
+    )
     # The operator points the server at an endpoint that does not speak MCP; the
     # listing is still fresh, so the call goes there.
     model, _, _ = await run(
@@ -174,15 +199,21 @@ async def test_a_protocol_error_is_a_tool_result(server: McpProcess, tmp_path: P
         [McpServer("trains", server.broken_url)],
         calling(("trains__search", {"to": "Graz"})),
         request_id="two",
+        connector=connector,
     )
     (result,) = tool_results(model.state.requests[-1])[-1:]
     assert result.is_error and result.details["mcp"]["problem"] == "protocol"
     assert "did not speak MCP" in result.content, result.content
 
 
-async def test_a_tool_error_reaches_the_model(server: McpProcess, tmp_path: Path) -> None:
+async def test_a_tool_error_reaches_the_model(
+    connector: McpConnector, server: McpProcess, tmp_path: Path
+) -> None:
     model, _, _ = await run(
-        tmp_path / "a.sqlite", [McpServer("trains", server.url)], calling(("trains__broken", {}))
+        tmp_path / "a.sqlite",
+        [McpServer("trains", server.url)],
+        calling(("trains__broken", {})),
+        connector=connector,
     )
     (result,) = tool_results(model.state.requests[-1])
     assert result.is_error
@@ -190,9 +221,14 @@ async def test_a_tool_error_reaches_the_model(server: McpProcess, tmp_path: Path
     assert result.details["mcp"]["problem"] == "tool_error"
 
 
-async def test_elicitation_is_refused_unless_configured(server: McpProcess, tmp_path: Path) -> None:
+async def test_elicitation_is_refused_unless_configured(
+    connector: McpConnector, server: McpProcess, tmp_path: Path
+) -> None:
     model, _, _ = await run(
-        tmp_path / "a.sqlite", [McpServer("trains", server.url)], calling(("trains__confirm", {}))
+        tmp_path / "a.sqlite",
+        [McpServer("trains", server.url)],
+        calling(("trains__confirm", {})),
+        connector=connector,
     )
     (result,) = tool_results(model.state.requests[-1])
     assert result.is_error
@@ -200,15 +236,16 @@ async def test_elicitation_is_refused_unless_configured(server: McpProcess, tmp_
 
 
 async def test_a_list_changed_notification_lists_again_before_the_next_request(
-    server: McpProcess, tmp_path: Path
+    connector: McpConnector, tmp_path: Path
 ) -> None:
-    counting = Counting()
-    model, _, listings = await run(
-        tmp_path / "a.sqlite",
-        [McpServer("trains", server.url)],
-        calling(("trains__grow", {})),
-        connector=counting,
-    )
+    counting = Counting(connector)
+    with mcp_server(tmp_path) as server:  # its own: growing changes the server's tools
+        model, _, listings = await run(
+            tmp_path / "a.sqlite",
+            [McpServer("trains", server.url)],
+            calling(("trains__grow", {})),
+            connector=counting,
+        )
     first, second = model.state.requests
     assert "trains__later" not in offered(first)
     assert "trains__later" in offered(second)
@@ -216,7 +253,9 @@ async def test_a_list_changed_notification_lists_again_before_the_next_request(
     assert "changed" not in listings["trains"]
 
 
-async def test_the_allow_list_and_headers_from_host_secrets(tmp_path: Path) -> None:
+async def test_the_allow_list_and_headers_from_host_secrets(
+    connector: McpConnector, tmp_path: Path
+) -> None:
     with mcp_server(tmp_path, token="s3cret") as guarded:
         trains = McpServer(
             "trains",
@@ -230,18 +269,22 @@ async def test_the_allow_list_and_headers_from_host_secrets(tmp_path: Path) -> N
             [trains],
             calling(("trains__search", {"to": "Wels"})),
             secrets=secrets,
+            connector=connector,
         )
         first, second = model.state.requests
         assert [n for n in offered(first) if n.startswith("trains__")] == ["trains__search"]
         (result,) = tool_results(second)
         assert result.content == "IC 501 to Wels leaves at 09:12"
         # Without the secret: nothing is listed (the error is reported), nothing is sent.
-        model, _, _ = await run(tmp_path / "b.sqlite", [trains], [faux_message("no tools")])
+        model, _, _ = await run(
+            tmp_path / "b.sqlite", [trains], [faux_message("no tools")], connector=connector
+        )
         assert not [n for n in offered(model.state.requests[0]) if n.startswith("trains__")]
 
 
-async def test_the_connector_names_each_problem(server: McpProcess) -> None:
-    connector = SdkConnector()
+async def test_the_connector_names_each_problem(
+    connector: McpConnector, server: McpProcess
+) -> None:
     with pytest.raises(McpProblem) as down:
         await connector.list_tools(McpServer("gone", "http://127.0.0.1:9/mcp"), {})
     assert down.value.kind == "unreachable"
