@@ -36,6 +36,7 @@ from core.errors import (
     UnknownRecord,
 )
 from core.harness.agents import agent_change
+from core.harness.approvals import decide, pending_approvals
 from core.harness.builtin_documents import AGENT, USAGE
 from core.harness.compaction import COMPACTION, compaction_task, settle_compaction
 from core.harness.context import ActiveRange, ContextView, RangeCache
@@ -365,6 +366,23 @@ class Harness:
         """Pending reminders and other waits for a time, soonest first (see
         :func:`core.harness.reminders.pending_timers`)."""
         return pending_timers(list(self.session.tasks.values()))
+
+    def approvals(self) -> list[JsonObject]:
+        """Tool calls waiting for a person's decision, oldest first (see
+        :func:`core.harness.approvals.pending_approvals`)."""
+        return pending_approvals(self.session.tasks.values())
+
+    async def decide_approval(
+        self,
+        task_id: int,
+        decision: str,
+        *,
+        note: str | None = None,
+        request_id: str | None = None,
+    ) -> JsonObject:
+        """Approve or deny the call ``task_id`` pending approval; see
+        :func:`core.harness.approvals.decide`."""
+        return await decide(self, task_id, decision, note=note, request_id=request_id)
 
     def next_wake(self) -> int | None:
         return self.engine.next_wake()

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RESERVED_TASKS",
+    "ApprovalRule",
     "Block",
     "Extension",
     "Hooks",
@@ -47,6 +48,9 @@ __all__ = [
 ReplayPolicy: TypeAlias = Literal["safe", "unsafe", "recoverable"]
 ExecutionMode: TypeAlias = Literal["parallel", "sequential"]
 ToolExecute: TypeAlias = Callable[[Any, "ToolContext"], Awaitable["ToolResult | str"]]
+ApprovalRule: TypeAlias = Literal["never", "always"] | Callable[[Any], bool]
+"""Whether a tool's call waits for a person's decision: ``never``, ``always``, or a
+predicate over the call's validated arguments (true: ask)."""
 
 RESERVED_TASKS = frozenset({"perdure.generation", "perdure.tool", "perdure.compaction"})
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -66,6 +70,11 @@ class ToolDefinition:
     run its calls one at a time. ``input_schema``, when set, is the JSON schema the model
     sees instead of the parameters model's (a tool whose schema comes from elsewhere, an
     MCP server's, validates with a permissive model and leaves the rest to its server).
+
+    ``approval`` says whether a call waits for a person's decision before it runs
+    (``never``, ``always``, or a predicate over the validated arguments), and
+    ``approval_expires_s`` after how many seconds an undecided call is denied (``None``:
+    it waits as long as it takes); see :mod:`core.harness.approvals`.
     """
 
     name: str
@@ -76,6 +85,8 @@ class ToolDefinition:
     execution_mode: ExecutionMode = "parallel"
     max_output_bytes: int | None = None
     max_output_lines: int | None = None
+    approval: ApprovalRule = "never"
+    approval_expires_s: float | None = None
     input_schema: JsonObject | None = None
 
     def schema(self) -> JsonObject:
@@ -107,6 +118,8 @@ def define_tool(
     execution_mode: ExecutionMode = "parallel",
     max_output_bytes: int | None = None,
     max_output_lines: int | None = None,
+    approval: ApprovalRule = "never",
+    approval_expires_s: float | None = None,
     input_schema: JsonObject | None = None,
 ) -> ToolDefinition:
     if not isinstance(name, str) or not _TOOL_NAME.match(name):
@@ -117,6 +130,12 @@ def define_tool(
         raise RegistryError(f"unknown execution mode {execution_mode!r}")
     if not (isinstance(parameters, type) and issubclass(parameters, BaseModel)):
         raise RegistryError(f"tool {name!r}: parameters must be a pydantic model class")
+    if approval not in ("never", "always") and not callable(approval):
+        raise RegistryError(f"tool {name!r}: approval is 'never', 'always' or a predicate")
+    if approval_expires_s is not None and not (
+        isinstance(approval_expires_s, int | float) and 0 < approval_expires_s <= 366 * 86400
+    ):
+        raise RegistryError(f"tool {name!r}: approval_expires_s is seconds, up to 366 days")
     return ToolDefinition(
         name,
         description,
@@ -126,6 +145,8 @@ def define_tool(
         execution_mode,
         max_output_bytes,
         max_output_lines,
+        approval,
+        approval_expires_s,
         input_schema,
     )
 

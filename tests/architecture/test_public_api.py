@@ -159,6 +159,7 @@ PINNED: dict[str, list[str]] = {
     ],
     "core.harness": [
         "HARNESS_KINDS",
+        "MAX_APPROVAL_NOTE_CHARS",
         "MAX_DELAY_S",
         "MAX_REMINDER_CHARS",
         "TOOL_SOURCES",
