@@ -42,6 +42,9 @@ SecretLookup = Callable[[str], "str | None"]
 """``lookup(name)``: the host secret ``name`` (an environment variable locally, a Worker
 secret on Cloudflare, a Secrets Manager value on AWS), ``None`` when it is not set."""
 
+ApprovalRule = Literal["never", "always"] | Callable[[Any], bool]
+"""As ``define_tool(approval=)``: never, always, or a predicate over the arguments."""
+
 ProblemKind = Literal["unreachable", "timeout", "protocol", "refused", "configuration"]
 
 
@@ -63,8 +66,10 @@ class McpServer:
     host secret ``NAME`` when connecting (``{"Authorization": "Bearer ${GITHUB_TOKEN}"}``).
     ``tools``: the server's tool names the agent may use (``None``: all it lists).
     ``replay``: a replay policy per tool name that overrides the server's annotations.
-    ``approval``: tool names whose calls need approval (kept for the approvals
-    extension: listed in the listing, not enforced here). ``timeout_s`` bounds each
+    ``approval``: per tool name, whether a call waits for a person's decision before it
+    runs (``always``, ``never``, or a predicate over the arguments, as
+    ``define_tool(approval=)``); ``approval_expires_s`` denies an undecided one after
+    that many seconds (see ``core/harness/approvals.py``). ``timeout_s`` bounds each
     call and each listing; ``ttl_s`` is how long a listing is used before the next model
     request lists again. ``elicitation`` and ``sampling``: the SDK's callbacks for a
     server that asks the client something; unset, such a request is refused with an
@@ -76,6 +81,8 @@ class McpServer:
     headers: Mapping[str, str] = field(default_factory=dict)
     tools: Sequence[str] | None = None
     replay: Mapping[str, ReplayPolicy] = field(default_factory=dict)
+    approval: Mapping[str, ApprovalRule] = field(default_factory=dict)
+    approval_expires_s: float | None = None
     timeout_s: float = 30.0
     ttl_s: float = 3600.0
     elicitation: Any = None

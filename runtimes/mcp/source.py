@@ -172,6 +172,8 @@ class McpToolSource:
             parameters=McpArguments,
             execute=functools.partial(self._execute, tool),
             replay=policy,
+            approval=self.server.approval.get(tool, "never"),
+            approval_expires_s=self.server.approval_expires_s,
             input_schema=schema if isinstance(schema, dict) else {"type": "object"},
         )
 

@@ -20,6 +20,7 @@ from runtimes.mcp import McpProblem, McpServer, McpToolSource, mcp_extension
 from runtimes.mcp.http_client import HttpConnector
 from runtimes.mcp.sdk import SdkConnector
 from runtimes.mcp.source import CallOutcome, McpConnector
+from tests.core.support import until
 from tests.mcp.support import McpProcess, mcp_server
 
 MODEL = "faux/faux-1"
@@ -333,3 +334,34 @@ def test_replay_policies_come_from_annotations_unless_overridden() -> None:
     assert not ttl.due({"fetched_at": 1_000}, 60_999)
     assert ttl.due({"fetched_at": 1_000}, 61_000)
     assert ttl.due({"fetched_at": 1_000, "changed": True}, 1_001)
+
+
+async def test_an_mcp_tool_can_need_approval(
+    connector: McpConnector, server: McpProcess, tmp_path: Path
+) -> None:
+    """The same declaration as ``define_tool(approval=)``: the call parks before its
+    intent, nothing reaches the server until a person approves, then it runs once."""
+    trains = McpServer("trains", server.url, approval={"cancel": "always"})
+    model = FauxModel(calling(("trains__cancel", {"booking": f"B-{connector.__class__.__name__}"})))
+    extension = mcp_extension([trains], connector=connector, secrets=no_secrets)
+    harness = await Harness.open(
+        await open_sqlite_storage(tmp_path / "a.sqlite"),
+        models=model,
+        registry=Registry([extension]),
+        clock=SystemClock(),
+    )
+    try:
+        root = await harness.root(agent={"model": MODEL})
+        submission = await root.submit("cancel it")
+        await until(lambda: bool(harness.approvals()))
+        booking = f"B-{connector.__class__.__name__}"
+        assert not [c for c in server.calls("cancel") if c["args"] == {"booking": booking}]
+        (pending,) = harness.approvals()
+        await harness.decide_approval(int(str(pending["id"])), "approve")
+        record = await submission.wait()
+        assert record.status == "done"
+    finally:
+        await harness.close()
+    (result,) = tool_results(model.state.requests[-1])
+    assert result.content == f"booking {booking} cancelled"
+    assert len([c for c in server.calls("cancel") if c["args"] == {"booking": booking}]) == 1
