@@ -600,6 +600,16 @@ def _sandbox_server(stack: contextlib.ExitStack, scratch: Path) -> tuple[str, st
     return server.url, token("fetch-ws"), SECRET.decode()
 
 
+def _mcp_server(stack: contextlib.ExitStack, scratch: Path) -> str:
+    """A real MCP server (the SDK's, ``python -m tests.mcp.server``) on 127.0.0.1, for
+    the MCP client over ``fetch``."""
+    from tests.mcp.support import mcp_server
+
+    where = scratch / "mcp"
+    where.mkdir()
+    return stack.enter_context(mcp_server(where)).url
+
+
 def worker_bundle(worker: Path | None, scratch: Path) -> bool:
     """Step 6: the built Worker directory booted as deployed; True if every check held."""
     from tests.models.fake_openai import FakeOpenAI, Stream, finish, text, usage
@@ -729,7 +739,9 @@ def main() -> int:
         openai = _openai_server()
         sandbox = contextlib.ExitStack()
         sandbox_url, sandbox_token, sandbox_secret = _sandbox_server(sandbox, scratch)
+        mcp_url = _mcp_server(sandbox, scratch)
         options = {
+            "mcp_url": mcp_url,
             "openai_base_url": openai.base_url,
             "sandbox_url": sandbox_url,
             "sandbox_token": sandbox_token,
