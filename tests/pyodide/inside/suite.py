@@ -891,8 +891,9 @@ async def mcp_tools_over_fetch_on_the_durable_object(options: dict[str, Any]) ->
     """MCP tools on the real ``PerdureActor``: the MCP client over httpx alone
     (``runtimes.mcp.http_client``; the ``mcp`` SDK does not import here) with
     :class:`FetchTransport` lists and calls the tools of a real MCP server (the SDK's,
-    on 127.0.0.1, started by run.py); after an eviction a new instance offers the tools
-    from the actor's listing and calls one without listing again."""
+    on 127.0.0.1, started by run.py), its bearer token a Worker secret
+    (``worker_secret``); after an eviction a new instance offers the tools from the
+    actor's listing and calls one without listing again."""
     url = options.get("mcp_url")
     if not url:
         raise AssertionError("run.py did not start the MCP server")
@@ -919,10 +920,23 @@ async def mcp_tools_over_fetch_on_the_durable_object(options: dict[str, Any]) ->
         call = faux_tool_call("trains__search", {"to": to}, id=f"c{len(request.messages)}")
         return faux_message(call)
 
+    from js import Object  # type: ignore[import-not-found]
+    from pyodide.ffi import to_js  # type: ignore[import-not-found]
+
+    env = to_js(
+        {"PERDURE_API_TOKEN": TOKEN, "MCP_TRAINS_TOKEN": options["mcp_token"]},
+        dict_converter=Object.fromEntries,
+    )
+    trains = McpServer(
+        "trains",
+        url,
+        headers={"Authorization": "Bearer ${MCP_TRAINS_TOKEN}"},
+        timeout_s=20,
+    )
     mcp = mcp_extension(
-        [McpServer("trains", url, timeout_s=20)],
+        [trains],
         connector=Counting(make_transport=FetchTransport),
-        secrets=lambda name: None,
+        secrets=worker.worker_secret,
     )
     worker.configure(
         ActorConfig(
@@ -935,7 +949,7 @@ async def mcp_tools_over_fetch_on_the_durable_object(options: dict[str, Any]) ->
     home = Home(_path(options, "mcp.sqlite"), "mcp-a")
     answers = []
     for city in ("Graz", "Linz"):  # the second on a new instance: the first is evicted
-        obj = worker.PerdureActor(home.js.open(), _env())
+        obj = worker.PerdureActor(home.js.open(), env)
         client = _Client(obj, "mcp-a")
         body = {"type": "input", "content": f"search {city}"}
         status, accepted = await client.call("POST", "/submissions", body)
