@@ -72,7 +72,8 @@ class McpServer:
     that many seconds (see ``core/harness/approvals.py``). ``timeout_s`` bounds each
     call and each listing; ``ttl_s`` is how long a listing is used before the next model
     request lists again. ``elicitation`` and ``sampling``: the SDK's callbacks for a
-    server that asks the client something; unset, such a request is refused with an
+    server that asks the client something (honoured by the SDK connector; the httpx
+    connector has no SDK types and refuses); unset, such a request is refused with an
     error saying so.
     """
 
