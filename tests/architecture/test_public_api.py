@@ -185,6 +185,8 @@ PINNED: dict[str, list[str]] = {
         "ReplayPolicy",
         "ResolvedAgent",
         "RetrySettings",
+        "Schedule",
+        "ScheduleArgs",
         "Section",
         "Submission",
         "SystemMessage",
