@@ -4,6 +4,7 @@ from annotations, and every failure as a tool result the model reads."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -365,3 +366,35 @@ async def test_an_mcp_tool_can_need_approval(
     (result,) = tool_results(model.state.requests[-1])
     assert result.content == f"booking {booking} cancelled"
     assert len([c for c in server.calls("cancel") if c["args"] == {"booking": booking}]) == 1
+
+
+async def test_an_abort_stops_a_call_in_flight(
+    connector: McpConnector, server: McpProcess, tmp_path: Path
+) -> None:
+    """The harness cancels the running call on abort: the session is closed at once, not
+    when the server answers or the timeout ends."""
+    seconds = 20 + len(server.calls("slow"))  # this run's own arguments in the shared log
+    model = FauxModel(calling(("trains__slow", {"seconds": seconds})))
+    extension = mcp_extension(
+        [McpServer("trains", server.url)], connector=connector, secrets=no_secrets
+    )
+    harness = await Harness.open(
+        await open_sqlite_storage(tmp_path / "a.sqlite"),
+        models=model,
+        registry=Registry([extension]),
+        clock=SystemClock(),
+    )
+    try:
+        root = await harness.root(agent={"model": MODEL})
+        submission = await root.submit("wait")
+        await until(
+            lambda: any(c["args"] == {"seconds": seconds} for c in server.calls("slow")),
+            timeout=20,
+        )
+        started = time.monotonic()
+        assert await root.abort() >= 1
+        record = await submission.wait()
+        assert time.monotonic() - started < 5
+        assert record.status == "unanswered"
+    finally:
+        await harness.close()
