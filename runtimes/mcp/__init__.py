@@ -14,6 +14,7 @@ from runtimes.mcp.config import (
     SecretLookup,
     model_name,
     replay_from_annotations,
+    servers_from_json,
 )
 from runtimes.mcp.source import (
     CallOutcome,
@@ -35,4 +36,5 @@ __all__ = [
     "mcp_extension",
     "model_name",
     "replay_from_annotations",
+    "servers_from_json",
 ]

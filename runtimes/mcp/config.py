@@ -27,6 +27,7 @@ __all__ = [
     "model_name",
     "replay_from_annotations",
     "resolve_headers",
+    "servers_from_json",
 ]
 
 SEPARATOR = "__"
@@ -174,3 +175,59 @@ def content_text(blocks: list[JsonValue], structured: JsonValue = None) -> str:
     if not parts and structured is not None:
         parts.append(json.dumps(structured, ensure_ascii=False))
     return "\n".join(parts)
+
+
+_FIELDS = frozenset({"name", "url", "headers", "tools", "replay", "approval", "timeout_s", "ttl_s"})
+
+
+def servers_from_json(text: str) -> list[McpServer]:
+    """Servers from a JSON configuration: ``{"servers": [{"name", "url", "headers"?,
+    "tools"?, "replay"?, "approval"?, "timeout_s"?, "ttl_s"?}]}``, ``approval`` mapping
+    tool names to ``always`` or ``never``. Header values name host secrets as
+    ``${NAME}``, never hold them.
+
+    Raises:
+        ValueError: what is wrong, naming the server and the field.
+    """
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise ValueError(f"not JSON: {error}") from None
+    items = value.get("servers") if isinstance(value, dict) else None
+    if not isinstance(items, list):
+        raise ValueError('expected {"servers": [...]}')
+    servers: list[McpServer] = []
+    for index, item in enumerate(items):
+        where = f"servers[{index}]"
+        if not isinstance(item, dict):
+            raise ValueError(f"{where}: expected an object")
+        unknown = sorted(set(item) - _FIELDS)
+        if unknown:
+            raise ValueError(f"{where}: unknown field(s) {unknown}")
+        for key in ("headers", "replay", "approval"):
+            mapping = item.get(key, {})
+            if not isinstance(mapping, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()
+            ):
+                raise ValueError(f"{where}: {key} maps names to strings")
+        for tool, rule in item.get("approval", {}).items():
+            if rule not in ("always", "never"):
+                raise ValueError(f"{where}: approval of {tool!r} is always or never")
+        tools = item.get("tools")
+        if tools is not None and (
+            not isinstance(tools, list) or not all(isinstance(t, str) for t in tools)
+        ):
+            raise ValueError(f"{where}: tools is a list of the server's tool names")
+        for key in ("timeout_s", "ttl_s"):
+            if key in item and (
+                isinstance(item[key], bool) or not isinstance(item[key], int | float)
+            ):
+                raise ValueError(f"{where}: {key} is a number of seconds")
+        if not isinstance(item.get("name"), str) or not isinstance(item.get("url"), str):
+            raise ValueError(f"{where}: name and url are strings")
+        servers.append(McpServer(**item))  # checks the name, URL, policies and numbers
+    names = [s.name for s in servers]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"server name(s) {dupes} configured twice")
+    return servers
