@@ -24,6 +24,7 @@ const state = {
   watchStop: null,
   pollTimer: null,
   renderQueued: false,
+  longPoll: false, // the host cannot stream the watch: long-poll its deltas instead
   // Tool tasks seen resumed after a restart (attempt > 1), kept for the event history.
   resumed: new Map(),
 };
@@ -211,9 +212,12 @@ function stopActor() {
 
 // ------------------------------------------------------------------ the watch
 
+// The watch: the SSE stream, or, on a host that cannot stream (Lambda answers whole
+// responses only), the long poll of the same frames (``deltas``). The page switches to
+// the long poll once the stream is refused with a server error, and keeps it.
 function startWatch() {
   const controller = new AbortController();
-  const path = `/v1/actors/${state.actor}/conversations/${state.conversationId}/watch`;
+  const base = `/v1/actors/${state.actor}/conversations/${state.conversationId}`;
   let stopped = false;
   state.watchStop = () => {
     stopped = true;
@@ -222,11 +226,19 @@ function startWatch() {
   (async () => {
     while (!stopped) {
       try {
-        await state.api.watch(path, onFrame, controller.signal);
+        if (state.longPoll) {
+          await longPoll(base, controller.signal, () => stopped);
+        } else {
+          await state.api.watch(`${base}/watch`, onFrame, controller.signal);
+        }
         if (!stopped) setConnection("reconnecting", "stream ended: reconnecting");
       } catch (error) {
         if (stopped) return;
         if (error instanceof ApiError && error.status === 401) return signOut();
+        if (error instanceof ApiError && error.status >= 500 && !state.longPoll) {
+          state.longPoll = true;
+          continue;
+        }
         if (error instanceof ApiError && error.status === 404) {
           // No such actor (or conversation) yet: the first submission creates it.
           setConnection("online", "connected");
@@ -238,6 +250,20 @@ function startWatch() {
       await new Promise((resolve) => setTimeout(resolve, RECONNECT_MS));
     }
   })();
+}
+
+async function longPoll(base, signal, stopped) {
+  let after = null;
+  while (!stopped()) {
+    const query = after === null ? "" : `?after=${after}&wait=20`;
+    const page = await state.api.request("GET", `${base}/deltas${query}`, undefined, signal);
+    for (const frame of page.frames) onFrame(frame);
+    if (page.next === null || page.next === undefined) {
+      // A host without commit seqs: the whole view each time, once a second.
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    }
+    after = page.next ?? null;
+  }
 }
 
 function onFrame(frame) {
