@@ -279,6 +279,14 @@ def test_a_token_for_one_actor_opens_it_directly(
         token = minted.json()["token"]
     page, errors = open_page(browser, 375)
     try:
+        # A tampered one is refused, with the host's reason.
+        forged = token.rsplit(".", 1)[0] + "." + "A" * 43
+        page.goto(f"{dev.url}/ui")
+        page.fill("#token", forged)
+        page.click("#connect")
+        expect(page.locator("#login-error")).to_have_text(
+            "That token was refused (401): invalid bearer token"
+        )
         sign_in(page, dev, token)  # no "list the actors" first: that is the operator's
         expect(page.locator("#conversation-title")).to_contain_text(f"{actor} · conversation 1")
         expect(page.locator("#transcript li[data-kind='assistant']")).to_contain_text(

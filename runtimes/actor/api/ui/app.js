@@ -507,7 +507,7 @@ function wire() {
       await connect(token);
       $("token").value = "";
     } catch (error) {
-      showLogin(error instanceof ApiError && error.status === 401 ? "That token was refused (401)." : `Could not connect: ${error.message}`);
+      showLogin(refusal("That token", error));
     }
   });
   $("sign-out").addEventListener("click", signOut);
@@ -533,6 +533,15 @@ function wire() {
   setInterval(() => state.tasks && renderTasks(), 1000); // elapsed times keep counting
 }
 
+// Why the token page is shown again: the host's reason for a refused token (expired,
+// another actor's...), or what kept the page from connecting.
+function refusal(which, error) {
+  if (error instanceof ApiError && (error.status === 401 || error.status === 403)) {
+    return `${which} was refused (${error.status}): ${error.message}`;
+  }
+  return `Could not connect: ${error.message}`;
+}
+
 async function boot() {
   wire();
   const token = sessionStorage.getItem(TOKEN_KEY);
@@ -540,7 +549,7 @@ async function boot() {
   try {
     await connect(token);
   } catch (error) {
-    showLogin(error instanceof ApiError && error.status === 401 ? "The saved token was refused (401)." : `Could not connect: ${error.message}`);
+    showLogin(refusal("The saved token", error));
   }
 }
 
