@@ -48,6 +48,7 @@ function showLogin(message = "") {
   $("main").hidden = true;
   $("sign-out").hidden = true;
   $("login-error").textContent = message;
+  $("scope").textContent = "";
   setConnection("offline", "not connected");
   $("token").focus();
 }
