@@ -197,11 +197,56 @@ async def cpython_side(scratch: Path, entries: int, rounds: int) -> dict[str, An
     )
     local["memory_storage_ms_per_round"] = memory
     return {
+        "round_costs": await cpython_round_costs(scratch, rounds=50),
         "long_actor_entries": count,
         "long_actor_build_s": built,
         "cold_start_10k": cold,
         "tool_rounds": local,
     }
+
+
+async def cpython_round_costs(scratch: Path, rounds: int) -> dict[str, Any]:
+    """``workload.durable_rounds`` on CPython over the Python stand-in, for the ratios."""
+    from tests.cloudflare.standin import DurableObjectHome
+    from tests.pyodide.inside import workload
+
+    out: dict[str, Any] = {}
+    for replay in ("safe", "unsafe"):
+        home = DurableObjectHome(scratch / f"costs-{replay}.sqlite")
+        storage = home.open()
+
+        def counters(storage: Any = storage, home: Any = home) -> dict[str, int]:
+            return {
+                "statements": storage.sql.statements,
+                "rows_read": storage.sql.rows_read,
+                "rows_written": storage.sql.rows_written,
+                "transactions": storage.transactions,
+                "alarm_calls": home.alarm_sets + home.alarm_deletes,
+            }
+
+        out[replay] = await workload.durable_rounds(storage, counters, rounds, replay=replay)
+        home.close()
+    return out
+
+
+def report_round_costs(cpython: dict[str, Any], inside: dict[str, Any]) -> None:
+    """Per tool round on the Durable Object: Pyodide (JS stand-in) and CPython side by side."""
+    print("\n=== per tool round on the Durable Object (stand-in counts; issue 36) ===")
+    keys = ("statements", "rows_read", "rows_written", "transactions", "alarm_calls")
+    print(f"{'tool':8} {'host':8} " + " ".join(f"{k:>13}" for k in keys) + "   cpu ms   wall ms")
+    for replay in ("safe", "unsafe"):
+        for host, r in (("pyodide", inside.get(replay)), ("cpython", cpython.get(replay))):
+            if not r:
+                continue
+            print(
+                f"{replay:8} {host:8} "
+                + " ".join(f"{r[k]:13.2f}" for k in keys)
+                + f" {r['cpu_ms_per_round']:8.2f} {r['ms_per_round']:9.2f}"
+            )
+        p, c = inside.get(replay), cpython.get(replay)
+        if p and c:
+            ratio = p["cpu_ms_per_round"] / c["cpu_ms_per_round"]
+            print(f"{'':8} Pyodide / CPython CPU per round: {ratio:.1f}x (target <= 3x)")
 
 
 _COLD_START = """
@@ -557,6 +602,9 @@ def report(cpython: dict[str, Any], inside: dict[str, Any]) -> None:
             f" {rounds['memory_storage_ms_per_round']:.2f} ms on MemoryStorage (no SQL at all;"
             f" CPython: {local['memory_storage_ms_per_round']:.2f} ms)"
         )
+    costs = checks.get("durable_object_round_costs")
+    if costs:
+        report_round_costs(cpython["round_costs"], costs)
     busy = checks.get("busy_durable_object_memory")
     if busy:
         print(
@@ -705,6 +753,22 @@ def cold_start_samples(
     return runs, cold_failures, cached, cached_failures
 
 
+def only_round_costs(wheels: Path) -> int:
+    with tempfile.TemporaryDirectory(prefix="perdure-pyodide-") as tmp:
+        scratch = Path(tmp)
+        cpython = asyncio.run(cpython_round_costs(scratch, rounds=50))
+        check = "durable_object_round_costs"
+        code, inside = run_in_pyodide(
+            "tests.pyodide.inside.suite", {"scratch": str(scratch), "only": [check]}, wheels
+        )
+        for name, trace in inside.get("failures", {}).items():
+            print(f"\nFAILED {name}\n{trace}")
+        if code != 0 or not inside.get("ok"):
+            return 1
+        report_round_costs(cpython, inside["checks"][check])
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=200)
@@ -729,6 +793,11 @@ def main() -> int:
     parser.add_argument(
         "--only-worker", action="store_true", help="run only the Worker bundle step (6)"
     )
+    parser.add_argument(
+        "--only-round-costs",
+        action="store_true",
+        help="run only the Durable Object's per-round counts, Pyodide and CPython",
+    )
     args = parser.parse_args()
     install_node_packages()
     if args.only_worker:
@@ -736,6 +805,8 @@ def main() -> int:
             return 0 if worker_bundle(args.worker, Path(tmp)) else 1
     wheels = HERE / "wheels"
     fetch_wheels(wheels)
+    if args.only_round_costs:
+        return only_round_costs(wheels)
     failed = False
     with tempfile.TemporaryDirectory(prefix="perdure-pyodide-") as tmp:
         scratch = Path(tmp)
