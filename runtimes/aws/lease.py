@@ -137,7 +137,10 @@ class Lease:
         """The head ``Update`` for a write made under this lease: accepted only while the
         head carries our epoch and owner and ``seq == expect_seq``. It sets
         ``seq = new_seq``, renews the lease and, with ``snapshot = (seq, key)``, moves
-        the snapshot pointer. Send ``.request`` as an ``UpdateItem`` or as a
+        the snapshot pointer. Once ``new_seq > 0`` it also (again: idempotent) sets the
+        head's listing keys (:meth:`ActorKeys.listing`), so the first commit lists the
+        actor in the same write, and an actor committed before the index existed is
+        listed by its next write. Send ``.request`` as an ``UpdateItem`` or as a
         ``TransactWriteItems`` action, then :meth:`adopt` it."""
         grant = self.grant
         until = self.now() + self.duration_ms
@@ -154,6 +157,11 @@ class Lease:
             names |= {"#ps": "snapshot_seq", "#pk": "snapshot_key"}
             values |= {":ps": _n(snapshot[0]), ":pk": {"S": snapshot[1]}}
             sets += ["#ps = :ps", "#pk = :pk"]
+        if new_seq > 0:
+            for n, (attribute, value) in enumerate(self.keys.listing().items()):
+                names[f"#l{n}"] = attribute
+                values[f":l{n}"] = value
+                sets.append(f"#l{n} = :l{n}")
         request = {
             "TableName": self.resources.table,
             "Key": self.keys.head(),
