@@ -948,7 +948,8 @@ async def check_actor_listing_pages(target: KitTarget) -> None:
     named. Paging a thousand actors a hundred at a time while more are created between
     (and during) the page requests skips none that existed before the listing began,
     lists none twice and none that is not stored; listed again afterwards, the pages
-    are exactly the stored actors. Bad paging parameters are ``422``.
+    are exactly the stored actors. Bad paging parameters are ``422``; the name a
+    refused request named is listed once a good request has created it.
 
     A target may set ``listed_actors`` (default :data:`LISTED_ACTORS`; pages are a tenth
     of it) where creating an actor is slow (moto), and ``one_call_at_a_time = True``
@@ -1000,6 +1001,10 @@ async def check_actor_listing_pages(target: KitTarget) -> None:
         again = await _actor_pages(client, limit)
         assert [name for page in again for name in page] == sorted(created)
         assert all(len(page) == limit for page in again[:-1]), [len(p) for p in again]
+        # The name a refused request left free is created by the next good one.
+        await _submit(client, "kit-l-refused", _hello)
+        r = await client.get("/v1/actors", params={"after": "kit-l-refuse", "limit": 1})
+        assert [a["id"] for a in r.json()["actors"]] == ["kit-l-refused"], r.text
 
 
 HOST_CHECKS: list[Callable[[KitTarget], Awaitable[None]]] = [

@@ -42,12 +42,23 @@ def iso_time(ms: object) -> str:
 
 
 class HostClient:
-    """The listing routes of the host at ``url``, with its API ``token``."""
+    """The listing routes of the host at ``url``, with its API ``token``; ``transport``
+    (tests) carries the requests instead of the network."""
 
-    def __init__(self, url: str, token: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
         self._client = httpx.Client(
-            base_url=self.url, headers={"authorization": f"Bearer {token}"}, timeout=timeout
+            base_url=self.url,
+            headers={"authorization": f"Bearer {token}"},
+            timeout=timeout,
+            transport=transport,
         )
 
     def close(self) -> None:
@@ -75,10 +86,12 @@ class HostClient:
             message = f"the host refused the token ({message}); pass --token or PERDURE_TOKEN"
         raise HostUnavailable(message)
 
-    def actors(self) -> Iterator[str]:
+    def actors(self, *, page_size: int = _PAGE) -> Iterator[str]:
+        """Every actor of the host, ascending, ``page_size`` at a time (each page
+        continues after the last id of the one before: the same on every host)."""
         after: str | None = None
         while True:
-            params: dict[str, Any] = {"limit": _PAGE}
+            params: dict[str, Any] = {"limit": page_size}
             if after is not None:
                 params["after"] = after
             page = self._get("/v1/actors", params)
