@@ -12,7 +12,7 @@ Conventions shared by every method:
   outside it, through ``..``, an absolute path or a symlink, raises
   :class:`PathOutsideWorkspace` and touches nothing.
 * **Time** is in seconds on this surface (``timeout``); adapters convert for their wire.
-* **Ops.** Every mutating call (``write``, ``edit``, ``exec``) carries an :class:`OpRef`
+* **Ops.** Every mutating call (``write``, ``edit``, ``run_command``) carries an :class:`OpRef`
   whose ``id`` is ``"<task id>:<tool call id>"``. The id is stable across retries and
   crashes: the environment executes an op id at most once and keeps its result, so repeating
   a call with the same id and the same request returns the recorded result instead of running

@@ -141,7 +141,7 @@ class ExecutionEnv(Protocol):
         """
         ...
 
-    async def exec(
+    async def run_command(
         self,
         command: str,
         *,
@@ -152,6 +152,10 @@ class ExecutionEnv(Protocol):
         on_output: OutputCallback | None = None,
     ) -> ExecResult:
         """Run ``command`` with the environment's shell in its own process group.
+
+        On the sandbox host's HTTP protocol this op keeps its wire kind ``bash`` (op logs
+        and clients already written speak it); only this Python method is named for what it
+        does.
 
         ``cwd`` defaults to the workspace root; ``env`` adds variables to a minimal
         environment; ``timeout`` (seconds) defaults to the environment's default (120 s on the

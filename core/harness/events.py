@@ -34,6 +34,10 @@ The document value is ``{"next": n, "items": [event, ...]}``; each event is
                      started, or a placed one whose run's generation ``task`` was marked),
                      ``task`` (one task aborted by id: ``task``, ``task_kind``, ``tool``)
                      or ``timer`` (a pending reminder cancelled: ``task``).
+``approval``         a tool call waits for a person's decision (``state: pending``,
+                     ``expires_at`` if it expires) or that wait settled (``approved``,
+                     ``denied``, ``expired``, ``withdrawn``); ``task``, ``tool``,
+                     ``call_id``, ``note`` (see :mod:`core.harness.approvals`).
 """
 
 from __future__ import annotations

@@ -234,18 +234,18 @@ async def grep_matches(factory: EnvFactory) -> None:
 
 async def exec_exit_codes(factory: EnvFactory) -> None:
     async with factory() as env:
-        ok = await env.exec("echo out; echo err >&2", op=_op("exec", 1))
+        ok = await env.run_command("echo out; echo err >&2", op=_op("exec", 1))
         assert ok.exit_code == 0
         assert "out\n" in ok.output
         assert "err\n" in ok.output
         assert ok.total_bytes == 8
         assert ok.total_lines == 2
-        failed = await env.exec("exit 3", op=_op("exec", 2))
+        failed = await env.run_command("exit 3", op=_op("exec", 2))
         assert failed.exit_code == 3
         await _put(env, "sub/keep", "", _op("exec", 3))
-        where = await env.exec("pwd", op=_op("exec", 4), cwd="sub")
+        where = await env.run_command("pwd", op=_op("exec", 4), cwd="sub")
         assert where.output.rstrip("\n").endswith("/sub")
-        with_env = await env.exec(
+        with_env = await env.run_command(
             'printf %s "$GREETING"', op=_op("exec", 5), env={"GREETING": "hi"}
         )
         assert with_env.output == "hi"
@@ -254,7 +254,7 @@ async def exec_exit_codes(factory: EnvFactory) -> None:
 async def exec_streams_output(factory: EnvFactory) -> None:
     async with factory() as env:
         chunks: list[str] = []
-        result = await env.exec(
+        result = await env.run_command(
             "echo one; sleep 0.3; echo two", op=_op("stream", 1), on_output=chunks.append
         )
         assert "".join(chunks) == "one\ntwo\n"
@@ -264,14 +264,15 @@ async def exec_streams_output(factory: EnvFactory) -> None:
             chunks.append(text)
 
         chunks.clear()
-        await env.exec("printf 'a\\nb'", op=_op("stream", 2), on_output=collect)
+        await env.run_command("printf 'a\\nb'", op=_op("stream", 2), on_output=collect)
         assert "".join(chunks) == "a\nb"
 
 
 async def exec_timeout(factory: EnvFactory) -> None:
     async with factory() as env:
         error = await _raises(
-            CommandTimeout, env.exec("echo started; sleep 10", op=_op("timeout", 1), timeout=0.5)
+            CommandTimeout,
+            env.run_command("echo started; sleep 10", op=_op("timeout", 1), timeout=0.5),
         )
         assert error.result is not None
         assert error.result.timed_out
@@ -287,10 +288,12 @@ async def exec_timeout(factory: EnvFactory) -> None:
 async def op_executes_once(factory: EnvFactory) -> None:
     async with factory() as env:
         op = _op("once", 1)
-        first = await env.exec("echo run >> count.txt; echo done", op=op)
-        second = await env.exec("echo run >> count.txt; echo done", op=op)
+        first = await env.run_command("echo run >> count.txt; echo done", op=op)
+        second = await env.run_command("echo run >> count.txt; echo done", op=op)
         assert first == second
-        retried = await env.exec("echo run >> count.txt; echo done", op=OpRef(op.id, attempt=2))
+        retried = await env.run_command(
+            "echo run >> count.txt; echo done", op=OpRef(op.id, attempt=2)
+        )
         assert retried == first
         assert (await env.read("count.txt")).total_lines == 1
 
@@ -299,7 +302,7 @@ async def op_concurrent_duplicates(factory: EnvFactory) -> None:
     async with factory() as env:
         op = _op("concurrent", 1)
         results = await asyncio.gather(
-            *(env.exec("echo run >> count.txt; sleep 0.2", op=op) for _ in range(5))
+            *(env.run_command("echo run >> count.txt; sleep 0.2", op=op) for _ in range(5))
         )
         assert all(result == results[0] for result in results)
         assert (await env.read("count.txt")).total_lines == 1
@@ -319,8 +322,8 @@ async def op_write_replays_record(factory: EnvFactory) -> None:
 async def op_conflict(factory: EnvFactory) -> None:
     async with factory() as env:
         op = _op("conflict", 1)
-        await env.exec("echo a", op=op)
-        await _raises(OpConflict, env.exec("echo b", op=op))
+        await env.run_command("echo a", op=op)
+        await _raises(OpConflict, env.run_command("echo b", op=op))
         await env.write("g.txt", "x", _op("conflict", 2))
         await _raises(OpConflict, env.write("g.txt", "y", _op("conflict", 2)))
 
@@ -328,7 +331,7 @@ async def op_conflict(factory: EnvFactory) -> None:
 async def op_status_after_completion(factory: EnvFactory) -> None:
     op = _op("status", 1)
     async with factory() as env:
-        result = await env.exec("echo recorded", op=op)
+        result = await env.run_command("echo recorded", op=op)
         await _put(env, "e.txt", "dup dup", _op("status", 2))
         await _raises(EditNotUnique, env.edit("e.txt", [TextEdit("dup", "x")], _op("status", 3)))
     # A different client instance (a restarted harness) recovers the recorded outcomes.
@@ -356,7 +359,7 @@ async def paths_stay_inside(factory: EnvFactory) -> None:
         await _raises(PathOutsideWorkspace, env.read("/etc/passwd"))
         await _raises(PathOutsideWorkspace, env.write("a/../../x.txt", "x", _op("inside", 1)))
         await _raises(PathOutsideWorkspace, env.ls(".."))
-        await _raises(PathOutsideWorkspace, env.exec("pwd", op=_op("inside", 2), cwd=".."))
+        await _raises(PathOutsideWorkspace, env.run_command("pwd", op=_op("inside", 2), cwd=".."))
         # Refused before any effect: the op id is still free.
         assert (await env.op_status(_op("inside", 1).id)).state == "unknown"
         await env.write("a/../x.txt", "fine", _op("inside", 1))

@@ -438,7 +438,9 @@ async def run_bash(
 ) -> ToolOutput:
     """Run a command; keep the tail of its output; a non-zero exit is an error result."""
     try:
-        result = await env.exec(args.command, op=op, timeout=args.timeout, on_output=on_output)
+        result = await env.run_command(
+            args.command, op=op, timeout=args.timeout, on_output=on_output
+        )
     except (CommandTimeout, CommandCancelled) as exc:
         if exc.result is None:
             return _failure(exc)

@@ -309,7 +309,7 @@ class RemoteEnv:
         assert isinstance(result, GrepResult)
         return result
 
-    async def exec(
+    async def run_command(
         self,
         command: str,
         *,
@@ -319,7 +319,7 @@ class RemoteEnv:
         timeout: float | None = None,
         on_output: OutputCallback | None = None,
     ) -> ExecResult:
-        """See :meth:`core.env.ExecutionEnv.exec`."""
+        """See :meth:`core.env.ExecutionEnv.run_command`."""
         args: dict[str, Any] = {"command": command, "cwd": cwd, "env": dict(env) if env else None}
         if timeout is not None:
             if not (math.isfinite(timeout) and timeout > 0):

@@ -182,13 +182,13 @@ class KitOpLog:
 
 class KitEnv:
     """The slice of :class:`~core.env.ExecutionEnv` the kit's recoverable tool uses:
-    ``exec`` (deduped on the op id) and ``op_status``/``cancel``."""
+    ``run_command`` (deduped on the op id) and ``op_status``/``cancel``."""
 
     def __init__(self, log: KitOpLog, gate: Callable[[], Awaitable[None]] | None) -> None:
         self.log = log
         self.gate = gate
 
-    async def exec(self, command: str, *, op: OpRef, **_: Any) -> ExecResult:
+    async def run_command(self, command: str, *, op: OpRef, **_: Any) -> ExecResult:
         if op.id in self.log.ops:
             await self.log.finished[op.id].wait()
             result = self.log.ops[op.id]
@@ -258,7 +258,7 @@ class KitTools:
         async def hold(args: Args, ctx: ToolContext) -> str:
             self.runs["kit_hold"] += 1
             self.running.add("kit_hold")
-            result = await ctx.env.exec(f"hold {args.what}", op=ctx.op)
+            result = await ctx.env.run_command(f"hold {args.what}", op=ctx.op)
             return result.output
 
         return define_extension(

@@ -82,7 +82,7 @@ async def _bench_http(url: str, n: int) -> dict[str, list[float]]:
             n, lambda i: env.write(f"w/{max(i, 0)}.txt", payload, OpRef(f"write:{max(i, 0)}"))
         )
         results["exec true (op)"] = await _measure(
-            n, lambda i: env.exec("true", op=OpRef(f"exec:{i}"))
+            n, lambda i: env.run_command("true", op=OpRef(f"exec:{i}"))
         )
     return results
 

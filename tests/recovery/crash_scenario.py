@@ -290,7 +290,7 @@ def extension(killer: Killer, effects: Path, spec: Spec) -> Any:
         return "unsafe done"
 
     async def rec_t(args: Note, ctx: ToolContext) -> str:
-        run = asyncio.ensure_future(ctx.env.exec(REC_COMMAND, op=ctx.op))
+        run = asyncio.ensure_future(ctx.env.run_command(REC_COMMAND, op=ctx.op))
         marker = spec.sandbox_root / spec.workspace / "rec_effects.txt"
         # The sandbox (another process) writes the marker as the command starts.
         while not run.done() and not marker.exists():  # noqa: ASYNC110

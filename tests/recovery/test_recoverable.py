@@ -59,12 +59,12 @@ async def test_an_op_the_sandbox_never_saw_is_reported_interrupted(tmp_path: Pat
     async with running_app(settings(sandbox)) as app, asgi_env(app, "actor-2") as env:
 
         class Unreachable:
-            """Hands out the real env, except that the first exec never reaches it."""
+            """Hands out the real env, except that the first command never reaches it."""
 
             def __getattr__(self, name: str) -> object:
                 return getattr(env, name)
 
-            async def exec(self, command: str, **kw: object) -> object:
+            async def run_command(self, command: str, **kw: object) -> object:
                 started.set()
                 await asyncio.Event().wait()  # lost on the way: the sandbox never sees it
                 raise AssertionError("unreachable")

@@ -75,7 +75,7 @@ def test_sigkilled_server_reports_lost_and_kills_the_orphans(
                 assert isinstance(status.error, OpLost)
                 # Re-sending the op returns the recorded outcome; it does not run again.
                 with pytest.raises(OpLost):
-                    await env.exec(_COMMAND, op=OpRef("crash:1", attempt=2))
+                    await env.run_command(_COMMAND, op=OpRef("crash:1", attempt=2))
 
         run(check())
 
@@ -107,7 +107,9 @@ def test_client_retries_until_the_server_listens_and_runs_once(tmp_path: Path) -
     async def main() -> None:
         retry = RetryPolicy(attempts=400, initial_delay=0.02, max_delay=0.05, sleep=recording_sleep)
         async with RemoteEnv(server.url, token("ws"), retry=retry) as env:
-            call = asyncio.create_task(env.exec("echo once >> count.txt", op=OpRef("late:1")))
+            call = asyncio.create_task(
+                env.run_command("echo once >> count.txt", op=OpRef("late:1"))
+            )
             await asyncio.sleep(0.3)
             assert not call.done()  # still retrying: nothing listens yet
             server.start(wait=False)
@@ -146,7 +148,9 @@ def test_retry_after_a_lost_response_does_not_execute_twice(tmp_path: Path) -> N
             async with RemoteEnv(
                 "http://sandbox", token("ws"), transport=flaky, retry=retry
             ) as env:
-                result = await env.exec("echo ran >> count.txt; cat count.txt", op=OpRef("x:1"))
+                result = await env.run_command(
+                    "echo ran >> count.txt; cat count.txt", op=OpRef("x:1")
+                )
                 assert result.output == "ran\n"
                 written = await env.write("w.txt", "once", OpRef("x:2"))
                 assert written.bytes_written == 4

@@ -41,7 +41,7 @@ def main() -> None:
 
         async def probe() -> str:
             async with server.env("ws") as env:
-                return (await env.exec(KERNEL_PROBE, op=OpRef("probe:1"), timeout=30)).output
+                return (await env.run_command(KERNEL_PROBE, op=OpRef("probe:1"), timeout=30)).output
 
         print(run(probe()), end="")
 

@@ -47,7 +47,7 @@ def sh(root: Path, command: str, workspace: str = "ws", **config: Any) -> ExecRe
             running_app(settings(root, **config)) as app,
             asgi_env(app, workspace) as env,
         ):
-            return await env.exec(command, op=OpRef(f"c:{time.monotonic_ns()}"), timeout=20)
+            return await env.run_command(command, op=OpRef(f"c:{time.monotonic_ns()}"), timeout=20)
 
     result: ExecResult = run(main())
     return result
@@ -157,7 +157,7 @@ def test_a_fork_bomb_is_bounded_and_stopped(tmp_path: Path) -> None:
             # Its forks soon fail; when the leader exits (or the timeout hits) the pid
             # namespace ends and takes every remaining process with it.
             with contextlib.suppress(CommandTimeout):
-                await env.exec(BOMB, op=OpRef("bomb:1"), timeout=3)
+                await env.run_command(BOMB, op=OpRef("bomb:1"), timeout=3)
 
     run(bomb())
     assert time.monotonic() - started < 20
@@ -177,13 +177,13 @@ def test_without_bwrap_bash_is_refused_unless_unconfined(tmp_path: Path) -> None
         config = settings(tmp_path / "root", bwrap="/nonexistent/bwrap")
         async with running_app(config) as app, asgi_env(app, "ws") as env:
             with pytest.raises(EnvUnavailable, match="bubblewrap"):
-                await env.exec("echo hi", op=OpRef("b:1"))
+                await env.run_command("echo hi", op=OpRef("b:1"))
             await env.write("f.txt", "files still work", OpRef("w:1"))
             assert (await env.read("f.txt")).text == "files still work"
             assert (await env.op_status("b:1")).state == "unknown"  # refused: not recorded
         config = settings(tmp_path / "root", bwrap="/nonexistent/bwrap", unconfined=True)
         async with running_app(config) as app, asgi_env(app, "ws") as env:
-            assert (await env.exec("echo hi", op=OpRef("b:1"))).output == "hi\n"
+            assert (await env.run_command("echo hi", op=OpRef("b:1"))).output == "hi\n"
 
     run(main())
 
@@ -285,14 +285,14 @@ def test_a_server_started_as_root_leaves_commands_no_kernel_state(
 
         async def main() -> dict[str, str]:
             async with server.env("ws") as env:
-                probed = await env.exec(KERNEL_PROBE, op=OpRef("kernel:1"), timeout=30)
+                probed = await env.run_command(KERNEL_PROBE, op=OpRef("kernel:1"), timeout=30)
                 seen = parse(probed.output)
                 # What the command made, the server's file operations still read and
                 # change, and what they write, the command can change in turn.
                 assert (await env.read("made.txt")).text.rstrip("\n") == "made"
                 await env.edit("made.txt", [TextEdit("made", "edited")], OpRef("edit:1"))
                 await env.write("api.txt", "api\n", OpRef("write:1"))
-                both = await env.exec(
+                both = await env.run_command(
                     "echo more >> made.txt && echo more >> api.txt && cat made.txt api.txt",
                     op=OpRef("kernel:2"),
                 )

@@ -181,13 +181,13 @@ def test_client_streams_output_as_it_arrives(tmp_path: Path) -> None:
     async def main() -> None:
         async with running_app(settings(tmp_path / "root")) as app, asgi_env(app, "ws") as env:
             seen: list[str] = []
-            result = await env.exec(
+            result = await env.run_command(
                 "echo a; sleep 0.2; echo b", op=OpRef("stream:1"), on_output=seen.append
             )
             assert "".join(seen) == result.output == "a\nb\n"
             # Recovering the same op replays the whole stream from the log.
             again: list[str] = []
-            await env.exec(
+            await env.run_command(
                 "echo a; sleep 0.2; echo b", op=OpRef("stream:1"), on_output=again.append
             )
             assert "".join(again) == "a\nb\n"
@@ -199,7 +199,7 @@ def test_output_is_capped_and_totals_are_reported(tmp_path: Path) -> None:
     async def main() -> None:
         config = settings(tmp_path / "root", max_output_bytes=64 * 1024)
         async with running_app(config) as app, asgi_env(app, "ws") as env:
-            result = await env.exec(
+            result = await env.run_command(
                 "head -c 5000000 /dev/zero | tr '\\0' 'x'; echo; echo END",
                 op=OpRef("big:1"),
             )
@@ -217,7 +217,7 @@ def test_output_is_capped_and_totals_are_reported(tmp_path: Path) -> None:
 def test_cancel_kills_the_group_and_records_cancelled(tmp_path: Path) -> None:
     async def main() -> None:
         async with running_app(settings(tmp_path / "root")) as app, asgi_env(app, "ws") as env:
-            task = asyncio.create_task(env.exec("echo begun; sleep 30", op=OpRef("cx:1")))
+            task = asyncio.create_task(env.run_command("echo begun; sleep 30", op=OpRef("cx:1")))
             await asyncio.sleep(0.3)
             status = await env.cancel("cx:1")
             assert status.state == "done"
@@ -257,7 +257,7 @@ def test_finished_ops_expire_after_retention(tmp_path: Path) -> None:
     async def main() -> None:
         config = settings(tmp_path / "root", retention_s=0.2)
         async with running_app(config) as app, asgi_env(app, "ws") as env:
-            await env.exec("echo x", op=OpRef("old:1"))
+            await env.run_command("echo x", op=OpRef("old:1"))
             assert (await env.op_status("old:1")).state == "done"
             await asyncio.sleep(0.3)
             removed = await app.state.service.ops.sweep()
@@ -296,7 +296,7 @@ def test_background_children_do_not_hold_the_op_open(tmp_path: Path, unconfined:
                     await asyncio.sleep(0.02)
 
             spotter = asyncio.ensure_future(spot())
-            result = await env.exec("sleep 30.375 & echo hi; sleep 0.3", op=OpRef("bg:1"))
+            result = await env.run_command("sleep 30.375 & echo hi; sleep 0.3", op=OpRef("bg:1"))
             spotter.cancel()
             assert result.output == "hi\n"
             return time.monotonic() - began

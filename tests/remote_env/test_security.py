@@ -370,7 +370,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
 
             spotter = asyncio.ensure_future(spot())
             with pytest.raises(CommandTimeout) as caught:
-                await env.exec(command, op=OpRef("slow:1"), timeout=0.5)
+                await env.run_command(command, op=OpRef("slow:1"), timeout=0.5)
             spotter.cancel()
             assert caught.value.result is not None
             assert caught.value.result.timed_out
@@ -392,9 +392,9 @@ def test_default_and_maximum_timeouts(tmp_path: Path) -> None:
         async with running_app(config) as app, asgi_env(app, "ws") as env:
             started = time.monotonic()
             with pytest.raises(CommandTimeout, match=r"0\.3 seconds"):
-                await env.exec("sleep 20", op=OpRef("default:1"))
+                await env.run_command("sleep 20", op=OpRef("default:1"))
             with pytest.raises(CommandTimeout, match=r"0\.6 seconds"):
-                await env.exec("sleep 20", op=OpRef("max:1"), timeout=600)
+                await env.run_command("sleep 20", op=OpRef("max:1"), timeout=600)
             assert time.monotonic() - started < 5
 
     run(main())
@@ -407,7 +407,7 @@ def test_commands_do_not_inherit_the_server_environment(
 
     async def main() -> None:
         async with running_app(settings(tmp_path / "root")) as app, asgi_env(app, "ws") as env:
-            result = await env.exec("env", op=OpRef("env:1"))
+            result = await env.run_command("env", op=OpRef("env:1"))
             assert "SANDBOX_SERVER_SECRET_FOR_TEST" not in result.output
             assert "HOME=" in result.output
 
@@ -421,13 +421,15 @@ def test_commands_can_run_as_an_unprivileged_user(tmp_path: Path) -> None:
     async def main() -> None:
         config = settings(tmp_path / "root", run_as_user="nobody", run_as_group="nogroup")
         async with running_app(config) as app, asgi_env(app, "ws") as env:
-            ident = await env.exec("id -u; id -G", op=OpRef("id:1"))
+            ident = await env.run_command("id -u; id -G", op=OpRef("id:1"))
             assert ident.output.split() == ["65534", "65534"]
             await env.write("made-by-api.txt", "x", OpRef("w:1"))
             # Files the API writes belong to the command user, so commands can change them.
-            changed = await env.exec("echo more >> made-by-api.txt && echo ok", op=OpRef("id:2"))
+            changed = await env.run_command(
+                "echo more >> made-by-api.txt && echo ok", op=OpRef("id:2")
+            )
             assert changed.output == "ok\n"
-            denied = await env.exec("touch /root/nope 2>&1; echo $?", op=OpRef("id:3"))
+            denied = await env.run_command("touch /root/nope 2>&1; echo $?", op=OpRef("id:3"))
             assert denied.output.strip().endswith("1")
 
     run(main())
@@ -442,7 +444,7 @@ def test_unconfined_commands_of_a_root_server_still_run_as_nobody(tmp_path: Path
             running_app(settings(tmp_path / "root", unconfined=True, **config)) as app,
             asgi_env(app, "ws") as env,
         ):
-            ran = await env.exec("id -u; echo x > made.txt && echo ok", op=OpRef(op))
+            ran = await env.run_command("id -u; echo x > made.txt && echo ok", op=OpRef(op))
             return ran.output.split()
 
     assert run(main("u:1")) == [str(pwd.getpwnam("nobody").pw_uid), "ok"]
@@ -467,7 +469,7 @@ def test_a_workspace_written_by_root_commands_is_handed_to_the_command_user(
 
     async def main() -> None:
         async with running_app(settings(tmp_path / "root")) as app, asgi_env(app, "ws") as env:
-            result = await env.exec(
+            result = await env.run_command(
                 "echo more >> old.txt && echo more >> sub/deep.txt && mkdir sub/new && echo ok",
                 op=OpRef("adopt:1"),
             )

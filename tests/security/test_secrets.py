@@ -102,7 +102,7 @@ def test_the_sandbox_never_logs_or_echoes_its_secret_or_tokens(tmp_path: Path) -
             for bad in (forged, expired):
                 async with RemoteEnv(server.url, bad, retry=FAST) as env:
                     with pytest.raises(EnvAuthError) as caught:
-                        await env.exec("true", op=OpRef("c:1"))
+                        await env.run_command("true", op=OpRef("c:1"))
                     texts += [str(caught.value), repr(caught.value), repr(env)]
             async with RemoteEnv(f"http://127.0.0.1:{free_port()}", valid, retry=FAST) as env:
                 with pytest.raises(EnvUnavailable) as down:

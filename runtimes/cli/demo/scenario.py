@@ -76,7 +76,7 @@ async def _book(args: BookArgs, ctx: ToolContext) -> ToolResult:
     # The sandbox runs this once per op id: a rerun after a crash gets the recorded result.
     line = f"{args.train} seat {args.seat} ref=$(date +%s%N | tail -c 7)"
     command = f'sleep {BOOK_SECONDS:g}; echo "{line}" >> {BOOKINGS_FILE}; tail -n 1 {BOOKINGS_FILE}'
-    result = await ctx.env.exec(command, op=ctx.op, timeout=60)
+    result = await ctx.env.run_command(command, op=ctx.op, timeout=60)
     if result.exit_code != 0:
         return ToolResult(f"booking failed: {result.output}", is_error=True)
     return ToolResult(f"booked: {result.output.strip()}", details={"op": ctx.op.id})

@@ -900,8 +900,8 @@ async def remote_env_over_fetch_to_a_real_sandbox(options: dict[str, Any]) -> di
 
     async with RemoteEnv(url, token, transport=FetchTransport()) as env:
         op = OpRef("9:call_fetch")
-        first = await env.exec("echo hi from the sandbox >> log.txt; cat log.txt", op=op)
-        again = await env.exec("echo hi from the sandbox >> log.txt; cat log.txt", op=op)
+        first = await env.run_command("echo hi from the sandbox >> log.txt; cat log.txt", op=op)
+        again = await env.run_command("echo hi from the sandbox >> log.txt; cat log.txt", op=op)
     assert first.exit_code == 0 and first.output.strip() == "hi from the sandbox", first
     assert again.output == first.output, (first, again)  # deduped: the line is there once
     return {"output": first.output.strip()}
