@@ -5,6 +5,7 @@ no lease taken; the operator's token only. (The kit's listing check runs on the 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from runtimes.aws import AwsResources
 from runtimes.aws.alarms import WakeSchedule
 from runtimes.aws.handler import ActorFunction
 from runtimes.aws.keys import ActorKeys
+from runtimes.aws.lease import Lease
 from runtimes.cli.history import HostClient, HostUnavailable
 from tests.aws.aws_target import LeaseClock, create_alarms
 from tests.aws.lambda_support import KIT_TOKEN, answer, context, function, url_event
@@ -101,3 +103,35 @@ def test_only_the_operator_lists(aws: AwsResources, alarms: WakeSchedule, tmp_pa
         pytest.raises(HostUnavailable, match="403 forbidden"),
     ):
         list(host.actors())
+
+
+def _write(fn: ActorFunction, actor: str) -> None:
+    body = {"type": "write", "content": {"kind": "note"}}
+    status, answered = answer(
+        fn(url_event("POST", f"/v1/actors/{actor}/submissions", body), context())
+    )
+    assert status == 202, answered
+
+
+def test_the_index_is_written_once_per_actor_and_fills_in_for_older_actors(
+    aws: AwsResources, alarms: WakeSchedule, tmp_path: Path
+) -> None:
+    fn = function(aws, alarms, tmp_path, VirtualClock())
+    _write(fn, "old")
+    _write(fn, "new")
+    # "old" as an actor committed before the index existed: its head lacks the keys.
+    aws.dynamodb.update_item(
+        TableName=aws.table,
+        Key=ActorKeys("old").head(),
+        UpdateExpression="REMOVE listing, actor",
+    )
+    transport = FunctionUrl(fn)
+    with HostClient("https://lambda.example", KIT_TOKEN, transport=transport) as host:
+        assert list(host.actors()) == ["new"]
+        _write(fn, "old")  # its next commit lists it
+        assert list(host.actors()) == ["new", "old"]
+    lease = Lease(aws, "new", "someone", lambda: 1)
+    grant = asyncio.run(lease.acquire())
+    assert grant.listed and grant.seq > 0
+    later = lease.fenced_update(grant.seq, grant.seq + 1)
+    assert "listing" not in str(later.request["ExpressionAttributeNames"].values())
