@@ -4,9 +4,13 @@
   :class:`~.front_door.FrontDoor` (auth, a scoped token's scope, body size, actor id,
   route, JSON; CORS preflights by :class:`~runtimes.actor.cors.CorsPolicy`) before any
   Durable Object is addressed; admitted requests go to ``ACTORS.getByName(actor)``,
-  i.e. the object ``idFromName(actor)``. The routes it answers itself touch no actor:
-  ``POST /v1/tokens`` (:mod:`~.minting`) and ``GET /v1/actors`` (:mod:`~.listing`, from
-  the index objects).
+  i.e. the object ``idFromName(actor)``. It answers itself, touching no actor,
+  ``POST /v1/tokens`` (:mod:`~.minting`), ``GET /v1/actors`` (:mod:`~.listing`, from
+  the index objects) and the web inspector's static files
+  (``/``, ``/ui``, ``/ui/{name}``: :mod:`runtimes.actor.inspector_files`, from the
+  package the build put in the bundle — through the app rather than Workers static
+  assets, so every host serves the same bytes under the same CSP, and the Pyodide
+  harness tests it).
 * :class:`PerdureActor` — the Durable Object: a :class:`~.actor.DurableActor` host over
   ``ctx.storage`` (one actor: this object's), started once per isolate inside
   ``blockConcurrencyWhile``. ``fetch`` serves the actor API app (``create_app``) through
@@ -47,6 +51,7 @@ from core.errors import UnknownRecord
 from runtimes.actor import ActorConfig, UnknownActor
 from runtimes.actor.clock import SystemClock
 from runtimes.actor.cors import CorsPolicy
+from runtimes.actor.inspector_files import inspector_answer
 from runtimes.actor.tokens import SigningKeys
 from runtimes.cloudflare.actor import DurableActor
 from runtimes.cloudflare.alarm import AlarmReport
@@ -205,6 +210,12 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
     async def fetch(self, request: Any) -> Any:
         js_request = _js(request)
         method = str(js_request.method).upper()
+        path = urlsplit(str(js_request.url)).path
+        page = inspector_answer(method, path)
+        if page is not None:
+            # The inspector's static files, from the package in the bundle: public (the
+            # page asks for the token itself), so served before the settings are read.
+            return Response(page.body, status=page.status, headers=page.headers)
         headers = {str(k).lower(): str(v) for k, v in js_request.headers.entries()}
         try:
             settings = _settings(self.env)
@@ -216,8 +227,6 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
             status, allowed = cors.preflight(headers)
             return Response("", status=status, headers=dict(allowed))
         door = _door(settings)
-        url = urlsplit(str(js_request.url))
-        path = url.path
         if path == TOKENS_PATH:  # touches no actor: answered here
             return await self._mint(js_request, method, headers, settings, cors)
         if path == LISTING_PATH:  # read from the index: no actor's object is addressed
@@ -226,7 +235,8 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
                 message = f"this Worker has no {INDEX_BINDING} binding (see wrangler.toml)"
                 refusal = Refusal(501, "not_supported", message)
                 return _json_response(refusal, cors.response_headers(headers))
-            listed = await list_at_door(door, method, url.query, headers, index)
+            query = urlsplit(str(js_request.url)).query
+            listed = await list_at_door(door, method, query, headers, index)
             if isinstance(listed, Refusal):
                 return _json_response(listed, cors.response_headers(headers))
             extra = {"content-type": "application/json", **dict(cors.response_headers(headers))}

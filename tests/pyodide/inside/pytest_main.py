@@ -38,8 +38,6 @@ def main_sync(options: Any) -> dict[str, Any]:
             "--ignore=/perdure/tests/cloudflare/test_open_path_imports.py",
             # The Worker's build script: a CPython tool (modulefinder, pip).
             "--ignore=/perdure/tests/cloudflare/test_build.py",
-            # A synchronous client over asyncio.run (needs CPython's selector loop).
-            "--ignore=/perdure/tests/cloudflare/test_listing_cli.py",
             "/perdure/tests/cloudflare",
         ]
     )
