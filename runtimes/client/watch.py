@@ -32,8 +32,9 @@ __all__ = ["Via", "Watch"]
 
 Via: TypeAlias = Literal["auto", "sse", "poll"]
 
-# Answers that say the stream is not served here (the method or the media type refused,
-# a front door that fails or cannot pass a stream on: Lambda's answers 500). Any other
+# Answers that say the stream is not served here: the method or the media type refused,
+# the route not supported (AWS Lambda: 501), a front door that fails on a stream or cannot
+# pass one on (500, 502, 504). Any other
 # error — a refusal (bad token, unknown actor), 423 (held elsewhere), 503 (shutting
 # down) — is one the long poll would meet as well: it is raised, not fallen back on.
 _NOT_STREAMED = frozenset({405, 406, 500, 501, 502, 504})
