@@ -34,9 +34,9 @@ Via: TypeAlias = Literal["auto", "sse", "poll"]
 
 # Answers that say the stream is not served here: the method or the media type refused,
 # the route not supported (AWS Lambda: 501), a front door that fails on a stream or cannot
-# pass one on (500, 502, 504). Any other
-# error — a refusal (bad token, unknown actor), 423 (held elsewhere), 503 (shutting
-# down) — is one the long poll would meet as well: it is raised, not fallen back on.
+# pass one on (500, 502, 504). Any other error — a refusal (bad token, unknown actor),
+# 423 (held elsewhere), 503 (shutting down) — is one the long poll would meet as well:
+# it is raised, not fallen back on.
 _NOT_STREAMED = frozenset({405, 406, 500, 501, 502, 504})
 
 
