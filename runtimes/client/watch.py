@@ -17,8 +17,9 @@ token, an unknown actor, ``423``) is raised, as the long poll would meet it too.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 import httpx
 
@@ -96,16 +97,20 @@ class Watch:
             self.seq = frame.seq
 
     async def _run(self) -> AsyncGenerator[Frame, None]:
+        # Inner generators are closed here, not left to the garbage collector (which
+        # would run their cleanup — closing the stream — at some later time).
         if self._via != "poll":
-            async for frame in self._stream():  # under auto: nothing, if it fell back
-                yield frame
+            async with aclosing(self._stream()) as frames:  # under auto: none, if it fell back
+                async for frame in frames:
+                    yield frame
         if self._via == "poll":
-            async for frame in self._poll():
-                yield frame
+            async with aclosing(self._poll()) as frames:
+                async for frame in frames:
+                    yield frame
 
-    async def _stream(self) -> AsyncIterator[Frame]:
+    async def _stream(self) -> AsyncGenerator[Frame, None]:
         """Frames over SSE; returns without a frame when ``auto`` falls back."""
-        from remote_env.client.sse import parse_sse  # the project's one SSE parser
+        from remote_env.client.sse import SseEvent, parse_sse  # the project's one SSE parser
 
         http = self._client.http
         timeout = httpx.Timeout(self._client.timeout, read=self._client.stream_read_s)
@@ -127,13 +132,16 @@ class Watch:
                 return
             self._client.streams = True
             self._via = "sse"
-            async for event in parse_sse(response.aiter_lines()):
-                frame = Frame.model_validate(json.loads(event.data))
-                yield frame
-                if frame.type == "end":
-                    return
+            # parse_sse is an async generator (typed as the iterator it returns).
+            events = cast(AsyncGenerator[SseEvent, None], parse_sse(response.aiter_lines()))
+            async with aclosing(events):
+                async for event in events:
+                    frame = Frame.model_validate(json.loads(event.data))
+                    yield frame
+                    if frame.type == "end":
+                        return
 
-    async def _poll(self) -> AsyncIterator[Frame]:
+    async def _poll(self) -> AsyncGenerator[Frame, None]:
         self._via = "poll"
         after: int | None = None
         while True:
