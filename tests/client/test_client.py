@@ -127,11 +127,22 @@ async def test_wait_polls_until_settled_and_gives_up_at_its_timeout(
         accepted = await client.submit("carol", "tools", request_id="c-1")
         with pytest.raises(TimeoutError):
             await client.wait("carol", accepted, timeout=0.5)
+        steered = await client.steer("carol", "and hurry")  # joins the run after its tools
+        with pytest.raises(RequestRefused) as refused:
+            await client.submit("carol", "later", when_busy="reject")
+        assert (refused.value.status, refused.value.code) == (409, "conversation_busy")
         gate.set()
         state = await client.wait("carol", accepted, timeout=LIMIT_S)
         assert state.status == "done" and state.answer is not None
         by_request = await client.submission_by_request("carol", "c-1")
         assert by_request == state
+        assert (await client.wait("carol", steered, timeout=LIMIT_S)).status == "done"
+        users = [
+            e["message"]["content"]
+            for e in (await client.view("carol")).entries
+            if e["kind"] == "user"
+        ]
+        assert users == ["tools", "and hurry"], users
 
 
 async def test_listings_page_through_everything(running: Running) -> None:
