@@ -22,6 +22,7 @@ import httpx
 
 from runtimes.actor.ids import check_actor_id
 from runtimes.client.errors import (
+    AGAIN,
     ApiError,
     HostUnreachable,
     RequestRefused,
@@ -249,8 +250,9 @@ class ActorClient:
     ) -> SubmissionState:
         """Poll ``submission`` until it is ``done`` or ``unanswered``; its settled state
         (``answer``, or ``reason``). By id when known, else by request id (a ``mailed``
-        submission), switching to the id once the host admitted it. A ``423`` (the actor
-        held elsewhere) is waited out. ``TimeoutError`` after ``timeout`` seconds."""
+        submission), switching to the id once the host admitted it. An answer that asks to
+        come back (:data:`~runtimes.client.errors.AGAIN`: the actor held elsewhere, the
+        host restarting) is waited out. ``TimeoutError`` after ``timeout`` seconds."""
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         sid: int | None
@@ -277,8 +279,8 @@ class ActorClient:
                     state = await self.submission_by_request(
                         actor, request_id, conversation_id=cid, wait=hold
                     )
-            except RequestRefused as error:
-                if error.status != 423:
+            except ApiError as error:
+                if error.status not in AGAIN:
                     raise
                 await self.pause(error)
                 continue

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 import httpx
 
-from runtimes.client.errors import ClientError, RequestRefused
+from runtimes.client.errors import AGAIN, ApiError, ClientError
 from runtimes.client.models import Frame
 
 if TYPE_CHECKING:
@@ -152,8 +152,8 @@ class Watch:
                 page = await self._client.get_json(
                     f"{self._path}/deltas", params, wait=self._client.poll_wait_s
                 )
-            except RequestRefused as error:
-                if error.status != 423:  # held elsewhere (AWS): ask again once it is free
+            except ApiError as error:
+                if error.status not in AGAIN:  # e.g. held elsewhere: ask again once free
                     raise
                 await self._client.pause(error)
                 continue

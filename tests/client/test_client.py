@@ -18,6 +18,7 @@ from runtimes.actor.memory import MemoryHost
 from runtimes.actor.testing import KIT_TOKEN, KitTools, client_script, kit_config
 from runtimes.client import (
     ActorClient,
+    ApiError,
     ClientError,
     HostUnreachable,
     RequestRefused,
@@ -235,5 +236,45 @@ async def test_auto_falls_back_to_the_long_poll_once_and_remembers(status: int) 
             if status != 200:
                 assert isinstance(failed.value, ServerError) and failed.value.status == status
                 assert failed.value.message == "no streams here"
+    finally:
+        await host.close()
+
+
+class Flaky(httpx.AsyncBaseTransport):
+    """A front door whose first ``times`` polls are answered ``status`` (with
+    ``Retry-After``), as a restarting host behind a proxy answers."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, status: int, times: int) -> None:
+        self.inner = inner
+        self.status = status
+        self.left = times
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and self.left > 0:
+            self.left -= 1
+            body = {"error": {"code": "busy", "message": "come back"}}
+            return httpx.Response(self.status, json=body, headers={"retry-after": "0.01"})
+        return await self.inner.handle_async_request(request)
+
+
+@pytest.mark.parametrize("status", [423, 502, 503, 504])
+async def test_polls_ask_again_when_the_host_says_come_back(status: int) -> None:
+    host = MemoryHost(kit_config(), clock=VirtualClock())
+    await host.start()
+    door = Flaky(StreamingASGITransport(create_app(host, ApiConfig(KIT_TOKEN))), status, 0)
+    try:
+        async with ActorClient("http://kit", KIT_TOKEN, transport=door) as client:
+            accepted = await client.submit("jo", "hello")
+            door.left = 3
+            state = await client.wait("jo", accepted, timeout=LIMIT_S)
+            assert state.status == "done" and door.left == 0
+            door.left = 2
+            async with client.watch("jo", via="poll") as watch:
+                frame = await asyncio.wait_for(anext(aiter(watch)), LIMIT_S)
+            assert frame.type == "view" and door.left == 0
+            door.left = 1  # a plain read is not retried: the caller sees the answer
+            with pytest.raises(ApiError) as failed:
+                await client.view("jo")
+            assert failed.value.status == status and failed.value.retry_after == 0.01
     finally:
         await host.close()
