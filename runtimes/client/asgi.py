@@ -28,7 +28,9 @@ _DONE: _Message = {"type": "perdure.done"}  # the app returned (or raised: see _
 
 class StreamingASGITransport(httpx.AsyncBaseTransport):
     """Requests to ``app`` in this event loop; an exception the app raises before it
-    answers is raised to the caller (as ``httpx.ASGITransport`` does by default)."""
+    answers is raised to the caller (as ``httpx.ASGITransport`` does by default). Like
+    httpx's, it sends no lifespan events: start the app's host first (``await
+    host.start()``, or ``async with app.router.lifespan_context(app)``)."""
 
     def __init__(self, app: Any, *, client: tuple[str, int] = ("127.0.0.1", 123)) -> None:
         self.app: _App = app
