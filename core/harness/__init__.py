@@ -1,5 +1,6 @@
 """The agent harness: conversations, submissions, generation and tool tasks, models."""
 
+from core.harness.approvals import MAX_APPROVAL_NOTE_CHARS
 from core.harness.harness import (
     HARNESS_KINDS,
     Answer,
@@ -49,6 +50,7 @@ from core.harness.watch import Frame, Watch
 
 __all__ = [
     "HARNESS_KINDS",
+    "MAX_APPROVAL_NOTE_CHARS",
     "MAX_DELAY_S",
     "MAX_REMINDER_CHARS",
     "Answer",

@@ -36,6 +36,7 @@ from core.errors import (
     UnknownRecord,
 )
 from core.harness.agents import agent_change
+from core.harness.approvals import decide, pending_approvals
 from core.harness.builtin_documents import AGENT, USAGE
 from core.harness.compaction import COMPACTION, compaction_task, settle_compaction
 from core.harness.context import ActiveRange, ContextView, RangeCache
@@ -70,7 +71,7 @@ from core.session.session import CommitEvent
 from core.session.transaction import Tx
 from core.session.waiters import WaiterRegistry
 from core.storage.paging import scan_all
-from core.storage.port import Cursor, Page, Storage
+from core.storage.port import ConversationQuery, Cursor, EntryQuery, Page, Storage
 from core.tasks.definition import TaskDefinition
 from core.tasks.ownership import owner_of, owners
 from core.tasks.scheduler import Inspection
@@ -388,6 +389,23 @@ class Harness:
         :func:`core.harness.reminders.pending_timers`)."""
         return pending_timers(list(self.session.tasks.values()))
 
+    def approvals(self) -> list[JsonObject]:
+        """Tool calls waiting for a person's decision, oldest first (see
+        :func:`core.harness.approvals.pending_approvals`)."""
+        return pending_approvals(self.session.tasks.values())
+
+    async def decide_approval(
+        self,
+        task_id: int,
+        decision: str,
+        *,
+        note: str | None = None,
+        request_id: str | None = None,
+    ) -> JsonObject:
+        """Approve or deny the call ``task_id`` pending approval; see
+        :func:`core.harness.approvals.decide`."""
+        return await decide(self, task_id, decision, note=note, request_id=request_id)
+
     def next_wake(self) -> int | None:
         return self.engine.next_wake()
 
@@ -405,15 +423,12 @@ class Harness:
     ) -> Page[ConversationRecord]:
         """The actor's conversations, oldest first: roots, forks (``parent``) and
         sub-agents (``owner``). ``cursor``: a page's ``next``."""
-        return await self.session.storage.scan_conversations(limit=limit, cursor=cursor)
+        return await self.session.storage.scan_conversations(ConversationQuery(limit=limit), cursor)
 
     async def _all_conversations(self) -> list[int]:
         storage = self.session.storage
         return [
-            c.id
-            async for c in scan_all(
-                lambda cursor: storage.scan_conversations(limit=500, cursor=cursor)
-            )
+            c.id async for c in scan_all(storage.scan_conversations, ConversationQuery(limit=500))
         ]
 
     # ------------------------------------------------------------------ abort and idle
@@ -608,9 +623,7 @@ class Harness:
         active = ActiveRange(head=marker.id if marker else None)
         start = marker.head if marker is not None and marker.head is not None else None
         async for entry in scan_all(
-            lambda cursor: storage.scan_entries(
-                conversation_id, min_id=start, order="asc", limit=500, cursor=cursor
-            )
+            storage.scan_entries, EntryQuery(conversation_id, min_id=start, order="asc", limit=500)
         ):
             active.add(entry)
         return active

@@ -47,6 +47,7 @@ from core.harness.submission import admit_input
 from core.jsonvalue import JsonObject, JsonValue, json_equal
 from core.records import Completed, Task, Waiting
 from core.session.transaction import Tx
+from core.storage import TaskQuery
 from core.tasks.definition import TaskDefinition, define_task
 from core.tasks.runtime import TaskRuntime
 from core.times import iso_time
@@ -193,7 +194,7 @@ async def _schedules(tx: Tx, conversation_id: int) -> AsyncIterator[Task]:
     cursor = None
     while True:
         page = await tx.scan_tasks(
-            conversation_id=conversation_id, kind=SCHEDULE, limit=500, cursor=cursor
+            TaskQuery(conversation_id=conversation_id, kind=SCHEDULE, limit=500), cursor
         )
         for task in page.items:
             yield task

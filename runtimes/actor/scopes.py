@@ -54,6 +54,8 @@ ROUTE_RIGHTS: Mapping[tuple[str, str], Need] = {
     ("GET", _A + "/timers"): "read",
     ("DELETE", _A + "/timers/{task_id}"): "submit",  # cancels a reminder
     ("GET", _A + "/conversations"): "read",
+    ("GET", _A + "/approvals"): "read",
+    ("POST", _A + "/approvals/{approval_id}"): "submit",  # a decision is the user's input
     # one conversation
     ("GET", _C + "/view"): "read",
     ("GET", _C + "/watch"): "read",

@@ -34,6 +34,7 @@ from core.harness.compaction import (
 from core.harness.context import ContextView
 from core.harness.models import ModelInfo
 from core.records import Completed, Entry
+from core.storage import TaskQuery
 from tests.core.harness.support import Rig, entries, kinds
 from tests.core.support import until
 
@@ -84,7 +85,7 @@ def contents(request: ModelRequest) -> list[str]:
 
 
 async def compactions(h: Any) -> list[Any]:
-    return (await h.session.storage.scan_tasks(kind=COMPACTION, order="asc")).items
+    return (await h.session.storage.scan_tasks(TaskQuery(kind=COMPACTION, order="asc"))).items
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -162,7 +163,7 @@ async def test_a_request_that_would_not_fit_waits_for_a_blocking_compaction(
         "second question",
     ]
     (task,) = await compactions(h)
-    generation = (await h.session.storage.scan_tasks(kind="perdure.generation")).items
+    generation = (await h.session.storage.scan_tasks(TaskQuery(kind="perdure.generation"))).items
     assert task.owner in {g.id for g in generation}  # owned by the waiting generation
     assert isinstance(task.outcome, Completed)
     ctx = await root.context()
@@ -376,7 +377,38 @@ async def test_nothing_to_compact_is_skipped(tmp_path: Path) -> None:
     task = await h.session.storage.task(task_id)
     assert task is not None and task.outcome == Completed({"skipped": "nothing to compact"})
     assert router.summary_requests == [] and await entries(h) == []
+    # Its end is told as an event, after its start: no client shows it running forever.
+    assert await compaction_events(root) == [
+        ("started", "manual", task_id),
+        ("skipped", "nothing to compact", task_id),
+    ]
     await h.close()
+
+
+async def test_a_summary_that_fails_tells_its_end(tmp_path: Path) -> None:
+    router = Router(
+        answers=[faux_message("a first answer"), faux_message("a second answer")],
+        summaries=[faux_error("the summarizer is down")],
+    )
+    rig = rig_for(tmp_path, router)
+    h = await rig.open()
+    root = await h.root(agent={"model": SMALL.id})
+    await (await root.submit("first question")).wait()
+    await (await root.submit("second question")).wait()
+    task_id = await root.compact()
+    await root.wait_for_idle()
+    started, ended = await compaction_events(root)
+    assert started == ("started", "manual", task_id)
+    assert ended[0] == "failed" and ended[2] == task_id
+    assert "the summarizer is down" in str(ended[1])
+    await h.close()
+
+
+async def compaction_events(root: Any) -> list[tuple[object, object, object]]:
+    """The conversation's compaction events: (state, reason, task)."""
+    view = await root.view()
+    items = view["docs"]["events"]["items"]
+    return [(e["state"], e.get("reason"), e["task"]) for e in items if e["kind"] == "compaction"]
 
 
 async def test_reset_starts_a_new_range_and_waits_for_a_running_answer(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from core.harness.cadence import Cadence
 from core.harness.reminders import reminders_extension
 from core.harness.schedules import LATE_GRACE_MS, SCHEDULE
 from core.records import Aborted, Completed, SubmissionRecord, Waiting
+from core.storage import SubmissionQuery
 from core.testing.wrappers import CommitFault
 from tests.core.harness.support import MODEL, Rig
 from tests.core.support import settle, until
@@ -36,7 +37,9 @@ def local(at: int) -> datetime:
 
 
 async def occurrences(h: Any, conversation_id: int = 1) -> list[SubmissionRecord]:
-    page = await h.session.storage.scan_submissions(conversation_id=conversation_id, limit=1000)
+    page = await h.session.storage.scan_submissions(
+        SubmissionQuery(conversation_id=conversation_id, limit=1000)
+    )
     return [s for s in page.items if (s.request_id or "").startswith("schedule:")]
 
 
