@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from core.storage import SubmissionQuery
 from runtimes.local.sqlite import open_sqlite_storage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +52,7 @@ def test_every_minute_for_ten_minutes_across_kills_and_evictions_submits_ten(
     async def occurrences() -> list[tuple[str, str]]:
         storage = await open_sqlite_storage(db)
         try:
-            page = await storage.scan_submissions(conversation_id=1, limit=1000)
+            page = await storage.scan_submissions(SubmissionQuery(conversation_id=1, limit=1000))
             return [(s.request_id or "", s.status) for s in page.items]
         finally:
             await storage.close()

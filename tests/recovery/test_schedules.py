@@ -44,6 +44,7 @@ from core.faux import faux_deferred, faux_error, faux_message
 from core.harness import HarnessSettings
 from core.harness.schedules import SCHEDULE
 from core.harness.settings import CompactionSettings
+from core.storage import SubmissionQuery, TaskQuery
 from core.testing.wrappers import CommitFault
 from tests.core.harness.support import echo, extension, tool
 from tests.recovery.support import MODEL, World
@@ -258,12 +259,14 @@ class Schedule(RuleBasedStateMachine):
         if h is None or h.session.poisoned is not None:
             return
         storage = h.session.storage
-        page = await storage.scan_tasks(kind=SCHEDULE, limit=100)
+        page = await storage.scan_tasks(TaskQuery(kind=SCHEDULE, limit=100))
         for task in page.items:
             checkpoint = task.checkpoint or {}
             if task.outcome is not None or not isinstance(checkpoint.get("due"), int):
                 continue
-            subs = await storage.scan_submissions(conversation_id=task.conversation_id, limit=1000)
+            subs = await storage.scan_submissions(
+                SubmissionQuery(conversation_id=task.conversation_id, limit=1000)
+            )
             prefix = f"schedule:{task.id}:"
             times = [
                 int(s.request_id[len(prefix) :])
