@@ -284,5 +284,8 @@ def test_a_schedule_is_listed_with_its_message_and_next_occurrence(
         expect(timer).to_be_visible(timeout=15_000)
         expect(timer).to_have_attribute("data-timer", str(made["id"]))
         shot(page, "schedule-listed")
+        timer.locator("button.cancel-timer").click()
+        expect(timer).to_have_count(0, timeout=10_000)
+        expect(page.locator("#notice")).to_contain_text(f"schedule {made['id']} cancelled")
     finally:
         dev.stop()
