@@ -75,3 +75,12 @@ async def _listing(client: httpx.AsyncClient) -> None:
     assert gone.status_code == 200 and gone.json()["next"] == [], gone.text
     missing = await client.delete(f"{PATH}/{listed['id']}")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+
+
+async def test_a_method_the_path_lacks_is_405_naming_every_method_it_has() -> None:
+    async with serving() as client:
+        r = await client.request("OPTIONS", PATH)
+        assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
+        assert r.headers["allow"] == "GET, POST", r.headers
+        r = await client.put("/v1/actors/cal/timers")
+        assert r.status_code == 405 and r.headers["allow"] == "GET", r.headers
