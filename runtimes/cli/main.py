@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
+
+if TYPE_CHECKING:
+    from runtimes.client import ActorClient
 
 __all__ = ["app", "main"]
 
@@ -162,6 +166,14 @@ def dev(
             "http://localhost:5173; repeat for more (default: none)",
         ),
     ] = None,
+    mcp: Annotated[
+        Path | None,
+        typer.Option(
+            help='MCP servers for the agents: a JSON file {"servers": [{"name", "url", '
+            '"headers", "tools", "replay", "approval", "timeout_s", "ttl_s"}]}; '
+            "${NAME} in a header is the environment variable NAME",
+        ),
+    ] = None,
 ) -> None:
     """Run the actor HTTP API on 127.0.0.1 for development (Ctrl-C stops it cleanly).
 
@@ -200,6 +212,7 @@ def dev(
         log_format="json" if log_format == "json" else "text",
         signing_keys=keys,
         cors_origins=origins,
+        mcp_file=mcp,
     )
     try:
         run_dev(options, say=typer.echo)
@@ -292,18 +305,21 @@ def list_actors(
 ) -> None:
     """List the host's actors, or an ACTOR's conversations (forks and sub-agents)."""
     from runtimes.actor import InvalidActorId
-    from runtimes.cli.history import HostClient, HostUnavailable, conversation_line
+    from runtimes.cli.history import HostUnavailable, conversation_line, print_lines
 
     if not token:
         raise typer.BadParameter("--token (or PERDURE_TOKEN) is required")
+
+    async def lines(client: ActorClient) -> AsyncIterator[str]:
+        if actor is None:
+            async for name in client.actors():
+                yield name
+        else:
+            async for conversation in client.conversations(actor):
+                yield conversation_line(conversation)
+
     try:
-        with HostClient(url, token) as host:
-            if actor is None:
-                for name in host.actors():
-                    typer.echo(name)
-            else:
-                for conversation in host.conversations(actor):
-                    typer.echo(conversation_line(conversation))
+        print_lines(url, token, lines, typer.echo)
     except (HostUnavailable, InvalidActorId) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from None
@@ -318,14 +334,17 @@ def log(
 ) -> None:
     """Print a conversation's whole transcript: roles, tool calls and results, times."""
     from runtimes.actor import InvalidActorId
-    from runtimes.cli.history import HostClient, HostUnavailable, format_entry
+    from runtimes.cli.history import HostUnavailable, format_entry, print_lines
 
     if not token:
         raise typer.BadParameter("--token (or PERDURE_TOKEN) is required")
+
+    async def lines(client: ActorClient) -> AsyncIterator[str]:
+        async for entry in client.entries(actor, conversation):
+            yield format_entry(entry)
+
     try:
-        with HostClient(url, token) as host:
-            for entry in host.entries(actor, conversation):
-                typer.echo(format_entry(entry))
+        print_lines(url, token, lines, typer.echo)
     except (HostUnavailable, InvalidActorId) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from None

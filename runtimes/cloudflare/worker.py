@@ -60,6 +60,7 @@ from runtimes.cloudflare.names import DURABLE_OBJECT_BINDING
 from runtimes.cloudflare.settings import (
     MisconfiguredWorker,
     WorkerSettings,
+    _read,
     default_actor_config,
 )
 from runtimes.cloudflare.watch import WatchHub
@@ -71,6 +72,7 @@ __all__ = [
     "configure",
     "configure_from_env",
     "without_lifespan",
+    "worker_secret",
 ]
 
 
@@ -81,6 +83,7 @@ class _Deployment:
     actor_config: ActorConfig | None = None  # given by configure()
     from_env: ActorConfig | None = None  # built once per isolate from the Worker's env
     routes: RouteTable | None = None
+    env: Any = None  # the env the isolate's Durable Object was constructed with
     logged: ClassVar[set[str]] = set()  # misconfigurations already on this isolate's log
 
 
@@ -112,6 +115,15 @@ def configure(actor_config: ActorConfig, *, routes: RouteTable | None = None) ->
     _Deployment.actor_config = actor_config
     _Deployment.from_env = None
     _Deployment.routes = routes
+
+
+def worker_secret(name: str) -> str | None:
+    """The Worker's secret (or var) ``name`` from the env this isolate's Durable Object
+    received; ``None`` when it is unset. For what :func:`configure` set up before any
+    env existed and reads later, such as the ``${NAME}`` placeholders of MCP servers'
+    headers (``mcp_extension(servers, secrets=worker_secret)``)."""
+    env = _Deployment.env
+    return None if env is None else _read(env, name)
 
 
 def configure_from_env(*, routes: RouteTable | None = None) -> None:
@@ -243,6 +255,7 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
         # only an alarm (or a socket accepted before the configuration broke) can reach
         # an object that cannot open its actor: it stays closed and says why.
         self.misconfigured: MisconfiguredWorker | None = None
+        _Deployment.env = env  # one deployment per isolate: every object gets the same
         try:
             self.settings = _settings(self.env)
         except MisconfiguredWorker as error:
