@@ -369,15 +369,10 @@ class Chat:
 
     async def _call(self, method: str, path: str) -> Any:
         try:
-            r = await self.http.request(method, path)
-        except httpx.HTTPError as error:
+            return await self.client.request_json(method, path)
+        except ClientError as error:
             self.screen.line(f"error: {_reason(error)}", "bold red")
             return None
-        if r.status_code >= 400:
-            code, message = _error(r)
-            self.screen.line(f"error: {r.status_code} {code}: {message}", "bold red")
-            return None
-        return r.json()
 
     async def _post(self, path: str, body: Mapping[str, Any]) -> Any:
         try:
