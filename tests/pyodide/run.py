@@ -30,7 +30,8 @@
    actor (the target: <= 1 s, Pyodide's load excluded), then, reported apart, the
    first HTTP request (the app imported and built) and the default adapters; each
    step with its compile time; CPython's fresh-process figures in the same run.
-   Fails if the import + open path imports FastAPI or httpx, or if the best sample
+   Fails if the import + open path imports FastAPI or httpx, if an alarm wake on a
+   new object (before any request) imports FastAPI or the actor API, or if the best sample
    exceeds ``IMPORT_OPEN_FAIL_MS`` (5x the target: the target itself is reported, met
    or not, since a loaded machine measures 2-5x its idle time); ``--importtime`` adds
    one cold start's per-module import times.
@@ -324,6 +325,16 @@ def run_in_pyodide(
     return proc.wait(), result
 
 
+def bind_actor_name(path: Path, name: str) -> None:
+    """Bind the actor file at ``path`` to ``name`` as a Durable Object's first request
+    does (``runtimes.cloudflare.actor``'s one-row table), so an alarm knows whom to wake."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("CREATE TABLE perdure_actor_name (name TEXT NOT NULL) STRICT")
+        conn.execute("INSERT INTO perdure_actor_name (name) VALUES (?)", (name,))
+
+
 def pyodide_cold_starts(
     samples: int,
     scratch: Path,
@@ -339,9 +350,10 @@ def pyodide_cold_starts(
     failures: dict[str, str] = {}
     for i in range(samples):
         copies = {}
-        for key in ("long_actor", "first_request_actor", "second_request_actor"):
+        for key in ("long_actor", "first_request_actor", "second_request_actor", "alarm_actor"):
             copies[key] = str(scratch / f"{variant}-{i}-{key}.sqlite")
             shutil.copy(scratch / "long-actor.sqlite", copies[key])
+        bind_actor_name(Path(copies["alarm_actor"]), "long")
         code, result = run_in_pyodide(
             "tests.pyodide.inside.cold_start",
             {
@@ -356,6 +368,11 @@ def pyodide_cold_starts(
         if code != 0 or not result.get("ok"):
             failures[f"{variant}_start_sample_{i}"] = f"exit {code}: {result}"
             continue
+        if result["alarm_wake_imports"]:
+            failures[f"{variant}_start_sample_{i}"] = (
+                f"an alarm wake imported {result['alarm_wake_imports']}: only an HTTP"
+                " request may build the app"
+            )
         if result["open_path_imports"] or result["runtime_modules_not_imported"]:
             failures[f"{variant}_start_sample_{i}"] = (
                 f"import + open imported {result['open_path_imports']} (the HTTP app and"
@@ -412,11 +429,14 @@ def import_profile(scratch: Path, wheels: Path, top: int = 25) -> None:
     from collections import Counter
 
     shutil.copy(scratch / "long-actor.sqlite", scratch / "profile-long.sqlite")
+    shutil.copy(scratch / "long-actor.sqlite", scratch / "profile-alarm.sqlite")
+    bind_actor_name(scratch / "profile-alarm.sqlite", "long")
     options = {
         "python_args": ["-X", "importtime"],
         "long_actor": str(scratch / "profile-long.sqlite"),
         "first_request_actor": str(scratch / "profile-long.sqlite"),
         "second_request_actor": str(scratch / "profile-long.sqlite"),
+        "alarm_actor": str(scratch / "profile-alarm.sqlite"),
         "new_actor": str(scratch / "profile-new.sqlite"),
         "scratch": str(scratch),
     }
