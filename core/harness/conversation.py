@@ -45,7 +45,7 @@ from core.records import ConversationRecord, Entry, SubmissionRecord, Submission
 from core.session.documents import DocDefinition
 from core.session.transaction import Tx
 from core.storage.paging import scan_all
-from core.storage.port import Cursor, Order, Page
+from core.storage.port import ConversationQuery, Cursor, EntryQuery, Order, Page, SubmissionQuery
 
 __all__ = ["Conversation", "ConversationHandleOwner", "WhenBusy"]
 
@@ -331,7 +331,8 @@ class Conversation:
         """This conversation's submissions (``status``: only those), oldest first by
         default. ``cursor``: a page's ``next``."""
         return await self._h.session.storage.scan_submissions(
-            conversation_id=self.id, status=status, order=order, limit=limit, cursor=cursor
+            SubmissionQuery(conversation_id=self.id, status=status, order=order, limit=limit),
+            cursor,
         )
 
     async def entries(
@@ -339,7 +340,7 @@ class Conversation:
     ) -> Page[Entry]:
         """The conversation's history (fork-aware), newest first by default."""
         return await self._h.session.storage.scan_entries(
-            self.id, limit=limit, cursor=cursor, order=order
+            EntryQuery(self.id, limit=limit, order=order), cursor
         )
 
     async def fork(
@@ -398,9 +399,8 @@ class Conversation:
         if include_owned:
             storage = self._h.session.storage
             async for conv in scan_all(
-                lambda cursor: storage.scan_conversations(
-                    owner_conversation_id=self.id, cursor=cursor, limit=500
-                )
+                storage.scan_conversations,
+                ConversationQuery(owner_conversation_id=self.id, limit=500),
             ):
                 usage = usage + await Conversation(self._h, conv.id).usage(include_owned=True)
         return usage

@@ -23,7 +23,7 @@ from core.session.documents import DocDefinition
 from core.session.session import Session
 from core.session.transaction import Tx
 from core.storage.paging import scan_all
-from core.storage.port import DocumentCopy, DocumentCreate, Storage
+from core.storage.port import DocumentCopy, DocumentCreate, DocumentQuery, Storage
 
 __all__ = ["ForkOwner", "document_definition", "fork_conversation"]
 
@@ -144,8 +144,7 @@ async def _documents(
     return [
         record
         async for record in scan_all(
-            lambda cursor: storage.scan_documents(
-                "conversation", owner_id=conversation_id, at=at, limit=500, cursor=cursor
-            )
+            storage.scan_documents,
+            DocumentQuery("conversation", owner_id=conversation_id, at=at, limit=500),
         )
     ]

@@ -70,7 +70,7 @@ from core.session.session import CommitEvent
 from core.session.transaction import Tx
 from core.session.waiters import WaiterRegistry
 from core.storage.paging import scan_all
-from core.storage.port import Cursor, Page, Storage
+from core.storage.port import ConversationQuery, Cursor, EntryQuery, Page, Storage
 from core.tasks.definition import TaskDefinition
 from core.tasks.ownership import owner_of, owners
 from core.tasks.scheduler import Inspection
@@ -398,15 +398,12 @@ class Harness:
     ) -> Page[ConversationRecord]:
         """The actor's conversations, oldest first: roots, forks (``parent``) and
         sub-agents (``owner``). ``cursor``: a page's ``next``."""
-        return await self.session.storage.scan_conversations(limit=limit, cursor=cursor)
+        return await self.session.storage.scan_conversations(ConversationQuery(limit=limit), cursor)
 
     async def _all_conversations(self) -> list[int]:
         storage = self.session.storage
         return [
-            c.id
-            async for c in scan_all(
-                lambda cursor: storage.scan_conversations(limit=500, cursor=cursor)
-            )
+            c.id async for c in scan_all(storage.scan_conversations, ConversationQuery(limit=500))
         ]
 
     # ------------------------------------------------------------------ abort and idle
@@ -601,9 +598,7 @@ class Harness:
         active = ActiveRange(head=marker.id if marker else None)
         start = marker.head if marker is not None and marker.head is not None else None
         async for entry in scan_all(
-            lambda cursor: storage.scan_entries(
-                conversation_id, min_id=start, order="asc", limit=500, cursor=cursor
-            )
+            storage.scan_entries, EntryQuery(conversation_id, min_id=start, order="asc", limit=500)
         ):
             active.add(entry)
         return active

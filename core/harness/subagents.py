@@ -22,16 +22,16 @@ from pydantic import BaseModel, Field
 from core.harness.builtin_documents import AGENT
 from core.harness.messages import TextBlock, message_from_json
 from core.harness.registry import Extension, ToolDefinition, define_extension, define_tool
-from core.harness.tools import ToolContext, ToolResult
+from core.harness.tools import ToolContext, ToolResult, harness_of
 from core.jsonvalue import JsonObject, json_copy
 from core.records import Completed, Task
 from core.session.transaction import Tx
+from core.storage.port import ConversationQuery
 from core.tasks.definition import define_task
 from core.tasks.runtime import TaskRuntime
 
 if TYPE_CHECKING:
     from core.harness.handles import ConversationHandle
-    from core.harness.services import HarnessServices
     from core.harness.tools import ToolServices
 
 __all__ = [
@@ -55,7 +55,9 @@ async def owned_conversation(
 ) -> ConversationHandle:
     """The conversation owned by ``owner_task_id``, created on first use: it starts as a
     copy of the owner conversation's agent, then ``agent`` is applied on top."""
-    found = await harness.session.storage.scan_conversations(owner_task_id=owner_task_id, limit=1)
+    found = await harness.session.storage.scan_conversations(
+        ConversationQuery(owner_task_id=owner_task_id, limit=1)
+    )
     if found.items:
         return await harness.conversation(found.items[0].id)
 
@@ -143,8 +145,7 @@ def subagent_extension() -> Extension:
     """The sub-agent tools and the background task they use, as one extension."""
 
     async def run(task: Task, rt: TaskRuntime) -> None:
-        # Extension tasks are defined without the harness; the scheduler carries it.
-        h = cast("HarnessServices", rt.harness)
+        h = harness_of(rt)
         value = task.input if isinstance(task.input, dict) else {}
         agent = value.get("agent")
         child = await owned_conversation(h, task.id, agent if isinstance(agent, dict) else None)

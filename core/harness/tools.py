@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from core.env import ExecutionEnv, OpRef
-from core.errors import PerdureError
+from core.errors import HarnessError, PerdureError
 from core.jsonvalue import JsonObject, JsonValue
 from core.session.transaction import Tx
 from core.tasks.signal import CancelSignal
@@ -31,6 +31,7 @@ __all__ = [
     "ToolResult",
     "ToolServices",
     "bound_output",
+    "harness_of",
 ]
 
 DiagnosticCode = Literal[
@@ -69,10 +70,13 @@ class ToolResult:
     apply: Callable[[Tx], Awaitable[None] | None] | None = field(default=None, compare=False)
 
 
+@runtime_checkable
 class ToolServices(Protocol):
     """What a tool reaches through ``ctx.harness``: the part of the harness a tool needs
     (the :class:`~core.harness.harness.Harness` satisfies it; the harness's own tasks
-    see more, :class:`~core.harness.services.HarnessServices`)."""
+    see more, :class:`~core.harness.services.HarnessServices`). Runtime-checkable so
+    :func:`harness_of` can narrow the scheduler's untyped slot with a check, not a cast.
+    """
 
     @property
     def session(self) -> Session:
@@ -89,6 +93,17 @@ class ToolServices(Protocol):
         the installed extensions (see :func:`~core.harness.agents.agent_change`). Pure:
         raises ``InvalidInput``/``UnknownTool`` and writes nothing."""
         ...
+
+
+def harness_of(rt: TaskRuntime) -> ToolServices:
+    """The harness running ``rt``'s task, for a task an extension defines: it is defined
+    without the harness, which the scheduler carries as ``rt.harness``, typed ``object``
+    because ``core.tasks`` cannot name the layer above it. Raises :class:`HarnessError`
+    when the task runs on an engine no harness opened."""
+    harness = rt.harness
+    if not isinstance(harness, ToolServices):
+        raise HarnessError(f"task {rt.task_id} runs on an engine without an agent harness")
+    return harness
 
 
 class NoEnvironment(PerdureError):

@@ -32,6 +32,7 @@ from core.session.documents import DocDefinition
 from core.session.session import CommitEvent, Session
 from core.session.transaction import Tx
 from core.storage.paging import scan_all
+from core.storage.port import DocumentQuery
 
 __all__ = ["ViewOwner", "Views"]
 
@@ -80,9 +81,8 @@ class Views:
         storage = session.storage
         docs: JsonObject = {}
         async for record in scan_all(
-            lambda cursor: storage.scan_documents(
-                "conversation", owner_id=conversation_id, limit=500, cursor=cursor
-            )
+            storage.scan_documents,
+            DocumentQuery("conversation", owner_id=conversation_id, limit=500),
         ):
             state = await storage.document(record.id)
             if state is not None:

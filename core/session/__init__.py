@@ -9,7 +9,7 @@ from core.session.session import (
     ensure_outside_commit,
     in_commit,
 )
-from core.session.transaction import TaskLayer, Tx
+from core.session.transaction import TaskLayer, TaskSpec, Tx
 from core.session.waiters import WaiterRegistry
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "ForkPolicy",
     "Session",
     "TaskLayer",
+    "TaskSpec",
     "Tx",
     "WaiterRegistry",
     "define_doc",

@@ -55,9 +55,11 @@ from core.storage.paging import scan_all
 from core.storage.port import (
     DocumentChange,
     DocumentCreate,
+    DocumentQuery,
     DocumentRetire,
     SequencedStorage,
     Storage,
+    TaskQuery,
     Write,
 )
 from core.telemetry import NO_TELEMETRY, Telemetry
@@ -160,10 +162,7 @@ class Session:
         if isinstance(storage, SequencedStorage):
             session.last_seq = storage.seq
         for status in _LIVE_STATUSES:
-            # The scan is consumed within this iteration, so binding ``status`` late is safe.
-            async for task in scan_all(
-                lambda cursor: storage.scan_tasks(status=status, limit=1000, cursor=cursor)  # noqa: B023
-            ):
+            async for task in scan_all(storage.scan_tasks, TaskQuery(status=status, limit=1000)):
                 session._track(task)
         # One read for all of them (a recovering host may have hundreds of live tasks).
         live_conversations = {t.conversation_id for t in session.tasks.values()}
@@ -496,9 +495,7 @@ class Session:
         found = {
             r.id
             async for r in scan_all(
-                lambda cursor: self.storage.scan_documents(
-                    "task", owner_id=task_id, cursor=cursor, limit=500
-                )
+                self.storage.scan_documents, DocumentQuery("task", owner_id=task_id, limit=500)
             )
         }
         for doc_id in found:

@@ -24,7 +24,7 @@ as ``before``) belongs beside it rather than in a module of its own.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, cast
 
 from core.clock import Clock
@@ -63,20 +63,45 @@ from core.records import (
     Pending,
     Running,
     SubmissionRecord,
-    SubmissionStatus,
     Task,
     TaskState,
-    TaskStatus,
     Terminal,
     Waiting,
 )
 from core.session.documents import DocDefinition, DocHandle
-from core.storage.port import Cursor, DocumentCopy, DocumentCreate, Order, Page, Storage
+from core.storage.port import (
+    Cursor,
+    DocumentCopy,
+    DocumentCreate,
+    EntryQuery,
+    Page,
+    Storage,
+    SubmissionQuery,
+    TaskQuery,
+)
 from core.telemetry import Telemetry
 
-__all__ = ["TaskLayer", "Tx", "TxSession"]
+__all__ = ["TaskLayer", "TaskSpec", "Tx", "TxSession"]
 
 DocAddress = tuple[str, str, int | None, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """What a new task is to be: everything :meth:`Tx.create_task` was asked (see there
+    for each field), handed to the task layer as one record instead of being restated
+    at every layer it passes."""
+
+    definition: Any
+    """A ``TaskDefinition`` or a registered kind name (the session layer cannot name the
+    task layer's type)."""
+    input: JsonValue = None
+    conversation_id: int | None = None
+    owner: int | None = None
+    background: bool = False
+    checkpoint: JsonObject | None = None
+    until: int | None = None
+    continues: Task | None = None
 
 
 class TaskLayer(Protocol):
@@ -87,22 +112,11 @@ class TaskLayer(Protocol):
     because the session layer may not import the task layer above it.
     """
 
-    async def create_task(
-        self,
-        tx: Tx,
-        definition: Any,
-        input: JsonValue,
-        *,
-        conversation_id: int | None,
-        owner: int | None,
-        background: bool,
-        checkpoint: JsonObject | None,
-        until: int | None,
-        continues: Task | None,
-    ) -> Task:
-        """Stage a new task in ``tx`` and return its record (see :meth:`Tx.create_task`).
+    async def create_task(self, tx: Tx, spec: TaskSpec) -> Task:
+        """Stage the task ``spec`` describes in ``tx`` and return its record (see
+        :meth:`Tx.create_task`).
 
-        ``definition`` is a task definition or a registered kind name. Raises
+        ``spec.definition`` is a task definition or a registered kind name. Raises
         ``UnknownTaskKind``, ``TaskStateError``, ``UnknownRecord`` or ``InvalidJson``
         with nothing staged for the task.
         """
@@ -229,58 +243,19 @@ class Tx:
         self._read()
         return await self._session.storage.submission_by_request(conversation_id, request_id)
 
-    async def scan_tasks(
-        self,
-        *,
-        conversation_id: int | None = None,
-        kind: str | None = None,
-        status: TaskStatus | None = None,
-        abort_requested: bool | None = None,
-        background: bool | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
-    ) -> Page[Task]:
+    async def scan_tasks(self, query: TaskQuery, cursor: Cursor | None = None) -> Page[Task]:
         self._read()
-        return await self._session.storage.scan_tasks(
-            conversation_id=conversation_id,
-            kind=kind,
-            status=status,
-            abort_requested=abort_requested,
-            background=background,
-            order=order,
-            limit=limit,
-            cursor=cursor,
-        )
+        return await self._session.storage.scan_tasks(query, cursor)
 
     async def scan_submissions(
-        self,
-        *,
-        conversation_id: int | None = None,
-        status: SubmissionStatus | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
+        self, query: SubmissionQuery, cursor: Cursor | None = None
     ) -> Page[SubmissionRecord]:
         self._read()
-        return await self._session.storage.scan_submissions(
-            conversation_id=conversation_id, status=status, order=order, limit=limit, cursor=cursor
-        )
+        return await self._session.storage.scan_submissions(query, cursor)
 
-    async def scan_entries(
-        self,
-        conversation_id: int,
-        *,
-        min_id: int | None = None,
-        max_id: int | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
-    ) -> Page[Entry]:
+    async def scan_entries(self, query: EntryQuery, cursor: Cursor | None = None) -> Page[Entry]:
         self._read()
-        return await self._session.storage.scan_entries(
-            conversation_id, min_id=min_id, max_id=max_id, order=order, limit=limit, cursor=cursor
-        )
+        return await self._session.storage.scan_entries(query, cursor)
 
     # ------------------------------------------------------------------ staged state
 
@@ -429,14 +404,9 @@ class Tx:
             raise UnknownTaskKind(f"no task layer is attached to create {definition!r}")
         return await layer.create_task(
             self,
-            definition,
-            input,
-            conversation_id=conversation_id,
-            owner=owner,
-            background=background,
-            checkpoint=checkpoint,
-            until=until,
-            continues=continues,
+            TaskSpec(
+                definition, input, conversation_id, owner, background, checkpoint, until, continues
+            ),
         )
 
     def live_owner(self, owner_id: int) -> Task:

@@ -9,14 +9,19 @@ from typing import TYPE_CHECKING, Any
 
 from core.storage.paging import scan_all
 from core.storage.port import (
+    ConversationQuery,
     Cursor,
     DocumentChange,
     DocumentCopy,
     DocumentCreate,
+    DocumentQuery,
     DocumentRetire,
+    EntryQuery,
     Order,
     Page,
     Storage,
+    SubmissionQuery,
+    TaskQuery,
     Write,
 )
 from core.storage.sqlite import SqlDatabase, SqlExecutor, SqliteStorage
@@ -38,11 +43,14 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ConversationQuery",
     "Cursor",
     "DocumentChange",
     "DocumentCopy",
     "DocumentCreate",
+    "DocumentQuery",
     "DocumentRetire",
+    "EntryQuery",
     "MemoryState",
     "MemoryStorage",
     "Order",
@@ -51,6 +59,8 @@ __all__ = [
     "SqlExecutor",
     "SqliteStorage",
     "Storage",
+    "SubmissionQuery",
+    "TaskQuery",
     "Write",
     "scan_all",
 ]

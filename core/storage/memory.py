@@ -32,7 +32,16 @@ from core.records import (
     task_from_json,
 )
 from core.storage.batch import CommitPlan, plan_commit
-from core.storage.port import Cursor, Order, Page, Write
+from core.storage.port import (
+    ConversationQuery,
+    Cursor,
+    DocumentQuery,
+    EntryQuery,
+    Page,
+    SubmissionQuery,
+    TaskQuery,
+    Write,
+)
 from core.storage.reads import StoredRevision, fold_revisions, fork_chain, historical_read_allowed
 from core.storage.scan import ScanPosition, min_cap, next_cursor, start_scan
 
@@ -248,26 +257,18 @@ class MemoryStorage:
     # ------------------------------------------------------------------ scans
 
     async def scan_conversations(
-        self,
-        *,
-        owner_conversation_id: int | None = None,
-        owner_task_id: int | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
+        self, query: ConversationQuery, cursor: Cursor | None = None
     ) -> Page[ConversationRecord]:
         self._check()
-        filters: JsonObject = {
-            "owner_conversation_id": owner_conversation_id,
-            "owner_task_id": owner_task_id,
-        }
-        pos = start_scan("conversations", filters, order, "asc", limit, cursor)
+        filters = query.filters()
+        pos = start_scan("conversations", filters, query.order, "asc", query.limit, cursor)
         owners = self.state.conversation_owners
+        by_conversation, by_task = query.owner_conversation_id, query.owner_task_id
 
         def keep(i: int) -> bool:
             oc, ot = owners[i]
-            return (owner_conversation_id is None or oc == owner_conversation_id) and (
-                owner_task_id is None or ot == owner_task_id
+            return (by_conversation is None or oc == by_conversation) and (
+                by_task is None or ot == by_task
             )
 
         def load(i: int) -> ConversationRecord:
@@ -281,25 +282,13 @@ class MemoryStorage:
             load,
         )
 
-    async def scan_entries(
-        self,
-        conversation_id: int,
-        *,
-        min_id: int | None = None,
-        max_id: int | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
-    ) -> Page[Entry]:
+    async def scan_entries(self, query: EntryQuery, cursor: Cursor | None = None) -> Page[Entry]:
         self._check()
-        filters: JsonObject = {
-            "conversation_id": conversation_id,
-            "min_id": min_id,
-            "max_id": max_id,
-        }
-        pos = start_scan("entries", filters, order, "desc", limit, cursor)
+        filters = query.filters()
+        pos = start_scan("entries", filters, query.order, "desc", query.limit, cursor)
+        min_id, max_id = query.min_id, query.max_id
         ids: list[int] = []
-        for cid, cap in fork_chain(conversation_id, self._conversation):
+        for cid, cap in fork_chain(query.conversation_id, self._conversation):
             bound = min_cap(cap, max_id)
             ids.extend(
                 i
@@ -312,37 +301,21 @@ class MemoryStorage:
 
         return _page("entries", filters, pos, ids, load)
 
-    async def scan_tasks(
-        self,
-        *,
-        conversation_id: int | None = None,
-        kind: str | None = None,
-        status: TaskStatus | None = None,
-        abort_requested: bool | None = None,
-        background: bool | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
-    ) -> Page[Task]:
+    async def scan_tasks(self, query: TaskQuery, cursor: Cursor | None = None) -> Page[Task]:
         self._check()
-        filters: JsonObject = {
-            "conversation_id": conversation_id,
-            "kind": kind,
-            "status": status,
-            "abort_requested": abort_requested,
-            "background": background,
-        }
-        pos = start_scan("tasks", filters, order, "asc", limit, cursor)
+        filters = query.filters()
+        pos = start_scan("tasks", filters, query.order, "asc", query.limit, cursor)
         idx = self.state.task_index
+        q = query
 
         def keep(i: int) -> bool:
             t = idx[i]
             return (
-                (conversation_id is None or t.conversation_id == conversation_id)
-                and (kind is None or t.kind == kind)
-                and (status is None or t.status == status)
-                and (abort_requested is None or t.abort_requested == abort_requested)
-                and (background is None or t.background == background)
+                (q.conversation_id is None or t.conversation_id == q.conversation_id)
+                and (q.kind is None or t.kind == q.kind)
+                and (q.status is None or t.status == q.status)
+                and (q.abort_requested is None or t.abort_requested == q.abort_requested)
+                and (q.background is None or t.background == q.background)
             )
 
         def load(i: int) -> Task:
@@ -351,18 +324,13 @@ class MemoryStorage:
         return _page("tasks", filters, pos, filter(keep, idx), load)
 
     async def scan_submissions(
-        self,
-        *,
-        conversation_id: int | None = None,
-        status: SubmissionStatus | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
+        self, query: SubmissionQuery, cursor: Cursor | None = None
     ) -> Page[SubmissionRecord]:
         self._check()
-        filters: JsonObject = {"conversation_id": conversation_id, "status": status}
-        pos = start_scan("submissions", filters, order, "asc", limit, cursor)
+        filters = query.filters()
+        pos = start_scan("submissions", filters, query.order, "asc", query.limit, cursor)
         idx = self.state.submission_index
+        conversation_id, status = query.conversation_id, query.status
 
         def keep(i: int) -> bool:
             c, st = idx[i]
@@ -376,27 +344,21 @@ class MemoryStorage:
         return _page("submissions", filters, pos, filter(keep, idx), load)
 
     async def scan_documents(
-        self,
-        scope: DocumentScope,
-        *,
-        owner_id: int | None = None,
-        kind: str | None = None,
-        at: int | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
+        self, query: DocumentQuery, cursor: Cursor | None = None
     ) -> Page[DocumentRecord]:
         self._check()
-        filters: JsonObject = {"scope": scope, "owner_id": owner_id, "kind": kind, "at": at}
-        pos = start_scan("documents", filters, "asc", "asc", limit, cursor)
+        filters = query.filters()
+        pos = start_scan("documents", filters, "asc", "asc", query.limit, cursor)
         docs = self.state.documents
+        q = query
 
         def keep(i: int) -> bool:
             r = docs[i]
             return (
-                r.scope == scope
-                and r.owner_id == owner_id
-                and (kind is None or r.kind == kind)
-                and (r.retired_at is None if at is None else r.alive_at(at))
+                r.scope == q.scope
+                and r.owner_id == q.owner_id
+                and (q.kind is None or r.kind == q.kind)
+                and (r.retired_at is None if q.at is None else r.alive_at(q.at))
             )
 
         return _page("documents", filters, pos, filter(keep, docs), docs.__getitem__)

@@ -15,18 +15,22 @@ from core.storage.port import Cursor, Page
 
 __all__ = ["scan_all"]
 
+Q = TypeVar("Q")
 T = TypeVar("T")
 
 
-async def scan_all(scan: Callable[[Cursor | None], Awaitable[Page[T]]]) -> AsyncIterator[T]:
-    """Yield every item of ``scan(None)``, then of ``scan(page.next)``, until a page has
-    no ``next``. ``scan`` is one storage scan with its filters and limit fixed (a lambda
-    over the cursor). Pages are read lazily, one at a time, only as items are consumed;
+async def scan_all(
+    scan: Callable[[Q, Cursor | None], Awaitable[Page[T]]], query: Q
+) -> AsyncIterator[T]:
+    """Yield every item of ``scan(query, None)``, then of ``scan(query, page.next)``, until
+    a page has no ``next``. ``scan`` is one storage scan (``storage.scan_tasks``) and
+    ``query`` its query record (:class:`~core.storage.port.TaskQuery`), whose ``limit`` is
+    the page size. Pages are read lazily, one at a time, only as items are consumed;
     errors of a scan (``InvalidCursor``, storage errors) propagate unchanged. Not a
     snapshot: records committed between pages may or may not appear, as with any scan."""
     cursor: Cursor | None = None
     while True:
-        page = await scan(cursor)
+        page = await scan(query, cursor)
         for item in page.items:
             yield item
         if page.next is None:

@@ -22,7 +22,8 @@ checks each point):
   itself) until it is reopened.
 * **Detachment.** Records passed to ``commit`` and records returned by reads share no
   mutable state with the storage.
-* **Scans** return a :class:`Page` of at most ``limit`` records in id order
+* **Scans** take one query record (:class:`TaskQuery` and its siblings: filters, order,
+  ``limit``) and a cursor, and return a :class:`Page` of at most ``limit`` records in id order
   (``"asc"`` or ``"desc"``) plus an opaque JSON cursor for the next page, or ``None``
   on the last page. A cursor is only valid for the same scan with the same filters; it
   carries its order, so the next call may omit ``order`` but must not ask for the other
@@ -51,15 +52,20 @@ from core.records import (
 )
 
 __all__ = [
+    "ConversationQuery",
     "Cursor",
     "DocumentChange",
     "DocumentCopy",
     "DocumentCreate",
+    "DocumentQuery",
     "DocumentRetire",
+    "EntryQuery",
     "Order",
     "Page",
     "SequencedStorage",
     "Storage",
+    "SubmissionQuery",
+    "TaskQuery",
     "Write",
 ]
 
@@ -74,6 +80,105 @@ class Page(Generic[T]):
 
     items: list[T]
     next: Cursor | None
+
+
+# --------------------------------------------------------------------------- scan queries
+#
+# A scan's filters, order and page size travel as one frozen record from the caller to
+# the adapter (session, wrappers and adapters pass it on untouched); the cursor travels
+# beside it because it is the only part that changes from page to page. ``filters()`` is
+# what a cursor is bound to: a cursor of one query is refused by a query with others.
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationQuery:
+    """Conversations, ascending by id by default; owner filters are conjunctive."""
+
+    owner_conversation_id: int | None = None
+    owner_task_id: int | None = None
+    order: Order | None = None
+    limit: int = 100
+
+    def filters(self) -> JsonObject:
+        """The filters a cursor of this query is bound to."""
+        return {
+            "owner_conversation_id": self.owner_conversation_id,
+            "owner_task_id": self.owner_task_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EntryQuery:
+    """Entries visible to ``conversation_id`` through its fork ancestry with ids from
+    ``min_id`` to ``max_id`` (inclusive, each optional), newest first by default."""
+
+    conversation_id: int
+    min_id: int | None = None
+    max_id: int | None = None
+    order: Order | None = None
+    limit: int = 100
+
+    def filters(self) -> JsonObject:
+        """The filters a cursor of this query is bound to."""
+        return {
+            "conversation_id": self.conversation_id,
+            "min_id": self.min_id,
+            "max_id": self.max_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TaskQuery:
+    """Tasks matching every given filter, ascending by id by default."""
+
+    conversation_id: int | None = None
+    kind: str | None = None
+    status: TaskStatus | None = None
+    abort_requested: bool | None = None
+    background: bool | None = None
+    order: Order | None = None
+    limit: int = 100
+
+    def filters(self) -> JsonObject:
+        """The filters a cursor of this query is bound to."""
+        return {
+            "conversation_id": self.conversation_id,
+            "kind": self.kind,
+            "status": self.status,
+            "abort_requested": self.abort_requested,
+            "background": self.background,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionQuery:
+    """Submissions matching every given filter, ascending by id by default."""
+
+    conversation_id: int | None = None
+    status: SubmissionStatus | None = None
+    order: Order | None = None
+    limit: int = 100
+
+    def filters(self) -> JsonObject:
+        """The filters a cursor of this query is bound to."""
+        return {"conversation_id": self.conversation_id, "status": self.status}
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentQuery:
+    """Incarnations of exactly this ``scope`` and ``owner_id`` (``None`` is an owner too,
+    not a wildcard) alive at seq ``at`` (``None``: current), optionally of one ``kind``;
+    always ascending by id."""
+
+    scope: DocumentScope
+    owner_id: int | None = None
+    kind: str | None = None
+    at: int | None = None
+    limit: int = 100
+
+    def filters(self) -> JsonObject:
+        """The filters a cursor of this query is bound to."""
+        return {"scope": self.scope, "owner_id": self.owner_id, "kind": self.kind, "at": self.at}
 
 
 # --------------------------------------------------------------------------- document writes
@@ -253,72 +358,32 @@ class Storage(Protocol):
         ...
 
     async def scan_conversations(
-        self,
-        *,
-        owner_conversation_id: int | None = None,
-        owner_task_id: int | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
+        self, query: ConversationQuery, cursor: Cursor | None = None
     ) -> Page[ConversationRecord]:
-        """Conversations, ascending by default; owner filters are conjunctive."""
+        """One page of the conversations ``query`` selects (see :class:`ConversationQuery`)."""
         ...
 
-    async def scan_entries(
-        self,
-        conversation_id: int,
-        *,
-        min_id: int | None = None,
-        max_id: int | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
-    ) -> Page[Entry]:
-        """Entries visible to the conversation through its fork ancestry, newest first by
-        default. Each ancestor contributes only entries up to the fork point its child
-        recorded. Raises :class:`~core.errors.UnknownRecord` for an unknown conversation.
+    async def scan_entries(self, query: EntryQuery, cursor: Cursor | None = None) -> Page[Entry]:
+        """One page of the entries ``query`` selects (see :class:`EntryQuery`). Each fork
+        ancestor contributes only entries up to the fork point its child recorded.
+        Raises :class:`~core.errors.UnknownRecord` for an unknown conversation.
         """
         ...
 
-    async def scan_tasks(
-        self,
-        *,
-        conversation_id: int | None = None,
-        kind: str | None = None,
-        status: TaskStatus | None = None,
-        abort_requested: bool | None = None,
-        background: bool | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
-    ) -> Page[Task]:
-        """Tasks matching every given filter, ascending by id by default."""
+    async def scan_tasks(self, query: TaskQuery, cursor: Cursor | None = None) -> Page[Task]:
+        """One page of the tasks ``query`` selects (see :class:`TaskQuery`)."""
         ...
 
     async def scan_submissions(
-        self,
-        *,
-        conversation_id: int | None = None,
-        status: SubmissionStatus | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
+        self, query: SubmissionQuery, cursor: Cursor | None = None
     ) -> Page[SubmissionRecord]:
-        """Submissions matching every given filter, ascending by id by default."""
+        """One page of the submissions ``query`` selects (see :class:`SubmissionQuery`)."""
         ...
 
     async def scan_documents(
-        self,
-        scope: DocumentScope,
-        *,
-        owner_id: int | None = None,
-        kind: str | None = None,
-        at: int | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
+        self, query: DocumentQuery, cursor: Cursor | None = None
     ) -> Page[DocumentRecord]:
-        """Incarnations of exactly this scope and owner alive at ``at`` (``None``:
-        current), ascending by id."""
+        """One page of the incarnations ``query`` selects (see :class:`DocumentQuery`)."""
         ...
 
     async def close(self) -> None:

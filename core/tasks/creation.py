@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from core.errors import TaskStateError, UnknownRecord, UnknownTaskKind
-from core.jsonvalue import JsonObject, JsonValue, json_copy
+from core.jsonvalue import json_copy
 from core.records import ROOT_CONVERSATION_ID, Task, Waiting
-from core.session.transaction import TaskLayer, Tx
+from core.session.transaction import TaskLayer, TaskSpec, Tx
 from core.tasks.definition import TaskDefinition
 from core.telemetry import NO_TELEMETRY, TRACE_MEMO
 
@@ -33,32 +33,22 @@ class TaskFactory:
             return definition
         return self.lookup(definition)
 
-    async def create_task(
-        self,
-        tx: Tx,
-        definition: TaskDefinition | str,
-        input: JsonValue = None,
-        *,
-        conversation_id: int | None = None,
-        owner: int | None = None,
-        background: bool = False,
-        checkpoint: JsonObject | None = None,
-        until: int | None = None,
-        continues: Task | None = None,
-    ) -> Task:
+    async def create_task(self, tx: Tx, spec: TaskSpec) -> Task:
         """See :meth:`Tx.create_task`."""
-        defn = self.resolve(definition)
+        owner, until = spec.owner, spec.until
+        defn = self.resolve(spec.definition)
         if defn is None:
-            raise UnknownTaskKind(f"no task definition is registered as {definition!r}")
-        value = json_copy(input, f"input of {defn.name}")
+            raise UnknownTaskKind(f"no task definition is registered as {spec.definition!r}")
+        value = json_copy(spec.input, f"input of {defn.name}")
         if until is not None and type(until) is not int:
             raise TaskStateError(f"{defn.name}: until must be epoch milliseconds (int)")
         # The trace the task's spans belong to: its owner's, or the one it continues.
-        within = continues.memos.get(TRACE_MEMO) if continues is not None else None
+        within = spec.continues.memos.get(TRACE_MEMO) if spec.continues is not None else None
+        conversation_id = spec.conversation_id
         if owner is not None:
             parent = tx.live_owner(owner)
             within = parent.memos.get(TRACE_MEMO)
-            if background:
+            if spec.background:
                 raise TaskStateError("a child task cannot be background")
             if conversation_id is not None and conversation_id != parent.conversation_id:
                 raise TaskStateError("a child task lives in its owner's conversation")
@@ -70,8 +60,9 @@ class TaskFactory:
         elif not await tx.conversation_exists(conversation_id):
             raise UnknownRecord(f"Unknown conversation {conversation_id}")
         # ``initial`` is handed the admitted input: it is copied again as it is staged.
-        input_admitted = checkpoint is not None
-        checkpoint = defn.checkpoint(defn.initial(value) if checkpoint is None else checkpoint)
+        input_admitted = spec.checkpoint is not None
+        first = defn.initial(value) if spec.checkpoint is None else spec.checkpoint
+        checkpoint = defn.checkpoint(first)
         task_id = await tx.mint_id()
         telemetry = tx.session.telemetry
         trace = (
@@ -95,7 +86,7 @@ class TaskFactory:
             input=value,
             state=Waiting(checkpoint, until=until),
             owner=owner,
-            background=bool(background),
+            background=bool(spec.background),
             memos={TRACE_MEMO: trace} if trace is not None else {},
         )
         return tx.stage_created_task(task, input_admitted=input_admitted)

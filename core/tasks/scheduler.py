@@ -42,15 +42,14 @@ from typing import TYPE_CHECKING, Literal
 
 from core.clock import Clock, TimerHandle
 from core.errors import SessionClosed, StorageRejected, TaskNotFound
-from core.jsonvalue import JsonObject, JsonValue, json_copy
+from core.jsonvalue import json_copy
 from core.records import Completing, Orphaned, Outcome, Pending, Running, Task, Terminal, Waiting
 from core.session.session import CommitEvent, Session
-from core.session.transaction import TaskLayer, Tx
+from core.session.transaction import TaskLayer, TaskSpec, Tx
 from core.session.waiters import WaiterRegistry
 from core.tasks import decisions
 from core.tasks.creation import TaskFactory
 from core.tasks.decisions import Inspection, Mode, Resolution, TaskView
-from core.tasks.definition import TaskDefinition
 from core.tasks.invocation import Driver, Invocation, Invocations
 from core.tasks.outcomes import KnownOutcomes
 from core.tasks.ownership import has_owned_live_work, owners, settle_state
@@ -200,32 +199,10 @@ class Scheduler:
 
     # ------------------------------------------------------------------ the task layer
 
-    async def create_task(
-        self,
-        tx: Tx,
-        definition: TaskDefinition | str,
-        input: JsonValue = None,
-        *,
-        conversation_id: int | None = None,
-        owner: int | None = None,
-        background: bool = False,
-        checkpoint: JsonObject | None = None,
-        until: int | None = None,
-        continues: Task | None = None,
-    ) -> Task:
+    async def create_task(self, tx: Tx, spec: TaskSpec) -> Task:
         """Stage a new task whose kind this scheduler's source resolves (see
         :meth:`Tx.create_task`, which the session routes here)."""
-        return await self._factory.create_task(
-            tx,
-            definition,
-            input,
-            conversation_id=conversation_id,
-            owner=owner,
-            background=background,
-            checkpoint=checkpoint,
-            until=until,
-            continues=continues,
-        )
+        return await self._factory.create_task(tx, spec)
 
     async def before_prepare(self, tx: Tx) -> None:
         """The scheduler's part in every commit that stages task writes (the session

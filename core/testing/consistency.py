@@ -38,7 +38,7 @@ from core.jsonvalue import JsonValue
 from core.records import ConversationRecord, Entry, SubmissionRecord, Task, Waiting
 from core.session.session import CommitEvent, Session
 from core.storage.paging import scan_all
-from core.storage.port import Storage
+from core.storage.port import ConversationQuery, EntryQuery, Storage, SubmissionQuery, TaskQuery
 from core.storage.sqlite.database import SqlDatabase
 
 __all__ = ["SettlementLog", "StoredWorld", "check_consistency", "check_sqlite", "load_world"]
@@ -71,11 +71,11 @@ class StoredWorld:
 
 async def load_world(storage: Storage) -> StoredWorld:
     world = StoredWorld()
-    async for conv in scan_all(lambda c: storage.scan_conversations(limit=500, cursor=c)):
+    async for conv in scan_all(storage.scan_conversations, ConversationQuery(limit=500)):
         world.conversations[conv.id] = conv
     for conv_id in world.conversations:
         async for entry in scan_all(
-            lambda c, i=conv_id: storage.scan_entries(i, order="asc", limit=500, cursor=c)  # type: ignore[misc]
+            storage.scan_entries, EntryQuery(conv_id, order="asc", limit=500)
         ):
             if entry.conversation_id == conv_id:
                 world.entries[entry.id] = entry
@@ -83,9 +83,9 @@ async def load_world(storage: Storage) -> StoredWorld:
             record = await storage.find_document(kind, "conversation", conv_id)
             state = await storage.document(record.id) if record is not None else None
             target[conv_id] = state.value if state is not None else None
-    async for task in scan_all(lambda c: storage.scan_tasks(limit=500, cursor=c)):
+    async for task in scan_all(storage.scan_tasks, TaskQuery(limit=500)):
         world.tasks[task.id] = task
-    async for sub in scan_all(lambda c: storage.scan_submissions(limit=500, cursor=c)):
+    async for sub in scan_all(storage.scan_submissions, SubmissionQuery(limit=500)):
         world.submissions[sub.id] = sub
     return world
 

@@ -20,7 +20,18 @@ from core.faux.model import _yield
 from core.jsonvalue import JsonObject, dumps, loads
 from core.records import ConversationRecord, Running
 from core.session import Session, Tx
-from core.storage.port import DocumentChange, DocumentCopy, DocumentRetire, Storage, Write
+from core.storage.port import (
+    ConversationQuery,
+    DocumentChange,
+    DocumentCopy,
+    DocumentQuery,
+    DocumentRetire,
+    EntryQuery,
+    Storage,
+    SubmissionQuery,
+    TaskQuery,
+    Write,
+)
 from core.storage.sqlite.write_set import CommitGate
 from core.testing.clock import VirtualClock
 from core.testing.storage_conformance.kit import _doc, _entry, _rejects, _sub, _task
@@ -110,11 +121,13 @@ async def _picture(storage: Storage, ids: list[int], seqs: list[int]) -> list[st
         for s in seqs:
             await look(f"document {i} at {s}", storage.document(i, s))
     for c in [1, *ids]:
-        await look(f"entries of {c}", storage.scan_entries(c, limit=1000))
-    await look("conversations", storage.scan_conversations(limit=1000))
-    await look("tasks", storage.scan_tasks(limit=1000))
-    await look("submissions", storage.scan_submissions(limit=1000))
-    await look("documents", storage.scan_documents("conversation", owner_id=1, limit=1000))
+        await look(f"entries of {c}", storage.scan_entries(EntryQuery(c, limit=1000)))
+    await look("conversations", storage.scan_conversations(ConversationQuery(limit=1000)))
+    await look("tasks", storage.scan_tasks(TaskQuery(limit=1000)))
+    await look("submissions", storage.scan_submissions(SubmissionQuery(limit=1000)))
+    await look(
+        "documents", storage.scan_documents(DocumentQuery("conversation", owner_id=1, limit=1000))
+    )
     await look("request r", storage.submission_by_request(1, "r"))
     return seen
 

@@ -17,7 +17,17 @@ from core.records import (
     SubmissionRecord,
     Task,
 )
-from core.storage.port import Page, Storage, Write
+from core.storage.port import (
+    ConversationQuery,
+    Cursor,
+    DocumentQuery,
+    EntryQuery,
+    Page,
+    Storage,
+    SubmissionQuery,
+    TaskQuery,
+    Write,
+)
 
 __all__ = [
     "CommitFault",
@@ -85,20 +95,26 @@ class DelegatingStorage:
     ) -> list[DocumentState]:
         return await self.inner.current_documents(kind, scope, owner_ids, key)
 
-    async def scan_conversations(self, **query: Any) -> Page[ConversationRecord]:
-        return await self.inner.scan_conversations(**query)
+    async def scan_conversations(
+        self, query: ConversationQuery, cursor: Cursor | None = None
+    ) -> Page[ConversationRecord]:
+        return await self.inner.scan_conversations(query, cursor)
 
-    async def scan_entries(self, conversation_id: int, **query: Any) -> Page[Entry]:
-        return await self.inner.scan_entries(conversation_id, **query)
+    async def scan_entries(self, query: EntryQuery, cursor: Cursor | None = None) -> Page[Entry]:
+        return await self.inner.scan_entries(query, cursor)
 
-    async def scan_tasks(self, **query: Any) -> Page[Task]:
-        return await self.inner.scan_tasks(**query)
+    async def scan_tasks(self, query: TaskQuery, cursor: Cursor | None = None) -> Page[Task]:
+        return await self.inner.scan_tasks(query, cursor)
 
-    async def scan_submissions(self, **query: Any) -> Page[SubmissionRecord]:
-        return await self.inner.scan_submissions(**query)
+    async def scan_submissions(
+        self, query: SubmissionQuery, cursor: Cursor | None = None
+    ) -> Page[SubmissionRecord]:
+        return await self.inner.scan_submissions(query, cursor)
 
-    async def scan_documents(self, scope: DocumentScope, **query: Any) -> Page[DocumentRecord]:
-        return await self.inner.scan_documents(scope, **query)
+    async def scan_documents(
+        self, query: DocumentQuery, cursor: Cursor | None = None
+    ) -> Page[DocumentRecord]:
+        return await self.inner.scan_documents(query, cursor)
 
     async def close(self) -> None:
         await self.inner.close()

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from core import Engine
 from core.records import Task, Terminal
+from core.storage import TaskQuery
 from core.tasks import TaskRegistry, TaskRuntime, define_task
 from runtimes.actor.clock import SystemClock
 from runtimes.local.sqlite import open_sqlite_storage
@@ -68,7 +69,7 @@ async def run_counter(
     storage = await open_sqlite_storage(db)
     engine = await Engine.open(storage, tasks=TaskRegistry([TICKER]), clock=SystemClock())
     try:
-        found = await storage.scan_tasks(kind=TICKER.name, order="desc", limit=1)
+        found = await storage.scan_tasks(TaskQuery(kind=TICKER.name, order="desc", limit=1))
         task = found.items[0] if found.items else None
         if task is None:
             task = await engine.create_task(TICKER, {"to": to, "interval_ms": interval_ms})

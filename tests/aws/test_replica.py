@@ -13,6 +13,7 @@ import pytest
 from core.errors import SessionPoisoned, StorageRejected
 from core.records import ConversationRecord, Entry
 from core.session import Session, Tx
+from core.storage import EntryQuery
 from core.storage.sqlite import SqliteStorage
 from core.testing.clock import VirtualClock
 from runtimes.aws import AwsResources, LeaseHeld, LeaseLost
@@ -32,7 +33,7 @@ async def _entries(storage: SqliteStorage, n: int, data: Any = None) -> list[int
 
 
 async def _view(storage: SqliteStorage) -> list[Entry]:
-    return (await storage.scan_entries(1, limit=10_000)).items
+    return (await storage.scan_entries(EntryQuery(1, limit=10_000))).items
 
 
 def _log_items(aws: AwsResources, seq: int) -> list[dict[str, Any]]:

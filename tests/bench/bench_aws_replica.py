@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.storage import EntryQuery
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 for _name, _value in {
@@ -114,7 +116,7 @@ async def cold_start(aws: AwsResources, tmp: Path, entries: int, log_records: in
         timed, "big", owner="bench-2", now=VirtualClock().now, workdir=cold
     )
     total = time.perf_counter() - start
-    page = await replica.storage.scan_entries(1, limit=entries)
+    page = await replica.storage.scan_entries(EntryQuery(1, limit=entries))
     assert len(page.items) == entries and page.next is None, len(page.items)
     assert (replica.origin, replayed := replica.replayed) == ("rebuilt", log_records), replayed
     aws_s = dynamodb.seconds + s3.seconds

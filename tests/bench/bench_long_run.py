@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.storage import EntryQuery, TaskQuery
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from pydantic import BaseModel
@@ -183,7 +185,7 @@ async def long_run(
 async def collect(h: Harness, conversation_id: int, out: LongRun) -> None:
     """Count compactions: started, landed, chunked, stale."""
     storage = h.session.storage
-    tasks = (await storage.scan_tasks(kind=COMPACTION, limit=10_000)).items
+    tasks = (await storage.scan_tasks(TaskQuery(kind=COMPACTION, limit=10_000))).items
     out.compactions = len(tasks)
     for task in tasks:
         result = task.outcome.result if isinstance(task.outcome, Completed) else None
@@ -191,7 +193,7 @@ async def collect(h: Harness, conversation_id: int, out: LongRun) -> None:
             out.chunks += max(0, int(result["requests"]) - 1)  # type: ignore[arg-type]
     cursor = None
     while True:
-        page = await storage.scan_entries(conversation_id, limit=1000, cursor=cursor)
+        page = await storage.scan_entries(EntryQuery(conversation_id, limit=1000), cursor)
         out.landed += sum(1 for e in page.items if e.kind == "compaction")
         if page.next is None:
             break

@@ -30,6 +30,7 @@ from core.harness import (
     define_extension,
     define_tool,
 )
+from core.storage import SubmissionQuery
 from core.testing.clock import VirtualClock
 from runtimes.actor import ActorConfig
 from runtimes.cloudflare.actor import DurableActor
@@ -209,7 +210,9 @@ async def test_a_reminder_fires_once_across_an_eviction_and_a_double_delivery(ri
     assert await rig.deliver()  # delivered twice (at-least-once)
     harness = await actor.harness()
     await until(lambda: harness.next_wake() is None)
-    page = await harness.session.storage.scan_submissions(conversation_id=1, limit=100)
+    page = await harness.session.storage.scan_submissions(
+        SubmissionQuery(conversation_id=1, limit=100)
+    )
     reminders = [s for s in page.items if (s.request_id or "").startswith("reminder:")]
     assert len(reminders) == 1, page.items
     await actor.close()
@@ -297,7 +300,9 @@ async def test_an_isolate_lost_inside_the_alarm_after_its_commit_is_recovered(ri
     assert await rig.deliver()
     harness = await actor.harness()
     await until(lambda: harness.next_wake() is None)
-    page = await harness.session.storage.scan_submissions(conversation_id=1, limit=100)
+    page = await harness.session.storage.scan_submissions(
+        SubmissionQuery(conversation_id=1, limit=100)
+    )
     fired = [s for s in page.items if (s.request_id or "").startswith("reminder:")]
     assert len(fired) == 1 and fired[0].status == "done", page.items
     await actor.close()

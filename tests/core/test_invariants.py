@@ -13,7 +13,7 @@ import pytest
 from core.errors import InvocationEnded, SessionPoisoned, StorageRejected, TaskStateError
 from core.records import Aborted, Completed, Faulted, Pending, Task, Terminal, Waiting
 from core.session import Tx, define_doc, ensure_outside_commit, in_commit
-from core.storage import DocumentCreate
+from core.storage import DocumentCreate, EntryQuery, TaskQuery
 from core.tasks import TaskRuntime, define_task
 from core.testing.wrappers import CommitFault
 from tests.core.support import World, settle, until
@@ -65,7 +65,7 @@ async def test_invariant_01_a_commit_is_atomic(tmp_path: Path, backend: str) -> 
     # phase (which raised StorageRejected) faulted the task.
     assert isinstance(done.state, Terminal) and isinstance(done.state.outcome, Faulted)
     storage = engine.session.storage
-    assert (await storage.scan_entries(1)).items == []
+    assert (await storage.scan_entries(EntryQuery(1))).items == []
     assert await storage.task(box[0]) is None
     assert await storage.find_document("inv.notes", "conversation", 1) is None
     await engine.close()
@@ -78,7 +78,9 @@ async def test_invariant_01_a_commit_is_atomic(tmp_path: Path, backend: str) -> 
     done = await engine.wait_for_task(task.id)
     assert isinstance(done.state, Terminal) and done.state.outcome == Completed("all or nothing")
     storage = engine.session.storage
-    assert [e.data for e in (await storage.scan_entries(1)).items] == [{"from": task.id}]
+    assert [e.data for e in (await storage.scan_entries(EntryQuery(1))).items] == [
+        {"from": task.id}
+    ]
     assert await storage.task(box[0]) is not None
     assert await engine.session.document_value(NOTES, 1) == ["note"]
     await engine.close()
@@ -308,7 +310,7 @@ async def test_invariant_11_abort_runs_bottom_up_and_completing_holds_the_owner(
         await rt.commit(fn)
 
     async def parent_abort(task: Task, rt: TaskRuntime) -> None:
-        kids = (await rt.session.storage.scan_tasks(kind="inv.kid")).items
+        kids = (await rt.session.storage.scan_tasks(TaskQuery(kind="inv.kid"))).items
         assert all(k.status == "terminal" for k in kids)
         order.append("parent")
         await rt.abort("parent")
@@ -376,7 +378,7 @@ async def test_invariant_11_holds_across_a_crash_while_children_abort(tmp_path: 
         await rt.commit(fn)
 
     async def parent_abort(task: Task, rt: TaskRuntime) -> None:
-        kids = (await rt.session.storage.scan_tasks(kind="crash.kid")).items
+        kids = (await rt.session.storage.scan_tasks(TaskQuery(kind="crash.kid"))).items
         assert all(k.status == "terminal" for k in kids)
         calls.append("parent")
         await rt.abort("parent")
@@ -400,7 +402,7 @@ async def test_invariant_11_holds_across_a_crash_while_children_abort(tmp_path: 
     done = await engine.wait_for_task(task.id)
     assert done.state == Terminal(Aborted("parent"))
     assert calls == ["child quick", "child slow", "child slow", "parent"]
-    kids = (await engine.session.storage.scan_tasks(kind="crash.kid")).items
+    kids = (await engine.session.storage.scan_tasks(TaskQuery(kind="crash.kid"))).items
     assert {k.outcome for k in kids} == {Aborted("child")}
     await engine.close()
 

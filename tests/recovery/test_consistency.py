@@ -10,7 +10,7 @@ from pathlib import Path
 from core.jsonvalue import JsonObject
 from core.records import Completed, Entry, SubmissionRecord, Task, Terminal, Waiting
 from core.session.session import CommitEvent
-from core.storage import Storage
+from core.storage import EntryQuery, Storage, SubmissionQuery, TaskQuery
 from core.storage.port import DocumentChange
 from core.testing.consistency import SettlementLog, check_consistency
 from runtimes.actor.sqlite import Sqlite3Database
@@ -31,7 +31,7 @@ async def _settled_world(tmp_path: Path, backend: str = "memory") -> tuple[World
 
 
 async def _one(storage: Storage, kind: str) -> Entry:
-    entries = (await storage.scan_entries(1, order="asc", limit=100)).items
+    entries = (await storage.scan_entries(EntryQuery(1, order="asc", limit=100))).items
     return next(e for e in entries if e.kind == kind)
 
 
@@ -58,7 +58,11 @@ async def test_a_second_result_for_one_call_is_found(tmp_path: Path) -> None:
 async def test_a_call_without_its_result_is_found_once_settled(tmp_path: Path) -> None:
     _, storage = await _settled_world(tmp_path)
     assistant = await _one(storage, "assistant")
-    tool = next(t for t in (await storage.scan_tasks(limit=100)).items if t.kind == "perdure.tool")
+    tool = next(
+        t
+        for t in (await storage.scan_tasks(TaskQuery(limit=100))).items
+        if t.kind == "perdure.tool"
+    )
     # Another tool task for a call of the same entry that never wrote its result.
     message: JsonObject = dict(assistant.message)  # type: ignore[arg-type]
     entry_id = await storage.mint_id()
@@ -95,8 +99,10 @@ async def test_a_call_without_its_result_is_found_once_settled(tmp_path: Path) -
 
 async def test_an_unsettled_input_and_a_live_task_are_found_once_settled(tmp_path: Path) -> None:
     _, storage = await _settled_world(tmp_path)
-    sub = (await storage.scan_submissions(limit=10)).items[0]
-    task = next(t for t in (await storage.scan_tasks(limit=100)).items if t.owner is None)
+    sub = (await storage.scan_submissions(SubmissionQuery(limit=10))).items[0]
+    task = next(
+        t for t in (await storage.scan_tasks(TaskQuery(limit=100))).items if t.owner is None
+    )
     await storage.commit(
         [
             SubmissionRecord(sub.id, 1, "input", "queued", created_at=sub.created_at),

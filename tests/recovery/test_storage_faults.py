@@ -24,6 +24,7 @@ from core.errors import SessionPoisoned, StorageRejected
 from core.faux import faux_message
 from core.harness import Harness
 from core.records import SubmissionRecord
+from core.storage import EntryQuery, SubmissionQuery
 from core.storage.sqlite import SqliteStorage
 from core.testing.consistency import SettlementLog, check_consistency
 from core.testing.wrappers import CommitFault
@@ -115,7 +116,7 @@ async def test_disk_full_mid_run_poisons_and_reopening_recovers(tmp_path: Path) 
     storage = await world.storage()
     record = await storage.submission(sub.id)
     assert record is not None and record.status == "placed"
-    entries = (await storage.scan_entries(1, order="asc", limit=100)).items
+    entries = (await storage.scan_entries(EntryQuery(1, order="asc", limit=100))).items
     assert not any("x" * 1000 in str(e.message) for e in entries)
     assert not await check_consistency(storage)
     await storage.close()
@@ -308,7 +309,7 @@ async def test_a_locked_database_poisons_and_reopening_after_the_lock_recovers(
         intruder.close()
     await world.crash()
     storage = await world.storage()
-    subs = (await storage.scan_submissions(limit=100)).items
+    subs = (await storage.scan_submissions(SubmissionQuery(limit=100))).items
     assert [s.id for s in subs] == [first.id]  # the refused admission wrote nothing
     await storage.close()
     await _goes_on(world, [first.id])

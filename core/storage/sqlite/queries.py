@@ -20,15 +20,21 @@ from core.records import (
     DocumentState,
     Entry,
     SubmissionRecord,
-    SubmissionStatus,
     Task,
-    TaskStatus,
     conversation_from_json,
     entry_from_json,
     submission_from_json,
     task_from_json,
 )
-from core.storage.port import Cursor, Order, Page
+from core.storage.port import (
+    ConversationQuery,
+    Cursor,
+    DocumentQuery,
+    EntryQuery,
+    Page,
+    SubmissionQuery,
+    TaskQuery,
+)
 from core.storage.reads import fork_chain
 from core.storage.scan import ScanPosition, min_cap, next_cursor, start_scan
 from core.storage.sqlite.database import Row, SqlDatabase, SqlExecutor, SqlValue
@@ -200,47 +206,29 @@ class SqliteQueries:
     # ------------------------------------------------------------------ scans
 
     async def scan_conversations(
-        self,
-        *,
-        owner_conversation_id: int | None = None,
-        owner_task_id: int | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
+        self, query: ConversationQuery, cursor: Cursor | None = None
     ) -> Page[ConversationRecord]:
-        filters: JsonObject = {
-            "owner_conversation_id": owner_conversation_id,
-            "owner_task_id": owner_task_id,
-        }
-        pos = start_scan("conversations", filters, order, "asc", limit, cursor)
+        filters = query.filters()
+        pos = start_scan("conversations", filters, query.order, "asc", query.limit, cursor)
         where, params = _where(
-            [("owner_conversation_id", owner_conversation_id), ("owner_task_id", owner_task_id)]
+            [
+                ("owner_conversation_id", query.owner_conversation_id),
+                ("owner_task_id", query.owner_task_id),
+            ]
         )
         return await self._scan(
             "conversations", filters, pos, "conversations", where, params, conversation_from_json
         )
 
-    async def scan_entries(
-        self,
-        conversation_id: int,
-        *,
-        min_id: int | None = None,
-        max_id: int | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
-    ) -> Page[Entry]:
-        filters: JsonObject = {
-            "conversation_id": conversation_id,
-            "min_id": min_id,
-            "max_id": max_id,
-        }
-        pos = start_scan("entries", filters, order, "desc", limit, cursor)
+    async def scan_entries(self, query: EntryQuery, cursor: Cursor | None = None) -> Page[Entry]:
+        filters = query.filters()
+        pos = start_scan("entries", filters, query.order, "desc", query.limit, cursor)
 
         def read(ex: SqlExecutor) -> Page[Entry]:
             rows: list[Row] = []
-            for cid, cap in fork_chain(conversation_id, lambda c: read_conversation(ex, c)):
-                lo, hi = _bounds(pos, min_id, min_cap(cap, max_id))
+            chain = fork_chain(query.conversation_id, lambda c: read_conversation(ex, c))
+            for cid, cap in chain:
+                lo, hi = _bounds(pos, query.min_id, min_cap(cap, query.max_id))
                 if lo > hi:
                     continue
                 rows.extend(
@@ -255,29 +243,13 @@ class SqliteQueries:
 
         return await self._read(read)
 
-    async def scan_tasks(
-        self,
-        *,
-        conversation_id: int | None = None,
-        kind: str | None = None,
-        status: TaskStatus | None = None,
-        abort_requested: bool | None = None,
-        background: bool | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
-    ) -> Page[Task]:
-        filters: JsonObject = {
-            "conversation_id": conversation_id,
-            "kind": kind,
-            "status": status,
-            "abort_requested": abort_requested,
-            "background": background,
-        }
-        pos = start_scan("tasks", filters, order, "asc", limit, cursor)
+    async def scan_tasks(self, query: TaskQuery, cursor: Cursor | None = None) -> Page[Task]:
+        filters = query.filters()
+        pos = start_scan("tasks", filters, query.order, "asc", query.limit, cursor)
+        kind, status = query.kind, query.status
         where, params = _where(
             [
-                ("conversation_id", conversation_id),
+                ("conversation_id", query.conversation_id),
                 ("kind", None if kind is None else dumps(kind)),
                 ("status", status),
             ]
@@ -286,45 +258,35 @@ class SqliteQueries:
         # theirs: the live-status term, and the flags as literals (0 or 1, from bools).
         if status is not None and status != "terminal":
             where += "status != 'terminal' AND "
-        if abort_requested is not None:
-            where += f"abort_requested = {int(bool(abort_requested))} AND "
-        if background is not None:
-            where += f"background = {int(bool(background))} AND "
+        if query.abort_requested is not None:
+            where += f"abort_requested = {int(bool(query.abort_requested))} AND "
+        if query.background is not None:
+            where += f"background = {int(bool(query.background))} AND "
         return await self._scan("tasks", filters, pos, "tasks", where, params, task_from_json)
 
     async def scan_submissions(
-        self,
-        *,
-        conversation_id: int | None = None,
-        status: SubmissionStatus | None = None,
-        order: Order | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
+        self, query: SubmissionQuery, cursor: Cursor | None = None
     ) -> Page[SubmissionRecord]:
-        filters: JsonObject = {"conversation_id": conversation_id, "status": status}
-        pos = start_scan("submissions", filters, order, "asc", limit, cursor)
-        where, params = _where([("conversation_id", conversation_id), ("status", status)])
+        filters = query.filters()
+        pos = start_scan("submissions", filters, query.order, "asc", query.limit, cursor)
+        where, params = _where(
+            [("conversation_id", query.conversation_id), ("status", query.status)]
+        )
         return await self._scan(
             "submissions", filters, pos, "submissions", where, params, submission_from_json
         )
 
     async def scan_documents(
-        self,
-        scope: DocumentScope,
-        *,
-        owner_id: int | None = None,
-        kind: str | None = None,
-        at: int | None = None,
-        limit: int = 100,
-        cursor: Cursor | None = None,
+        self, query: DocumentQuery, cursor: Cursor | None = None
     ) -> Page[DocumentRecord]:
-        filters: JsonObject = {"scope": scope, "owner_id": owner_id, "kind": kind, "at": at}
-        pos = start_scan("documents", filters, "asc", "asc", limit, cursor)
+        filters = query.filters()
+        pos = start_scan("documents", filters, "asc", "asc", query.limit, cursor)
         sql = f"SELECT {DOC_COLUMNS} FROM documents WHERE scope = ? AND owner_id = ?"
-        params: list[SqlValue] = [scope, owner_column(owner_id)]
-        if kind is not None:
+        params: list[SqlValue] = [query.scope, owner_column(query.owner_id)]
+        if query.kind is not None:
             sql += " AND kind = ?"
-            params.append(dumps(kind))
+            params.append(dumps(query.kind))
+        at = query.at
         if at is None:
             sql += " AND retired_at IS NULL"
         else:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from core.jsonvalue import JsonObject
 from core.records import ConversationRecord, Running
-from core.storage.port import Storage
+from core.storage.port import EntryQuery, Storage
 from core.testing.storage_conformance.kit import (
     StorageCase,
     _doc,
@@ -68,7 +68,7 @@ async def commits_mixed_table_writes_atomically_and_rolls_all_of_them_back_on_fa
     assert await storage.task(t) == before_task
     assert await storage.submission(s) == before_sub
     assert await storage.entry(e2) is None
-    page = await storage.scan_entries(conv)
+    page = await storage.scan_entries(EntryQuery(conv))
     assert [e.id for e in page.items] == [e1]
     later = await storage.commit([_entry(e2, conv)])
     assert later > seq

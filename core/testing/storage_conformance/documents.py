@@ -9,7 +9,15 @@ from typing import Any
 
 from core.jsonvalue import JsonValue, dumps, loads
 from core.records import ConversationRecord, Running
-from core.storage.port import DocumentChange, DocumentCopy, DocumentRetire, Storage
+from core.storage.port import (
+    DocumentChange,
+    DocumentCopy,
+    DocumentQuery,
+    DocumentRetire,
+    Storage,
+    SubmissionQuery,
+    TaskQuery,
+)
 from core.testing.storage_conformance.kit import (
     StorageCase,
     _doc,
@@ -69,8 +77,8 @@ async def reconstructs_rewindable_documents_and_preserves_half_open_incarnations
     found_old = await storage.find_document("test.doc", "conversation", 1, at=s4)
     assert found_old is not None and found_old.id == d and found_old.retired_at == s5
     assert await storage.find_document("test.doc", "conversation", 1, at=s1 - 1) is None
-    at4 = await storage.scan_documents("conversation", owner_id=1, at=s4)
-    at5 = await storage.scan_documents("conversation", owner_id=1, at=s5)
+    at4 = await storage.scan_documents(DocumentQuery("conversation", owner_id=1, at=s4))
+    at5 = await storage.scan_documents(DocumentQuery("conversation", owner_id=1, at=s5))
     assert [r.id for r in at4.items] == [d]
     assert [r.id for r in at5.items] == [d2]
 
@@ -253,16 +261,22 @@ async def indexes_logical_addresses_and_exact_scope_scans_independently(storage:
     assert await current("note", "task", [t + 1, t]) == [(task_doc, "t")]
     assert await current("todo", "conversation", [c2]) == []
     assert await current("note", "conversation", []) == []
-    conv_docs = await storage.scan_documents("conversation", owner_id=1)
+    conv_docs = await storage.scan_documents(DocumentQuery("conversation", owner_id=1))
     assert [r.id for r in conv_docs.items] == [single, fam_a, fam_proto, fam_ctor, other_kind]
-    notes = await storage.scan_documents("conversation", owner_id=1, kind="note", limit=2)
+    notes = await storage.scan_documents(
+        DocumentQuery("conversation", owner_id=1, kind="note", limit=2)
+    )
     assert [r.id for r in notes.items] == [single, fam_a]
     rest = await storage.scan_documents(
-        "conversation", owner_id=1, kind="note", limit=2, cursor=_roundtrip(notes.next)
+        DocumentQuery("conversation", owner_id=1, kind="note", limit=2), _roundtrip(notes.next)
     )
     assert [r.id for r in rest.items] == [fam_proto, fam_ctor] and rest.next is None
-    assert [r.id for r in (await storage.scan_documents("session")).items] == [session_doc]
-    assert [r.id for r in (await storage.scan_documents("task", owner_id=t)).items] == [task_doc]
+    assert [r.id for r in (await storage.scan_documents(DocumentQuery("session"))).items] == [
+        session_doc
+    ]
+    assert [
+        r.id for r in (await storage.scan_documents(DocumentQuery("task", owner_id=t))).items
+    ] == [task_doc]
     seq = await storage.commit([DocumentChange(task_doc, 1, value="t2")])
     await _rejects(storage.document(task_doc, seq), text="does not retain historical content")
 
@@ -310,12 +324,12 @@ async def rolls_back_record_tables_and_secondary_indexes_when_a_document_command
         ),
         text="already has a current incarnation",
     )
-    assert [x.id for x in (await storage.scan_tasks(status="pending")).items] == [t]
-    assert (await storage.scan_tasks(status="running")).items == []
+    assert [x.id for x in (await storage.scan_tasks(TaskQuery(status="pending"))).items] == [t]
+    assert (await storage.scan_tasks(TaskQuery(status="running"))).items == []
     before = await storage.submission_by_request(1, "before")
     assert before is not None and before.id == s
     assert await storage.submission_by_request(1, "after") is None
-    assert (await storage.scan_submissions(status="placed")).items == []
+    assert (await storage.scan_submissions(SubmissionQuery(status="placed"))).items == []
     assert await storage.entry(e) is None
     found = await storage.find_document("test.doc", "conversation", 1)
     assert found is not None and found.id == d

@@ -5,11 +5,19 @@ id namespace with exhaustion rejected, nothing after close, and scan order.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from core.errors import InvalidCursor, StorageClosed
 from core.records import MAX_ID, ConversationRecord
-from core.storage.port import Storage
+from core.storage.port import (
+    ConversationQuery,
+    DocumentQuery,
+    EntryQuery,
+    Storage,
+    SubmissionQuery,
+    TaskQuery,
+)
 from core.testing.storage_conformance.kit import (
     StorageCase,
     _doc,
@@ -45,8 +53,8 @@ async def keeps_indexed_string_identities_lossless(storage: Storage) -> None:
             _doc(d3, lone_a, key=lone_b, value=3),
         ]
     )
-    assert [t.id for t in (await storage.scan_tasks(kind=lone_a)).items] == [t1]
-    assert [t.id for t in (await storage.scan_tasks(kind=lone_b)).items] == [t2]
+    assert [t.id for t in (await storage.scan_tasks(TaskQuery(kind=lone_a))).items] == [t1]
+    assert [t.id for t in (await storage.scan_tasks(TaskQuery(kind=lone_b))).items] == [t2]
     got = await storage.task(t1)
     assert got is not None and got.kind == lone_a
     a, b = (
@@ -95,11 +103,11 @@ async def rejects_every_operation_after_close(storage: Storage) -> None:
         lambda: storage.submission_by_request(1, "r"),
         lambda: storage.document(2),
         lambda: storage.find_document("k", "session"),
-        lambda: storage.scan_conversations(),
-        lambda: storage.scan_entries(1),
-        lambda: storage.scan_tasks(),
-        lambda: storage.scan_submissions(),
-        lambda: storage.scan_documents("session"),
+        lambda: storage.scan_conversations(ConversationQuery()),
+        lambda: storage.scan_entries(EntryQuery(1)),
+        lambda: storage.scan_tasks(TaskQuery()),
+        lambda: storage.scan_submissions(SubmissionQuery()),
+        lambda: storage.scan_documents(DocumentQuery("session")),
     ]
     for call in calls:
         await _rejects(call(), StorageClosed, "closed")
@@ -117,32 +125,35 @@ async def scans_tables_in_either_id_order_and_continues_a_cursor_in_its_order(
     s = [await storage.mint_id() for _ in range(3)]
     await storage.commit([*map(_entry, e), *map(_task, t), *map(_sub, s)])
 
-    scans: list[tuple[Callable[..., Awaitable[Any]], list[int], str]] = [
-        (storage.scan_conversations, [1, a, b], "asc"),
-        (lambda **q: storage.scan_entries(1, **q), e, "desc"),
-        (storage.scan_tasks, t, "asc"),
-        (storage.scan_submissions, s, "asc"),
+    # (scan, its query record, the ids it finds, its default order)
+    scans: list[tuple[Callable[..., Awaitable[Any]], Callable[..., Any], list[int], str]] = [
+        (storage.scan_conversations, ConversationQuery, [1, a, b], "asc"),
+        (storage.scan_entries, partial(EntryQuery, 1), e, "desc"),
+        (storage.scan_tasks, TaskQuery, t, "asc"),
+        (storage.scan_submissions, SubmissionQuery, s, "asc"),
     ]
-    for scan, ids, default in scans:
+    for scan, query, ids, default in scans:
         for order in ("asc", "desc"):
             expected = sorted(ids, reverse=order == "desc")
-            first = await scan(order=order, limit=2)
+            first = await scan(query(order=order, limit=2))
             assert [x.id for x in first.items] == expected[:2]
-            rest = await scan(limit=2, cursor=_roundtrip(first.next))  # order comes from the cursor
+            rest = await scan(query(limit=2), _roundtrip(first.next))  # order from the cursor
             assert [x.id for x in rest.items] == expected[2:] and rest.next is None
             other = "desc" if order == "asc" else "asc"
-            await _rejects(scan(order=other, limit=2, cursor=first.next), InvalidCursor, order)
-        default_page = await scan(limit=10)
+            await _rejects(scan(query(order=other, limit=2), first.next), InvalidCursor, order)
+        default_page = await scan(query(limit=10))
         assert [x.id for x in default_page.items] == sorted(ids, reverse=default == "desc")
     # A cursor belongs to one scan and one set of filters.
-    task_page = await storage.scan_tasks(limit=1)
-    await _rejects(storage.scan_submissions(cursor=task_page.next), InvalidCursor, "tasks")
+    task_page = await storage.scan_tasks(TaskQuery(limit=1))
     await _rejects(
-        storage.scan_tasks(status="pending", cursor=task_page.next), InvalidCursor, "filters"
+        storage.scan_submissions(SubmissionQuery(), task_page.next), InvalidCursor, "tasks"
     )
-    await _rejects(storage.scan_tasks(cursor={"after": 1}), InvalidCursor, "cursor")
+    await _rejects(
+        storage.scan_tasks(TaskQuery(status="pending"), task_page.next), InvalidCursor, "filters"
+    )
+    await _rejects(storage.scan_tasks(TaskQuery(), {"after": 1}), InvalidCursor, "cursor")
     # An `after` no record id can be (ids are 1..MAX_ID) is refused, not bound to SQL.
     for after in (0, -1, MAX_ID + 1, 2**63 - 1, 2**63, 2**70):
         forged = {**(task_page.next or {}), "after": after}
-        await _rejects(storage.scan_tasks(cursor=forged), InvalidCursor, "cursor")
-    await _rejects(storage.scan_tasks(limit=0), ValueError, "limit")
+        await _rejects(storage.scan_tasks(TaskQuery(), forged), InvalidCursor, "cursor")
+    await _rejects(storage.scan_tasks(TaskQuery(limit=0)), ValueError, "limit")

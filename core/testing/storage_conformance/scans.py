@@ -20,7 +20,7 @@ from core.records import (
     Terminal,
     Waiting,
 )
-from core.storage.port import Storage
+from core.storage.port import ConversationQuery, EntryQuery, Storage, SubmissionQuery, TaskQuery
 from core.testing.storage_conformance.kit import (
     StorageCase,
     _entry,
@@ -45,7 +45,7 @@ _case = registrar(CASES)
 async def indexes_entries_committed_out_of_id_order(storage: Storage) -> None:
     await _root(storage)
     await storage.commit([_entry(30), _entry(10), _entry(20, head=10)])
-    page = await storage.scan_entries(1)
+    page = await storage.scan_entries(EntryQuery(1))
     assert [e.id for e in page.items] == [30, 20, 10]
     head = await storage.latest_head(1)
     assert head is not None and head.id == 20 and head.head == 10
@@ -59,13 +59,13 @@ async def continues_an_entry_cursor_below_its_last_item_after_a_newer_commit(
     await _root(storage)
     ids = [await storage.mint_id() for _ in range(5)]
     await storage.commit([_entry(i) for i in ids])
-    first = await storage.scan_entries(1, limit=2)
+    first = await storage.scan_entries(EntryQuery(1, limit=2))
     assert [e.id for e in first.items] == [ids[4], ids[3]]
     newer = await storage.mint_id()
     await storage.commit([_entry(newer)])
-    second = await storage.scan_entries(1, limit=2, cursor=_roundtrip(first.next))
+    second = await storage.scan_entries(EntryQuery(1, limit=2), _roundtrip(first.next))
     assert [e.id for e in second.items] == [ids[2], ids[1]]
-    third = await storage.scan_entries(1, limit=2, cursor=_roundtrip(second.next))
+    third = await storage.scan_entries(EntryQuery(1, limit=2), _roundtrip(second.next))
     assert [e.id for e in third.items] == [ids[0]]
     assert third.next is None
 
@@ -87,22 +87,22 @@ async def scans_deep_fork_history_newest_first_through_every_ancestor_cap(
     g1 = await storage.mint_id()
     await storage.commit([_entry(g1, grand)])
 
-    full = await storage.scan_entries(grand)
+    full = await storage.scan_entries(EntryQuery(grand))
     assert [e.id for e in full.items] == [g1, c1, r2, r1]
     paged: list[int] = []
     cursor = None
     while True:
-        page = await storage.scan_entries(grand, limit=1, cursor=cursor)
+        page = await storage.scan_entries(EntryQuery(grand, limit=1), cursor)
         paged += [e.id for e in page.items]
         cursor = _roundtrip(page.next)
         if cursor is None:
             break
     assert paged == [g1, c1, r2, r1]
-    child_view = await storage.scan_entries(child)
+    child_view = await storage.scan_entries(EntryQuery(child))
     assert [e.id for e in child_view.items] == [c2, c1, r2, r1]
-    bounded = await storage.scan_entries(grand, min_id=r2, max_id=c1)
+    bounded = await storage.scan_entries(EntryQuery(grand, min_id=r2, max_id=c1))
     assert [e.id for e in bounded.items] == [c1, r2]
-    ascending = await storage.scan_entries(grand, order="asc")
+    ascending = await storage.scan_entries(EntryQuery(grand, order="asc"))
     assert [e.id for e in ascending.items] == [r1, r2, c1, g1]
 
     head = await storage.latest_head(grand)
@@ -120,7 +120,7 @@ async def scans_deep_fork_history_newest_first_through_every_ancestor_cap(
         assert await storage.visible_entry(grand, hidden) is None
     assert await storage.visible_entry(1, c1) is None
     assert await storage.visible_entry(grand, 10**9) is None
-    await _rejects(storage.scan_entries(10**9), UnknownRecord, "Unknown conversation")
+    await _rejects(storage.scan_entries(EntryQuery(10**9)), UnknownRecord, "Unknown conversation")
     await _rejects(storage.visible_entry(10**9, r1), UnknownRecord, "Unknown conversation")
 
 
@@ -132,10 +132,10 @@ async def paginates_conversations_by_opaque_cursor_in_ascending_id_order(storage
     await _root(storage)
     a, b = await storage.mint_id(), await storage.mint_id()
     await storage.commit([ConversationRecord(a), ConversationRecord(b)])
-    first = await storage.scan_conversations(limit=2)
+    first = await storage.scan_conversations(ConversationQuery(limit=2))
     assert [c.id for c in first.items] == [1, a]
     assert first.next is not None
-    second = await storage.scan_conversations(limit=2, cursor=_roundtrip(first.next))
+    second = await storage.scan_conversations(ConversationQuery(limit=2), _roundtrip(first.next))
     assert [c.id for c in second.items] == [b]
     assert second.next is None
 
@@ -159,7 +159,7 @@ async def filters_and_pages_conversations_by_durable_owner_edges(storage: Storag
         out: list[int] = []
         cursor = None
         while True:
-            page = await storage.scan_conversations(limit=1, cursor=cursor, **query)
+            page = await storage.scan_conversations(ConversationQuery(limit=1, **query), cursor)
             out += [x.id for x in page.items]
             if page.next is None:
                 return out
@@ -202,7 +202,7 @@ async def replaces_complete_task_records_and_pages_filtered_task_scans(storage: 
         out: list[int] = []
         cursor = None
         while True:
-            page = await storage.scan_tasks(limit=1, cursor=cursor, **query)
+            page = await storage.scan_tasks(TaskQuery(limit=1, **query), cursor)
             out += [x.id for x in page.items]
             if page.next is None:
                 return out
@@ -235,9 +235,11 @@ async def stores_owners_and_scans_waiting_and_completing_tasks_by_status(storage
     )
     await storage.commit([holding])
     assert await storage.task(owner) == holding
-    waiting_ids = [t.id for t in (await storage.scan_tasks(status="waiting")).items]
-    completing_ids = [t.id for t in (await storage.scan_tasks(status="completing")).items]
-    running_ids = [t.id for t in (await storage.scan_tasks(status="running")).items]
+    waiting_ids = [t.id for t in (await storage.scan_tasks(TaskQuery(status="waiting"))).items]
+    completing_ids = [
+        t.id for t in (await storage.scan_tasks(TaskQuery(status="completing"))).items
+    ]
+    running_ids = [t.id for t in (await storage.scan_tasks(TaskQuery(status="running"))).items]
     assert (waiting_ids, completing_ids, running_ids) == ([], [owner], [a])
 
 
@@ -273,7 +275,7 @@ async def indexes_request_ids_per_conversation_and_replaces_complete_submission_
         out: list[int] = []
         cursor = None
         while True:
-            page = await storage.scan_submissions(limit=1, cursor=cursor, **query)
+            page = await storage.scan_submissions(SubmissionQuery(limit=1, **query), cursor)
             out += [x.id for x in page.items]
             if page.next is None:
                 return out

@@ -21,7 +21,7 @@ from core.harness import (
 from core.harness.harness import EnvFactory
 from core.harness.models import ModelInfo
 from core.records import Entry
-from core.storage import MemoryState, MemoryStorage, Storage
+from core.storage import EntryQuery, MemoryState, MemoryStorage, Storage
 from core.telemetry import NO_TELEMETRY, Telemetry
 from core.testing.clock import VirtualClock
 from core.testing.wrappers import CommitFault, FaultyStorage
@@ -88,7 +88,9 @@ class Rig:
 
 
 async def entries(harness: Harness, conversation_id: int = 1) -> list[Entry]:
-    page = await harness.session.storage.scan_entries(conversation_id, order="asc", limit=1000)
+    page = await harness.session.storage.scan_entries(
+        EntryQuery(conversation_id, order="asc", limit=1000)
+    )
     return page.items
 
 

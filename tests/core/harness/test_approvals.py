@@ -17,6 +17,7 @@ from core.harness.builtin_documents import LIVE
 from core.harness.events import EVENTS
 from core.harness.harness import Harness
 from core.records import Waiting
+from core.storage import SubmissionQuery
 from core.times import iso_time
 from tests.core.harness.support import MODEL, Args, Rig, entries, extension, tool
 from tests.core.support import settle, until
@@ -57,7 +58,7 @@ async def tool_results(h: Harness) -> list[Any]:
 
 
 async def answered(h: Harness) -> str | None:
-    page = await h.session.storage.scan_submissions(conversation_id=1)
+    page = await h.session.storage.scan_submissions(SubmissionQuery(conversation_id=1))
     record = await (await h.submission(page.items[0].id)).wait()  # type: ignore[union-attr]
     answer = await (await h.submission(record.id)).answer(record)  # type: ignore[union-attr]
     return answer.text if answer else None

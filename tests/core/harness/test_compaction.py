@@ -34,6 +34,7 @@ from core.harness.compaction import (
 from core.harness.context import ContextView
 from core.harness.models import ModelInfo
 from core.records import Completed, Entry
+from core.storage import TaskQuery
 from tests.core.harness.support import Rig, entries, kinds
 from tests.core.support import until
 
@@ -84,7 +85,7 @@ def contents(request: ModelRequest) -> list[str]:
 
 
 async def compactions(h: Any) -> list[Any]:
-    return (await h.session.storage.scan_tasks(kind=COMPACTION, order="asc")).items
+    return (await h.session.storage.scan_tasks(TaskQuery(kind=COMPACTION, order="asc"))).items
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -162,7 +163,7 @@ async def test_a_request_that_would_not_fit_waits_for_a_blocking_compaction(
         "second question",
     ]
     (task,) = await compactions(h)
-    generation = (await h.session.storage.scan_tasks(kind="perdure.generation")).items
+    generation = (await h.session.storage.scan_tasks(TaskQuery(kind="perdure.generation"))).items
     assert task.owner in {g.id for g in generation}  # owned by the waiting generation
     assert isinstance(task.outcome, Completed)
     ctx = await root.context()

@@ -12,6 +12,7 @@ from core.errors import DocumentError, UnknownRecord
 from core.faux import faux_message, faux_tool_call
 from core.harness import ToolContext, ToolResult, define_extension
 from core.session import Tx, define_doc
+from core.storage import EntryQuery
 from tests.core.harness.support import MODEL, Rig, entries, tool
 
 PLAN = define_doc("app.plan", history="rewindable", fork="as_of", initial=lambda: {"steps": []})
@@ -137,7 +138,7 @@ async def test_a_tool_updates_a_typed_document_in_the_commit_of_its_result(tmp_p
     h.session.subscribe(note)
     await (await root.submit("remember milk")).wait()
     assert seqs["doc"] == seqs["result"]  # one commit: the result and the document change
-    first_answer = (await h.session.storage.scan_entries(1, limit=1)).items[0].id
+    first_answer = (await h.session.storage.scan_entries(EntryQuery(1, limit=1))).items[0].id
     await (await root.submit("and mom")).wait()
     assert await root.document(TODOS) == {
         "items": [{"title": "buy milk", "done": False}, {"title": "call mom", "done": False}]

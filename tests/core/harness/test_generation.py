@@ -23,12 +23,15 @@ from core.harness import (
 from core.harness.models import ModelError
 from core.records import Waiting
 from core.session import CommitEvent
+from core.storage import TaskQuery
 from tests.core.harness.support import MODEL, Rig, entries, kinds
 from tests.core.support import settle, until
 
 
 async def generation(h: Any) -> Any:
-    tasks = (await h.session.storage.scan_tasks(kind="perdure.generation", order="desc")).items
+    tasks = (
+        await h.session.storage.scan_tasks(TaskQuery(kind="perdure.generation", order="desc"))
+    ).items
     return tasks[0]
 
 

@@ -22,6 +22,7 @@ from core.harness import (
 )
 from core.harness.compaction import COMPACTION, SUMMARY_PROMPT, estimate_tokens
 from core.harness.models import ModelInfo
+from core.storage import TaskQuery
 from core.testing.clock import VirtualClock
 from runtimes.local.sqlite import open_sqlite_storage
 
@@ -77,7 +78,7 @@ async def test_a_50k_message_conversation_keeps_memory_flat(tmp_path: Path) -> N
     gc.collect()
     late_rss = rss_mb()
     elapsed = time.perf_counter() - started
-    compactions = await h.session.storage.scan_tasks(kind=COMPACTION, limit=1000)
+    compactions = await h.session.storage.scan_tasks(TaskQuery(kind=COMPACTION, limit=1000))
     await h.close()
     print(
         f"\n{MESSAGES} messages in {elapsed:.1f} s; RSS after {EARLY}: {early_rss:.1f} MB, "

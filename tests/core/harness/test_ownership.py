@@ -15,6 +15,7 @@ from core.harness.harness import Submission
 from core.harness.subagents import subagent_extension
 from core.records import Aborted, Terminal
 from core.session import Tx
+from core.storage import ConversationQuery, SubmissionQuery, TaskQuery
 from core.tasks import TaskRuntime, define_task
 from core.testing.wrappers import CommitFault
 from tests.core.harness.support import MODEL, Args, Rig, entries, extension, tool
@@ -128,9 +129,13 @@ async def test_a_subagent_interrupted_by_a_crash_keeps_one_child_and_one_input(
     h = await rig.open()
     record = await (await h.submission(sub.id)).wait()  # type: ignore[union-attr]
     assert record.status == "done"
-    children = (await h.session.storage.scan_conversations(owner_conversation_id=1)).items
+    children = (
+        await h.session.storage.scan_conversations(ConversationQuery(owner_conversation_id=1))
+    ).items
     assert len(children) == 1
-    inputs = (await h.session.storage.scan_submissions(conversation_id=children[0].id)).items
+    inputs = (
+        await h.session.storage.scan_submissions(SubmissionQuery(conversation_id=children[0].id))
+    ).items
     assert [s.status for s in inputs] == ["done"]
     await h.close()
 
@@ -151,12 +156,16 @@ async def test_aborting_the_parent_aborts_the_subagent_run_below_it(tmp_path: Pa
     root = await h.root(agent={"model": MODEL})
     sub = await root.submit("go")
     await child_started.wait()
-    (child,) = (await h.session.storage.scan_conversations(owner_conversation_id=1)).items
+    (child,) = (
+        await h.session.storage.scan_conversations(ConversationQuery(owner_conversation_id=1))
+    ).items
     child_conv = await h.conversation(child.id)
     queued_in_child = await child_conv.submit("CHILD: more")
     await root.abort()
     assert (await sub.status()).reason == "aborted"
-    child_inputs = (await h.session.storage.scan_submissions(conversation_id=child.id)).items
+    child_inputs = (
+        await h.session.storage.scan_submissions(SubmissionQuery(conversation_id=child.id))
+    ).items
     assert {s.status for s in child_inputs} == {"unanswered"}
     assert (await queued_in_child.status()).reason == "aborted"
     assert h.idle(1) and h.idle(child.id) and h.engine.scheduler.idle()
@@ -187,7 +196,7 @@ async def test_a_background_subagent_reports_back_once_after_the_parent_went_idl
     assert record.status == "done"
     await root.wait_for_idle()  # idle although the background sub-agent still works
     assert h.engine.scheduler.idle()  # background work does not count for idle either
-    (task,) = (await h.session.storage.scan_tasks(kind="perdure.subagent")).items
+    (task,) = (await h.session.storage.scan_tasks(TaskQuery(kind="perdure.subagent"))).items
     assert task.background
     await h.close()  # a restart while the child works
     h = await rig.open()

@@ -7,9 +7,15 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from core.errors import RegistryError, UnknownTool
+from core.engine import Engine
+from core.errors import HarnessError, RegistryError, UnknownTool
 from core.harness import Hooks, Registry, define_extension, define_tool, section
+from core.harness.tools import harness_of
+from core.records import Completed, Task
+from core.storage import MemoryStorage
 from core.tasks import define_task
+from core.tasks.registry import TaskRegistry
+from core.tasks.runtime import TaskRuntime
 from tests.core.harness.support import MODEL, Args, Rig, echo, tool
 
 
@@ -140,3 +146,32 @@ async def test_configure_refuses_unknown_tools_and_fields_and_writes_nothing(
     }
     assert await root.configure(instructions=None) == {"model": MODEL, "tools": ["read"]}
     await h.close()
+
+
+async def test_an_extension_task_reaches_the_harness_through_harness_of(tmp_path: Path) -> None:
+    seen: list[object] = []
+    refused: list[HarnessError] = []
+
+    async def reach(task: Task, rt: TaskRuntime) -> None:
+        try:
+            seen.append(harness_of(rt))
+        except HarnessError as error:
+            refused.append(error)
+        await rt.commit(lambda tx, current: Completed(None))
+
+    reaching = define_task("t.reach", phases={"p": reach})
+    rig = Rig(tmp_path)
+    rig.registry.install(define_extension("e", tasks=[reaching]))
+    h = await rig.open()
+    task = await h.engine.create_task("t.reach")
+    await h.engine.wait_for_task(task.id)
+    assert seen == [h] and not refused
+    await h.close()
+
+    # The same task on an engine no harness opened: a clear error, not an AttributeError
+    # deep inside the task.
+    engine = await Engine.open(MemoryStorage(), tasks=TaskRegistry([reaching]), clock=rig.clock)
+    bare = await engine.create_task(reaching)
+    await engine.wait_for_task(bare.id)
+    assert not seen[1:] and "without an agent harness" in str(refused[0])
+    await engine.close()

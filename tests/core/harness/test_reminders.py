@@ -11,6 +11,7 @@ import pytest
 from core.faux import faux_message, faux_tool_call
 from core.harness.reminders import REMINDER, reminders_extension
 from core.records import Aborted, Completed, SubmissionRecord, Terminal
+from core.storage import SubmissionQuery
 from core.testing.wrappers import CommitFault
 from core.times import iso_time
 from tests.core.harness.support import MODEL, Rig, entries, kinds
@@ -18,7 +19,9 @@ from tests.core.support import settle, until
 
 
 async def reminder_submissions(h: Any, conversation_id: int = 1) -> list[SubmissionRecord]:
-    page = await h.session.storage.scan_submissions(conversation_id=conversation_id)
+    page = await h.session.storage.scan_submissions(
+        SubmissionQuery(conversation_id=conversation_id)
+    )
     return [s for s in page.items if (s.request_id or "").startswith("reminder:")]
 
 

@@ -22,6 +22,7 @@ from core.faux import faux_message, faux_tool_call
 from core.harness import ToolContext
 from core.harness.registry import Hooks
 from core.session import CommitEvent
+from core.storage import TaskQuery
 from tests.core.harness.support import MODEL, Args, Rig, extension, tool
 
 
@@ -195,6 +196,6 @@ async def test_a_round_in_the_band_while_a_compaction_summarizes_starts_no_secon
     await root.wait_for_idle()
     assert rig.reports == []
     assert len(await compactions(h)) == 1
-    tools = (await h.session.storage.scan_tasks(kind="perdure.tool")).items
+    tools = (await h.session.storage.scan_tasks(TaskQuery(kind="perdure.tool"))).items
     assert [type(t.outcome).__name__ for t in tools] == ["Completed", "Completed"]
     await h.close()

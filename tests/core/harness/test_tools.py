@@ -13,6 +13,7 @@ from core.env import EnvUnavailable
 from core.faux import faux_message, faux_tool_call
 from core.harness import Block, HarnessSettings, Hooks, ToolCall, ToolContext, ToolResult
 from core.records import Aborted, Completed, Failed, Terminal
+from core.storage import TaskQuery
 from tests.core.harness.support import MODEL, Args, Rig, echo, entries, extension, tool
 from tests.core.support import until
 
@@ -65,7 +66,7 @@ async def test_calls_to_tools_not_offered_are_answered_without_a_task(tmp_path: 
     assert record.status == "done"
     items = await entries(h)
     assert diagnostics(items) == [["tool_unavailable"]]
-    assert (await h.session.storage.scan_tasks(kind="perdure.tool")).items == []
+    assert (await h.session.storage.scan_tasks(TaskQuery(kind="perdure.tool"))).items == []
     await h.close()
 
 
@@ -183,7 +184,7 @@ async def test_a_failing_tool_or_non_json_details_become_error_results_and_the_r
     assert contents[0] == "partial progress\n[error] OSError: disk full"
     assert "returned details that are not JSON" in contents[1]
     assert diagnostics(items) == [["tool_error"], ["tool_error"]]
-    tools = (await h.session.storage.scan_tasks(kind="perdure.tool")).items
+    tools = (await h.session.storage.scan_tasks(TaskQuery(kind="perdure.tool"))).items
     assert [type(t.outcome).__name__ for t in tools] == ["Failed", "Failed"]
     assert isinstance(tools[0].outcome, Failed)
     await h.close()
@@ -390,7 +391,7 @@ async def test_aborting_a_tool_call_answers_it_as_aborted_and_the_run_continues(
     root = await h.root(agent={"model": MODEL})
     sub = await root.submit("go")
     await started.wait()
-    (tool_task,) = (await h.session.storage.scan_tasks(kind="perdure.tool")).items
+    (tool_task,) = (await h.session.storage.scan_tasks(TaskQuery(kind="perdure.tool"))).items
     assert await h.abort_task(tool_task.id) == "marked"
     record = await sub.wait()
     assert record.status == "done"

@@ -11,7 +11,7 @@ from core.errors import DocumentError, InvalidJson, UnknownRecord
 from core.jsonvalue import JsonValue
 from core.records import Completed, Terminal
 from core.session import CommitEvent, DocHandle, Session, Tx, define_doc
-from core.storage import MemoryState, MemoryStorage
+from core.storage import EntryQuery, MemoryState, MemoryStorage
 from core.tasks import define_task
 from core.tasks.creation import TaskFactory
 from core.testing.clock import VirtualClock
@@ -122,7 +122,7 @@ async def test_a_throwing_base_decision_rolls_back_every_change_of_the_commit() 
     with pytest.raises(RuntimeError):
         await session.commit(change)
     assert session.last_seq == seq
-    assert (await session.storage.scan_entries(1)).items == []
+    assert (await session.storage.scan_entries(EntryQuery(1))).items == []
 
 
 async def test_version_changes_migrate_lazily_and_store_a_base() -> None:

@@ -19,8 +19,8 @@ from core.errors import (
     UnknownRecord,
     UnknownTaskKind,
 )
-from core.records import ConversationRecord, Running, Terminal
-from core.session import CommitEvent, Session, Tx, in_commit
+from core.records import ConversationRecord, Running, Task, Terminal
+from core.session import CommitEvent, Session, TaskSpec, Tx, in_commit
 from core.storage import MemoryState, MemoryStorage
 from core.tasks import define_task
 from core.tasks.creation import TaskFactory
@@ -300,3 +300,32 @@ async def test_reopening_loads_live_tasks(tmp_path: Path) -> None:
     await session.close()
     again, _ = await open_session(state)
     assert again.tasks == {task.id: task}
+
+
+async def test_create_task_hands_the_task_layer_one_spec_of_everything_asked() -> None:
+    session, _ = await open_session()
+    factory = session.task_layer
+    assert factory is not None
+    seen: list[TaskSpec] = []
+
+    class Recording:
+        async def create_task(self, tx: Tx, spec: TaskSpec) -> Task:
+            seen.append(spec)
+            return await factory.create_task(tx, spec)
+
+        async def before_prepare(self, tx: Tx) -> None:
+            await factory.before_prepare(tx)
+
+    session.task_layer = Recording()
+
+    async def create(tx: Tx) -> Task:
+        return await tx.create_task(NOOP, {"n": 1}, background=True, until=5)
+
+    task = await session.commit(create)
+    assert seen == [TaskSpec(NOOP, {"n": 1}, background=True, until=5)]
+    assert (task.kind, task.input, task.background, task.conversation_id) == (
+        NOOP.name,
+        {"n": 1},
+        True,
+        1,
+    )

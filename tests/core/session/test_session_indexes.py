@@ -14,13 +14,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from core.records import Completed, Task, Terminal, Waiting
 from core.session import Session, Tx
-from core.session.transaction import TaskLayer
+from core.session.transaction import TaskLayer, TaskSpec
 from core.tasks import TaskRuntime, define_task
 from core.tasks.ownership import owned_live_work, owners
 from tests.core.support import World, until
@@ -78,8 +77,8 @@ class _Checking:
         self.inner = inner
         self.check = check
 
-    async def create_task(self, tx: Tx, definition: Any, input: Any, **options: Any) -> Task:
-        return await self.inner.create_task(tx, definition, input, **options)
+    async def create_task(self, tx: Tx, spec: TaskSpec) -> Task:
+        return await self.inner.create_task(tx, spec)
 
     async def before_prepare(self, tx: Tx) -> None:
         await self.inner.before_prepare(tx)

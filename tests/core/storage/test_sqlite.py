@@ -12,7 +12,14 @@ import pytest
 
 from core.errors import StorageCorrupt, StorageRejected
 from core.records import Completed, ConversationRecord, Entry, Pending, Running, Task, Terminal
-from core.storage import DocumentChange, DocumentCreate, DocumentRetire, SqliteStorage
+from core.storage import (
+    DocumentChange,
+    DocumentCreate,
+    DocumentRetire,
+    EntryQuery,
+    SqliteStorage,
+    TaskQuery,
+)
 from core.storage.sqlite import schema
 from core.storage.sqlite.database import Row, SqlExecutor, SqlValue
 from core.storage.sqlite.write_set import CommitGate
@@ -282,8 +289,8 @@ async def test_a_failure_inside_the_sql_transaction_leaves_nothing_behind(tmp_pa
             break
         await storage.close()
         storage = await open_sqlite_storage(path)
-        assert (await storage.scan_entries(1)).items == []
-        assert (await storage.scan_tasks()).items == []
+        assert (await storage.scan_entries(EntryQuery(1))).items == []
+        assert (await storage.scan_tasks(TaskQuery())).items == []
         await storage.close()
 
 
@@ -407,7 +414,7 @@ async def test_a_schema_1_file_and_its_write_sets_carry_over_to_the_current_sche
     for storage in (migrated, replica):
         assert storage.seq == at_base + 2
         scans = [
-            (await storage.scan_tasks(**query)).items
+            (await storage.scan_tasks(TaskQuery(**query))).items
             for query in (
                 {"status": "pending"},
                 {"status": "terminal"},
@@ -423,7 +430,7 @@ async def test_a_schema_1_file_and_its_write_sets_carry_over_to_the_current_sche
         assert then is not None and then.value == [1, 2]
         usage = await storage.document(r)
         assert usage is not None and usage.value == {"n": 2}
-        assert [x.id for x in (await storage.scan_entries(1)).items] == [e]
+        assert [x.id for x in (await storage.scan_entries(EntryQuery(1))).items] == [e]
     await migrated.close()
     await replica.close()
 
@@ -467,8 +474,10 @@ async def test_a_large_commit_splits_its_multi_row_statements_at_100_parameters(
     written = [s for s, _ in recorder.statements if s.startswith(("INSERT", "UPDATE tasks"))]
     assert sum(s.startswith("INSERT INTO tasks") for s in written) == 3
     assert not any(s.startswith("UPDATE tasks") for s in written)
-    assert (await storage.scan_tasks(status="running", limit=100)).items == running
-    assert [e.id for e in (await storage.scan_entries(1, order="asc", limit=100)).items] == entries
+    assert (await storage.scan_tasks(TaskQuery(status="running", limit=100))).items == running
+    assert [
+        e.id for e in (await storage.scan_entries(EntryQuery(1, order="asc", limit=100))).items
+    ] == entries
     await storage.close()
 
 

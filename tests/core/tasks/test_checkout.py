@@ -16,6 +16,7 @@ from typing import Any
 
 from core.records import Aborted, Completed, Failed, Task, Terminal, Waiting
 from core.session import Tx
+from core.storage import TaskQuery
 from core.tasks import TaskRuntime, define_task
 from tests.core.support import World, until
 
@@ -95,7 +96,7 @@ async def test_a_declined_card_fails_the_checkout_and_refunds_the_others_across_
     bank.decline.set()  # the bank now declines card-3; the others are still unconfirmed
     done = await engine.wait_for_task(checkout.id)
     assert isinstance(done.state, Terminal) and isinstance(done.state.outcome, Failed)
-    payments = (await engine.session.storage.scan_tasks(kind="shop.payment")).items
+    payments = (await engine.session.storage.scan_tasks(TaskQuery(kind="shop.payment"))).items
     by_card = {p.input["card"]: p for p in payments}  # type: ignore[index,call-overload]
     assert isinstance(by_card.pop("card-3").outcome, Failed)
     # The other three were charged (once each, although they ran again after the restart),

@@ -19,6 +19,7 @@ from core.records import (
     Waiting,
 )
 from core.session import Tx
+from core.storage import TaskQuery
 from core.tasks import TaskRuntime, define_task
 from tests.core.support import World, settle, until
 
@@ -298,7 +299,7 @@ async def test_fail_fast_marks_the_remaining_children_and_resumes_the_waiter(
     assert kinds[1] == "failed"
     await engine.wait_for_idle()
     assert sorted(aborted) == ["compensated a", "compensated b"]
-    children = (await engine.session.storage.scan_tasks(kind="t.slow")).items
+    children = (await engine.session.storage.scan_tasks(TaskQuery(kind="t.slow"))).items
     assert [type(outcome(c)).__name__ for c in children] == ["Aborted", "Aborted"]
     await engine.close()
 

@@ -26,7 +26,7 @@ from core.harness import (
     define_extension,
     define_tool,
 )
-from core.storage import Storage
+from core.storage import EntryQuery, Storage
 from core.testing.clock import VirtualClock
 
 __all__ = [
@@ -150,7 +150,7 @@ async def _count_entries(harness: Harness) -> int:
     total = 0
     cursor = None
     while True:
-        page = await harness.session.storage.scan_entries(1, limit=1000, cursor=cursor)
+        page = await harness.session.storage.scan_entries(EntryQuery(1, limit=1000), cursor)
         total += len(page.items)
         if page.next is None:
             return total

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from core.storage import EntryQuery
 from core.testing.clock import VirtualClock
 from runtimes.aws import AwsResources
 from tests.aws.support import container, head, open_replica
@@ -48,7 +49,7 @@ async def test_a_killed_holders_committed_state_is_rebuilt_exactly(
         if origin is None:  # the killed container's own /tmp, reused warm or caught up
             origin = "caught_up" if point == "after-durable" else "warm"
         assert replica.origin == origin
-        entries = (await replica.storage.scan_entries(1, order="asc")).items
+        entries = (await replica.storage.scan_entries(EntryQuery(1, order="asc"))).items
         assert [e.id for e in entries] == durable
         assert [e.data for e in entries] == [{"n": n} for n in range(3)]
         assert replica.storage.seq == 4

@@ -19,6 +19,7 @@ from typing import Any
 import boto3
 import pytest
 
+from core.storage import EntryQuery
 from runtimes.actor.clock import SystemClock
 from runtimes.aws import AwsResources, open_actor_replica
 from runtimes.aws.lease import DEFAULT_LEASE_MS
@@ -124,7 +125,7 @@ async def _committed_state(aws: AwsResources, tmp: Path) -> tuple[int, list[Any]
     )
     try:
         assert replica.origin == "rebuilt"
-        entries = (await replica.storage.scan_entries(1, order="asc")).items
+        entries = (await replica.storage.scan_entries(EntryQuery(1, order="asc"))).items
         job = await replica.storage.submission_by_request(1, "job-42")
         return replica.storage.seq, [(e.id, e.kind) for e in entries], [job]
     finally:
