@@ -78,6 +78,7 @@ def test_the_inspector_lists_pending_approvals_with_approve_and_deny(
         expect(item).to_contain_text("guarded")
         expect(item).to_contain_text(str(approved))
         expect(item).to_contain_text("conversation 1")
+        expect(page.locator("#events")).to_contain_text("guarded waits for approval")
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / "approval-pending.png"), full_page=True)
         item.locator("button.approve").click()
@@ -91,5 +92,6 @@ def test_the_inspector_lists_pending_approvals_with_approve_and_deny(
         item.locator("button.deny").click()
         expect(page.locator("#approvals")).to_contain_text("no pending approvals")
         assert "use the other account" in answer(api, second)
+        expect(page.locator("#events")).to_contain_text("guarded: denied — use the other account")
         assert not denied.exists()
     assert approved.read_text() == "ran\n"
