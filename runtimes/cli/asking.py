@@ -9,9 +9,11 @@ approves, ``n`` denies, any other text denies with that text as the note the mod
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from core.jsonvalue import JsonObject
+from core.times import iso_time
 from runtimes.cli.transcript import as_object
 
 __all__ = ["QUESTION", "Question", "answer_of", "questions"]
@@ -22,9 +24,18 @@ QUESTION = "approve? [y/n/note]"
 class Question:
     """One call waiting for a decision: its tool task (the approval's id) and tool."""
 
-    def __init__(self, task: int, tool: str) -> None:
+    def __init__(self, task: int, tool: str, expires_at: int | None = None) -> None:
         self.task = task
         self.tool = tool
+        self.expires_at = expires_at
+
+    def text(self) -> str:
+        """The question as the chat asks it (with the expiry in this terminal's zone)."""
+        when = ""
+        if self.expires_at is not None:
+            zone = datetime.now().astimezone().tzinfo
+            when = f" (denied at {iso_time(self.expires_at, zone)} if undecided)"
+        return f"? {self.tool} needs your approval{when}: {QUESTION}"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Question) and other.task == self.task
@@ -42,7 +53,9 @@ def questions(view: JsonObject | None) -> list[Question]:
         approval = as_object(slot.get("approval"))
         task = slot.get("task")
         if slot.get("status") == "approval" and "decision" not in approval and type(task) is int:
-            out.append(Question(task, str(slot.get("name") or approval.get("tool") or "?")))
+            expires = approval.get("expires_at")
+            name = str(slot.get("name") or approval.get("tool") or "?")
+            out.append(Question(task, name, expires if type(expires) is int else None))
     return sorted(out, key=lambda q: q.task)
 
 

@@ -231,7 +231,7 @@ class Chat:
         if fresh:
             self.question = fresh[0]
             self.asked.add(fresh[0])
-            self.screen.line(f"? {fresh[0].tool} needs your approval: {QUESTION}", "bold yellow")
+            self.screen.line(fresh[0].text(), "bold yellow")
             self.screen.prompt()
 
     async def _decide(self, text: str) -> None:
