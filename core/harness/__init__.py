@@ -38,6 +38,7 @@ from core.harness.registry import (
     section,
 )
 from core.harness.reminders import MAX_DELAY_S, MAX_REMINDER_CHARS, reminders_extension
+from core.harness.schedules import Schedule, ScheduleArgs
 from core.harness.settings import (
     CompactionSettings,
     HarnessSettings,
@@ -73,6 +74,8 @@ __all__ = [
     "Reminder",
     "ResolvedAgent",
     "RetrySettings",
+    "Schedule",
+    "ScheduleArgs",
     "Section",
     "Submission",
     "SystemMessage",

@@ -332,9 +332,9 @@ class Chat:
             self.interrupt(exit_when_idle=False)
         elif name == "/compact":
             body = {"instructions": rest} if rest else {}
-            r = await self._post(f"{self.conversation_path}/compact", body)
-            if r is not None:
-                self.screen.line(f"[compaction started: task {r['task']}]", "dim")
+            # Told by the harness's events, in order: started, then how it ended
+            # (landed, skipped, failed...), so no line of its own here.
+            await self._post(f"{self.conversation_path}/compact", body)
         elif name == "/reset":
             body = {"handoff": rest} if rest else {}
             await self._post(f"{self.conversation_path}/reset", body)

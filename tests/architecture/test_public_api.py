@@ -183,6 +183,8 @@ PINNED: dict[str, list[str]] = {
         "Reminder",
         "ResolvedAgent",
         "RetrySettings",
+        "Schedule",
+        "ScheduleArgs",
         "Section",
         "Submission",
         "SystemMessage",

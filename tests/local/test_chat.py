@@ -150,6 +150,27 @@ def test_ctrl_c_aborts_a_streaming_answer_then_exits_when_idle(host: tuple[str, 
         assert (sub["status"], sub["reason"]) == ("unanswered", "aborted")
 
 
+def test_a_compact_with_nothing_to_compact_ends_and_says_so(host: tuple[str, Path]) -> None:
+    url, _ = host
+    child = chat(url, "carol")
+    try:
+        child.expect_exact("you> ")
+        child.sendline("hello")
+        child.expect_exact("agent> echo: hello")
+        child.expect_exact("you> ")
+        child.sendline("/compact")
+        child.expect(r"\[compaction started \(manual\) \(task (\d+)\)\]")
+        task = child.match.group(1)
+        # Its end follows: it does not stay "started" forever.
+        child.expect_exact(f"[compaction skipped (nothing to compact) (task {task})]")
+        child.expect_exact("you> ")
+        child.sendline("/quit")
+        assert finish(child) == 0
+        assert "compaction started" not in child.before  # told once, in order
+    finally:
+        child.close(force=True)
+
+
 def test_a_bad_token_or_an_unreachable_url_is_an_error_and_exit_code_1(
     host: tuple[str, Path],
 ) -> None:

@@ -13,7 +13,7 @@ from fastapi.routing import APIRoute
 from starlette.types import Message, Scope
 
 from remote_env.limits import BodyLimit
-from runtimes.actor.api import approvals, history, token_route, webpages
+from runtimes.actor.api import approvals, history, schedules, token_route, webpages
 from runtimes.actor.api.cors import add_cors
 from runtimes.actor.api.deltas import DeltaFeeds
 from runtimes.actor.api.deltas import router as deltas_router
@@ -110,6 +110,7 @@ def create_app(
     routers = (
         router,
         history.router,
+        schedules.router,
         webpages.router,
         deltas_router,
         token_route.router,

@@ -4,7 +4,8 @@
 
 import { h, isoTime, short } from "/ui/render.js";
 
-// ``decide(approval, decision, note)`` posts the decision; returns the list's items.
+// ``decide(approval, decision, note)`` posts the decision (``null``: the token may only
+// read, so no buttons); returns the list's items.
 export function approvalItems(approvals, decide) {
   if (!approvals.length) return [h("li", { class: "muted" }, "no pending approvals")];
   return approvals.map((a) => {
@@ -15,10 +16,12 @@ export function approvalItems(approvals, decide) {
       { dataset: { approval: a.id } },
       h("b", {}, a.tool),
       ` ${short(a.arguments, 120)} · conversation ${a.conversation_id} · asked ${isoTime(a.asked_at)}${expires}`,
-      h("div", {}, note,
-        h("button", { type: "button", class: "approve", onclick: () => decide(a, "approve", note.value) }, "Approve"),
-        h("button", { type: "button", class: "deny", onclick: () => decide(a, "deny", note.value) }, "Deny"),
-      ),
+      decide
+        ? h("div", {}, note,
+            h("button", { type: "button", class: "approve", onclick: () => decide(a, "approve", note.value) }, "Approve"),
+            h("button", { type: "button", class: "deny", onclick: () => decide(a, "deny", note.value) }, "Deny"),
+          )
+        : null,
     );
   });
 }
