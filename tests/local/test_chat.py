@@ -25,6 +25,7 @@ from rich.console import Console
 from core.times import iso_time
 from runtimes.cli.chat import Chat, ChatOptions, Screen, sse_events
 from runtimes.cli.transcript import Transcript
+from runtimes.client import ActorClient
 from tests.local.support import ROOT, TOKEN, start_host_process, stop
 
 TIMEOUT = 60
@@ -330,8 +331,8 @@ def test_the_transcript_shows_recovery_tool_output_and_the_turn_s_tokens() -> No
 async def test_the_status_line_shows_waiting_a_running_tool_and_a_retry_countdown() -> None:
     out = io.StringIO()
     screen = Screen(Console(file=out, width=200, force_terminal=True, color_system=None))
-    async with httpx.AsyncClient() as http:
-        chat = Chat(ChatOptions(url="http://127.0.0.1:9", token="t"), http, screen)
+    async with ActorClient("http://127.0.0.1:9", "t") as client:
+        chat = Chat(ChatOptions(url="http://127.0.0.1:9", token="t"), client, screen)
         started: dict[object, float] = {}
         chat.view = {"entries": [], "docs": {"live": {"run": {}, "generation": {"task": 5}}}}
         chat.transcript.busy = True
