@@ -236,11 +236,10 @@ class Chat:
         question = self.question
         assert question is not None
         decision, note = answer_of(text)
-        body: dict[str, Any] = {"decision": decision}
-        if note is not None:
-            body["note"] = note
-        path = f"/v1/actors/{self.options.actor}/approvals/{question.task}"
-        await self._post(path, body)  # an error is shown; the watch shows the decision
+        try:  # the watch shows the decision (its event); an error is said here
+            await self.client.decide(self.options.actor, question.task, decision, note=note)
+        except ClientError as error:
+            self.screen.line(f"error: {_reason(error)}", "bold red")
         if self.question is question:
             self.question = None
         self._ask()
