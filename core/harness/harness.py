@@ -42,7 +42,8 @@ from core.harness.context import ActiveRange, ContextView, RangeCache
 from core.harness.conversation import Conversation, WhenBusy
 from core.harness.events import note_abort, note_event, note_restart
 from core.harness.forks import document_definition, fork_conversation
-from core.harness.generation import generation_task, settle_generation
+from core.harness.generation.end import settle_generation
+from core.harness.generation.task import generation_task
 from core.harness.live import ProgressPace
 from core.harness.messages import Message, Usage
 from core.harness.models import Models

@@ -37,9 +37,9 @@ from core.env import OP_ID_PATTERN, EnvUnavailable, ExecutionEnv, OpLost, OpRef
 from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
 from core.harness.builtin_documents import LIVE
 from core.harness.events import note_event
-from core.harness.generation_hand_over import merge_hand_over, plan_merged_hand_over
-from core.harness.generation_live import append_message
-from core.harness.generation_request import round_intent
+from core.harness.generation.hand_over import merge_hand_over, plan_merged_hand_over
+from core.harness.generation.live import append_message
+from core.harness.generation.request import round_intent
 from core.harness.live import Throttle
 from core.harness.messages import (
     AssistantMessage,
