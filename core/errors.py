@@ -26,6 +26,7 @@
         ├── ConversationBusy   ``when_busy="reject"`` and the conversation is busy
         ├── RequestIdConflict  a request id reused for other content or the other type
         ├── ReminderFired      a reminder being cancelled fired first
+        ├── ApprovalDecided    a tool call already decided otherwise (or expired, withdrawn)
         ├── RegistryError      an extension that would make the registry invalid
         └── UnknownTool        configuring a tool no installed extension provides
 
@@ -38,6 +39,7 @@ from storage.
 from __future__ import annotations
 
 __all__ = [
+    "ApprovalDecided",
     "ConversationBusy",
     "DocumentError",
     "HarnessError",
@@ -172,6 +174,11 @@ class RequestIdConflict(HarnessError, ValueError):
 class ReminderFired(HarnessError):
     """A reminder being cancelled fired before the cancellation took effect (its message
     was submitted)."""
+
+
+class ApprovalDecided(HarnessError):
+    """A decision on a tool call that was already decided otherwise (or expired, or was
+    withdrawn by an abort); nothing was written."""
 
 
 class RegistryError(HarnessError, ValueError):

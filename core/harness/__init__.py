@@ -1,5 +1,6 @@
 """The agent harness: conversations, submissions, generation and tool tasks, models."""
 
+from core.harness.approvals import MAX_APPROVAL_NOTE_CHARS
 from core.harness.harness import (
     HARNESS_KINDS,
     Answer,
@@ -37,6 +38,7 @@ from core.harness.registry import (
     section,
 )
 from core.harness.reminders import MAX_DELAY_S, MAX_REMINDER_CHARS, reminders_extension
+from core.harness.schedules import Schedule, ScheduleArgs
 from core.harness.settings import (
     CompactionSettings,
     HarnessSettings,
@@ -48,6 +50,7 @@ from core.harness.watch import Frame, Watch
 
 __all__ = [
     "HARNESS_KINDS",
+    "MAX_APPROVAL_NOTE_CHARS",
     "MAX_DELAY_S",
     "MAX_REMINDER_CHARS",
     "Answer",
@@ -71,6 +74,8 @@ __all__ = [
     "Reminder",
     "ResolvedAgent",
     "RetrySettings",
+    "Schedule",
+    "ScheduleArgs",
     "Section",
     "Submission",
     "SystemMessage",

@@ -66,7 +66,17 @@ from core.harness.models import ModelError, ModelInfo, ModelRequest, StreamDone
 from core.harness.runs import add_usage, admit_write, count_stale, new_submission
 from core.harness.settings import CompactionSettings
 from core.jsonvalue import JsonObject, JsonValue
-from core.records import Completed, Entry, ErrorInfo, Failed, Task, Waiting
+from core.records import (
+    Aborted,
+    Completed,
+    Entry,
+    ErrorInfo,
+    Failed,
+    Faulted,
+    Orphaned,
+    Task,
+    Waiting,
+)
 from core.session.session import ensure_outside_commit
 from core.session.transaction import Tx
 from core.tasks.definition import TaskDefinition, define_task
@@ -186,9 +196,28 @@ async def in_flight_compaction(tx: Tx, conversation_id: int) -> int | None:
     return cast(int, noted["task"])
 
 
-async def settle_compaction(tx: Tx, task: Task) -> None:
+async def settle_compaction(
+    tx: Tx, task: Task, *, state: str | None = None, reason: str | None = None
+) -> None:
     """A compaction ended without a summary to land (failed, skipped, aborted, stale, or
-    settled by the scheduler): clear its ``live`` note."""
+    settled by the scheduler): clear its ``live`` note and note its end as a
+    ``compaction`` event (``state``, ``reason``), so that every ``started`` event is
+    followed by its end and no client shows a compaction running forever.
+
+    ``state`` defaults to what the scheduler's outcome says (``aborted``, or ``failed``
+    for a fault or an orphan; a completed task told its own end). A stale end is noted by
+    :func:`~core.harness.runs.count_stale` instead (``state="stale"`` notes nothing)."""
+    outcome = task.outcome
+    if state is None and isinstance(outcome, Aborted):
+        state = "aborted"
+    elif state is None and isinstance(outcome, Faulted | Orphaned):
+        state = "failed"
+        reason = outcome.error.message if isinstance(outcome, Faulted) else outcome.reason
+    if state is not None and state != "stale":
+        fields: dict[str, JsonValue] = {"state": state, "task": task.id}
+        if reason is not None:
+            fields["reason"] = reason
+        await note_event(tx, task.conversation_id, "compaction", **fields)
     live = await tx.doc(LIVE, task.conversation_id)
     value = live.value
     noted = value.get("compaction") if isinstance(value, dict) else None
@@ -276,7 +305,7 @@ def compaction_task(services: Callable[[], HarnessServices]) -> TaskDefinition:
             reason = "nothing to compact" if cut is None else "no_model"
 
             async def skip(tx: Tx, current: Task) -> Completed:
-                await settle_compaction(tx, current)
+                await settle_compaction(tx, current, state="skipped", reason=reason)
                 return Completed({"skipped": reason})
 
             await rt.commit(skip)
@@ -430,7 +459,7 @@ async def _summarize(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     async def place(tx: Tx, current: Task) -> Completed | Failed | JsonObject:
         await add_usage(tx, conv, final.usage, model=final.model or model)
         if problem is not None:
-            await settle_compaction(tx, current)
+            await settle_compaction(tx, current, state="failed", reason=problem)
             return Failed(ErrorInfo(problem, {"reason": "model_error"}))
         if end < len(older):  # more to summarize: checkpoint this chunk's summary
             return {
@@ -453,7 +482,7 @@ def _spent(cp: JsonObject) -> Usage:
 
 async def _end(rt: TaskRuntime, outcome: Failed) -> None:
     async def end(tx: Tx, current: Task) -> Failed:
-        await settle_compaction(tx, current)
+        await settle_compaction(tx, current, state="failed", reason=outcome.error.message)
         return outcome
 
     await rt.commit(end)
@@ -464,7 +493,7 @@ async def _end_stale(rt: TaskRuntime, cp: JsonObject, view: ContextView) -> None
     start = view.entries[0].id if view.entries else None
 
     async def end(tx: Tx, current: Task) -> Completed:
-        await settle_compaction(tx, current)
+        await settle_compaction(tx, current, state="stale")
         await count_stale(
             tx,
             current.conversation_id,

@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol
 from pydantic import ValidationError
 
 from core.clock import Clock
-from core.errors import ConversationBusy, InvalidInput, UnknownRecord
+from core.errors import InvalidInput, UnknownRecord
 from core.harness.builtin_documents import AGENT, INBOX, LIVE, USAGE
 from core.harness.compaction import start_compaction
 from core.harness.context import ContextView
@@ -22,26 +22,24 @@ from core.harness.registry import ResolvedAgent
 from core.harness.reminders import RemindArgs, start_reminder
 from core.harness.runs import (
     admit_write,
-    final_boundary,
     inbox_items,
     is_running,
     new_submission,
-    place_input,
-    queue_item,
-    start_run,
 )
+from core.harness.schedules import Schedule, ScheduleArgs, create_schedule, schedule_view
 from core.harness.settings import HarnessSettings
 from core.harness.submission import (
     Reminder,
     Submission,
     SubmissionOwner,
+    admit_input,
     check_request_id,
     seen_request,
     write_draft,
 )
 from core.harness.watch import Watch
 from core.jsonvalue import JsonObject, JsonValue, check_text
-from core.records import ConversationRecord, Entry, SubmissionRecord, SubmissionStatus
+from core.records import ConversationRecord, Entry, SubmissionRecord, SubmissionStatus, Task
 from core.session.documents import DocDefinition
 from core.session.transaction import Tx
 from core.storage.paging import scan_all
@@ -178,28 +176,15 @@ class Conversation:
         h = self._h
 
         async def admit(tx: Tx) -> SubmissionRecord:
-            existing = await seen_request(tx, self.id, request_id, "input", {"content": content})
-            if existing is not None:
-                return existing
-            await self._create_if_new(tx)
-            live = await tx.doc(LIVE, self.id)
-            inbox = await tx.doc(INBOX, self.id)
-            running = is_running(live.value)
-            queued = bool(inbox_items(inbox.value))
-            if running and when_busy == "reject":
-                raise ConversationBusy(f"conversation {self.id} is busy")
-            record = await new_submission(tx, self.id, "input", request_id)
-            if not running and not queued:
-                placed = await place_input(tx, record, content)
-                await start_run(tx, self.id, [placed])
-                return placed
-            if when_busy == "reject":
-                raise ConversationBusy(f"conversation {self.id} has queued input")
-            tx.put_submission(record)
-            queue_item(inbox, record, {"content": content, "when_busy": when_busy})
-            if not running:  # idle with leftovers of a failed run: place in order now
-                await final_boundary(tx, self.id, h.settings)
-            return record
+            return await admit_input(
+                tx,
+                self.id,
+                content,
+                request_id=request_id,
+                when_busy=when_busy,
+                settings=h.settings,
+                before_write=self._create_if_new,
+            )
 
         record = await h.session.commit(admit)
         self._create_with = None
@@ -259,6 +244,51 @@ class Conversation:
         task_id = await h.session.commit(create)
         h.resume()
         return Reminder(task=task_id, at=due)
+
+    async def schedule(
+        self,
+        message: str,
+        *,
+        cron: str | None = None,
+        every: int | str | None = None,
+        timezone: str = "UTC",
+        overlap: Literal["skip", "queue"] = "skip",
+        catch_up: Literal["none", "latest"] = "latest",
+        until: int | None = None,
+        request_id: str | None = None,
+    ) -> Schedule:
+        """Submit ``message`` to this conversation at every occurrence of ``cron`` (five
+        fields, read on the clock of ``timezone``) or ``every`` interval (seconds, or
+        ``"15m"``), until ``until`` (epoch ms) or until cancelled with
+        :meth:`Harness.cancel_schedule`; see :mod:`core.harness.schedules` for
+        ``overlap`` and ``catch_up``. Returns the schedule (its ``id``, the ``next``
+        occurrences in ISO-8601 in its zone). A ``request_id`` naming an earlier
+        schedule of this conversation returns it (the same arguments) or raises
+        :class:`RequestIdConflict`; bad arguments raise :class:`InvalidInput`. Nothing
+        is written in either case."""
+        check_request_id(request_id)
+        try:
+            args = ScheduleArgs(
+                message=message,
+                cron=cron,
+                every=every,
+                timezone=timezone,
+                overlap=overlap,
+                catch_up=catch_up,
+                until=until,
+            )
+        except ValidationError as e:
+            raise InvalidInput(f"invalid schedule: {e}") from None
+        h = self._h
+        now = h.clock.now()
+        args.cadence(now)  # refused here, before the commit, when it is not a schedule
+
+        async def create(tx: Tx) -> Task:
+            return await create_schedule(tx, self.id, args, now=now, request_id=request_id)
+
+        task = await h.session.commit(create)
+        h.resume()
+        return schedule_view(task, now)
 
     async def reset(
         self, handoff: str | None = None, *, request_id: str | None = None

@@ -26,7 +26,9 @@ The document value is ``{"next": n, "items": [event, ...]}``; each event is
                      whether a streamed part was kept as an interrupted entry).
 ``retry``            a retryable model error: ``attempt`` (the next one), ``delay_ms``,
                      ``until`` (epoch ms) and ``until_iso``, ``error``.
-``compaction``       ``state``: ``started`` (``reason``), ``landed`` or ``stale``.
+``compaction``       ``state``: ``started`` (``reason``), then its end: ``landed``,
+                     ``stale``, ``skipped`` (``reason``: nothing to compact, no model),
+                     ``failed`` (``reason``) or ``aborted``.
 ``abort``            an abort took effect: ``scope`` says which path —
                      ``conversation`` (the conversation's abort: ``tasks`` tasks marked,
                      ``background``: whether background work was included),
@@ -34,6 +36,10 @@ The document value is ``{"next": n, "items": [event, ...]}``; each event is
                      started, or a placed one whose run's generation ``task`` was marked),
                      ``task`` (one task aborted by id: ``task``, ``task_kind``, ``tool``)
                      or ``timer`` (a pending reminder cancelled: ``task``).
+``approval``         a tool call waits for a person's decision (``state: pending``,
+                     ``expires_at`` if it expires) or that wait settled (``approved``,
+                     ``denied``, ``expired``, ``withdrawn``); ``task``, ``tool``,
+                     ``call_id``, ``note`` (see :mod:`core.harness.approvals`).
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from core.errors import (
     UnknownRecord,
 )
 from core.harness.agents import agent_change
+from core.harness.approvals import decide, pending_approvals
 from core.harness.builtin_documents import AGENT, USAGE
 from core.harness.compaction import COMPACTION, compaction_task, settle_compaction
 from core.harness.context import ActiveRange, ContextView, RangeCache
@@ -50,6 +51,7 @@ from core.harness.models import Models
 from core.harness.registry import Registry, ResolvedAgent
 from core.harness.reminders import REMINDER, pending_timers, reminder_task
 from core.harness.runs import withdraw_inputs
+from core.harness.schedules import SCHEDULE, Schedule, schedule_task, schedule_view
 from core.harness.services import HarnessServices
 from core.harness.settings import HarnessSettings
 from core.harness.submission import (
@@ -200,6 +202,7 @@ class Harness:
                 tool_task(services),
                 compaction_task(services),
                 reminder_task(services),
+                schedule_task(services),
             )
         }
         engine = await Engine.open(
@@ -356,6 +359,29 @@ class Harness:
             raise ReminderFired(f"reminder {task_id} fired before it was cancelled")
         return ended
 
+    async def cancel_schedule(self, task_id: int) -> Schedule:
+        """Cancel a recurring schedule: mark its task aborted and wait until it ended (an
+        occurrence firing meanwhile commits first or not at all). Returns the schedule as
+        it ended. :class:`TaskNotFound` when ``task_id`` is not a live schedule."""
+        task = self.session.tasks.get(task_id)
+        if task is None or task.kind != SCHEDULE:
+            raise TaskNotFound(f"no active schedule {task_id}")
+        await self.abort_task(task_id, scope="schedule")
+        ended = await self.wait_for_task(task_id)
+        return schedule_view(ended, self.clock.now())
+
+    def schedules(self, conversation_id: int | None = None) -> list[Schedule]:
+        """The live recurring schedules (of one conversation, or all), oldest first, each
+        with its next occurrences (see :func:`core.harness.schedules.schedule_view`)."""
+        now = self.clock.now()
+        return [
+            schedule_view(task, now)
+            for task in sorted(self.session.tasks.values(), key=lambda t: t.id)
+            if task.kind == SCHEDULE
+            and task.outcome is None
+            and (conversation_id is None or task.conversation_id == conversation_id)
+        ]
+
     def inspect(self) -> Inspection:
         return self.engine.inspect()
 
@@ -363,6 +389,23 @@ class Harness:
         """Pending reminders and other waits for a time, soonest first (see
         :func:`core.harness.reminders.pending_timers`)."""
         return pending_timers(list(self.session.tasks.values()))
+
+    def approvals(self) -> list[JsonObject]:
+        """Tool calls waiting for a person's decision, oldest first (see
+        :func:`core.harness.approvals.pending_approvals`)."""
+        return pending_approvals(self.session.tasks.values())
+
+    async def decide_approval(
+        self,
+        task_id: int,
+        decision: str,
+        *,
+        note: str | None = None,
+        request_id: str | None = None,
+    ) -> JsonObject:
+        """Approve or deny the call ``task_id`` pending approval; see
+        :func:`core.harness.approvals.decide`."""
+        return await decide(self, task_id, decision, note=note, request_id=request_id)
 
     def next_wake(self) -> int | None:
         return self.engine.next_wake()

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RESERVED_TASKS",
+    "ApprovalRule",
     "Block",
     "Extension",
     "Hooks",
@@ -46,6 +47,9 @@ __all__ = [
 ReplayPolicy: TypeAlias = Literal["safe", "unsafe", "recoverable"]
 ExecutionMode: TypeAlias = Literal["parallel", "sequential"]
 ToolExecute: TypeAlias = Callable[[Any, "ToolContext"], Awaitable["ToolResult | str"]]
+ApprovalRule: TypeAlias = Literal["never", "always"] | Callable[[Any], bool]
+"""Whether a tool's call waits for a person's decision: ``never``, ``always``, or a
+predicate over the call's validated arguments (true: ask)."""
 
 RESERVED_TASKS = frozenset({"perdure.generation", "perdure.tool", "perdure.compaction"})
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -63,6 +67,11 @@ class ToolDefinition:
     of the call's op id (the tool must route its side effect through one env op keyed by
     ``ctx.op``). ``execution_mode="sequential"`` makes a tool round containing this tool
     run its calls one at a time.
+
+    ``approval`` says whether a call waits for a person's decision before it runs
+    (``never``, ``always``, or a predicate over the validated arguments), and
+    ``approval_expires_s`` after how many seconds an undecided call is denied (``None``:
+    it waits as long as it takes); see :mod:`core.harness.approvals`.
     """
 
     name: str
@@ -73,6 +82,8 @@ class ToolDefinition:
     execution_mode: ExecutionMode = "parallel"
     max_output_bytes: int | None = None
     max_output_lines: int | None = None
+    approval: ApprovalRule = "never"
+    approval_expires_s: float | None = None
 
     def schema(self) -> JsonObject:
         """The JSON schema of the parameters (built once per model class: pydantic's
@@ -100,6 +111,8 @@ def define_tool(
     execution_mode: ExecutionMode = "parallel",
     max_output_bytes: int | None = None,
     max_output_lines: int | None = None,
+    approval: ApprovalRule = "never",
+    approval_expires_s: float | None = None,
 ) -> ToolDefinition:
     if not isinstance(name, str) or not _TOOL_NAME.match(name):
         raise RegistryError(f"tool names match {_TOOL_NAME.pattern}, got {name!r}")
@@ -109,6 +122,12 @@ def define_tool(
         raise RegistryError(f"unknown execution mode {execution_mode!r}")
     if not (isinstance(parameters, type) and issubclass(parameters, BaseModel)):
         raise RegistryError(f"tool {name!r}: parameters must be a pydantic model class")
+    if approval not in ("never", "always") and not callable(approval):
+        raise RegistryError(f"tool {name!r}: approval is 'never', 'always' or a predicate")
+    if approval_expires_s is not None and not (
+        isinstance(approval_expires_s, int | float) and 0 < approval_expires_s <= 366 * 86400
+    ):
+        raise RegistryError(f"tool {name!r}: approval_expires_s is seconds, up to 366 days")
     return ToolDefinition(
         name,
         description,
@@ -118,6 +137,8 @@ def define_tool(
         execution_mode,
         max_output_bytes,
         max_output_lines,
+        approval,
+        approval_expires_s,
     )
 
 

@@ -10,6 +10,8 @@ task cancels the reminder.
 The agent sets reminders with the ``remind`` tool of :func:`reminders_extension` (hosts
 install it beside the coding tools; the timer task itself is always built in, so pending
 reminders fire whatever is installed); applications use :meth:`Conversation.remind`.
+The extension also carries the recurring schedules' tools, ``schedule`` and
+``cancel_schedule`` (:mod:`core.harness.schedule_tools`).
 :func:`pending_timers` lists what is waiting for a time.
 """
 
@@ -22,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.errors import InvalidInput
 from core.harness.registry import Extension, define_extension, define_tool
+from core.harness.schedule_tools import schedule_tools
 from core.harness.tools import ToolContext, ToolResult
 from core.jsonvalue import JsonObject
 from core.records import Task, Waiting
@@ -144,7 +147,8 @@ def reminders_extension() -> Extension:
                 parameters=RemindArgs,
                 execute=_remind,
                 replay="safe",
-            )
+            ),
+            *schedule_tools(),
         ],
     )
 

@@ -10,12 +10,13 @@ so a refused request leaves nothing behind.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import ValidationError
 
-from core.errors import InvalidInput, RequestIdConflict, UnknownRecord
+from core.errors import ConversationBusy, InvalidInput, RequestIdConflict, UnknownRecord
 from core.harness.builtin_documents import INBOX, LIVE
 from core.harness.events import note_event
 from core.harness.messages import (
@@ -25,11 +26,23 @@ from core.harness.messages import (
     message_from_json,
     message_to_json,
 )
-from core.harness.runs import inbox_items, withdraw_summary
+from core.harness.runs import (
+    final_boundary,
+    inbox_items,
+    is_running,
+    new_submission,
+    place_input,
+    queue_item,
+    start_run,
+    withdraw_summary,
+)
 from core.jsonvalue import JsonObject, JsonValue, check_text, json_copy, json_equal
 from core.records import Entry, SubmissionRecord
 from core.session.session import Session
 from core.session.transaction import Tx
+
+if TYPE_CHECKING:
+    from core.harness.settings import HarnessSettings
 
 __all__ = [
     "HARNESS_KINDS",
@@ -37,6 +50,7 @@ __all__ = [
     "Reminder",
     "Submission",
     "SubmissionOwner",
+    "admit_input",
     "check_request_id",
     "seen_request",
     "write_draft",
@@ -171,6 +185,47 @@ class Submission:
         if generation is not None:
             await h.abort_task(generation, scope="submission", submission=self.id)
         return result  # type: ignore[return-value]
+
+
+async def admit_input(
+    tx: Tx,
+    conversation_id: int,
+    content: str,
+    *,
+    request_id: str | None,
+    when_busy: Literal["follow_up", "steer", "reject"],
+    settings: HarnessSettings,
+    before_write: Callable[[Tx], Awaitable[None]] | None = None,
+) -> SubmissionRecord:
+    """Inside a commit: admit user input (see :meth:`Conversation.submit`). A known
+    ``request_id`` returns the original before anything is written; otherwise an idle
+    conversation gets the input placed and a run started, a busy one queues it (or
+    refuses it under ``reject``). ``before_write`` runs after the dedupe's reads, before
+    the first write (a deferred root is created there). A recurring schedule admits its
+    occurrence here, in the commit that also moves it to its next occurrence."""
+    existing = await seen_request(tx, conversation_id, request_id, "input", {"content": content})
+    if existing is not None:
+        return existing
+    if before_write is not None:
+        await before_write(tx)
+    live = await tx.doc(LIVE, conversation_id)
+    inbox = await tx.doc(INBOX, conversation_id)
+    running = is_running(live.value)
+    queued = bool(inbox_items(inbox.value))
+    if running and when_busy == "reject":
+        raise ConversationBusy(f"conversation {conversation_id} is busy")
+    record = await new_submission(tx, conversation_id, "input", request_id)
+    if not running and not queued:
+        placed = await place_input(tx, record, content)
+        await start_run(tx, conversation_id, [placed])
+        return placed
+    if when_busy == "reject":
+        raise ConversationBusy(f"conversation {conversation_id} has queued input")
+    tx.put_submission(record)
+    queue_item(inbox, record, {"content": content, "when_busy": when_busy})
+    if not running:  # idle with leftovers of a failed run: place in order now
+        await final_boundary(tx, conversation_id, settings)
+    return record
 
 
 async def seen_request(

@@ -16,10 +16,17 @@ Phases:
              issues it again under the same id (the environment answers with the recorded
              result instead of running it twice); anything else is reported to the model
              as ``interrupted``, with whatever output was committed.
+``approval`` a call whose tool asks for a decision (``define_tool(approval=...)``) parks
+             after its hooks, before its intent (see :mod:`core.harness.approvals`);
+             this phase runs once it is decided or expired: approve commits the intent
+             and runs the tool, deny (or the expiry) gives the model the denial.
 
 Results are bounded (50 KiB / 2,000 lines by default, the head kept) and carry
 diagnostics: tool_unavailable, invalid_arguments, blocked, interrupted, aborted,
-tool_error, truncated.
+tool_error, truncated, denied.
+
+Size: just over 600 lines because the phases of one call (call, execute, approval) and
+its abort share the ``_Call`` helpers; the approval's bookkeeping is in ``approvals.py``.
 """
 
 from __future__ import annotations
@@ -35,6 +42,14 @@ from pydantic import BaseModel, ValidationError
 
 from core.env import OP_ID_PATTERN, EnvUnavailable, ExecutionEnv, OpLost, OpRef
 from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
+from core.harness.approvals import (
+    APPROVAL_PHASE,
+    denial,
+    needs_approval,
+    note_approval,
+    park,
+    show,
+)
 from core.harness.builtin_documents import LIVE
 from core.harness.events import note_event
 from core.harness.generation.hand_over import merge_hand_over, plan_merged_hand_over
@@ -56,6 +71,7 @@ from core.session.session import ensure_outside_commit
 from core.session.transaction import Tx
 from core.tasks.definition import TaskDefinition, define_task
 from core.tasks.runtime import TaskRuntime
+from core.times import iso_time
 
 if TYPE_CHECKING:
     from core.harness.services import HarnessServices
@@ -77,10 +93,17 @@ def tool_task(services: Callable[[], HarnessServices]) -> TaskDefinition:
         else:
             await _recover(services(), task, rt)
 
+    async def approval(task: Task, rt: TaskRuntime) -> None:
+        await _decided(services(), task, rt)
+
     async def abort(task: Task, rt: TaskRuntime) -> None:
         await _abort(services(), task, rt)
 
-    return define_task(TOOL, phases={"call": call, "execute": execute}, abort=abort)
+    return define_task(
+        TOOL,
+        phases={"call": call, "execute": execute, APPROVAL_PHASE: approval},
+        abort=abort,
+    )
 
 
 # --------------------------------------------------------------------------- the call
@@ -99,6 +122,9 @@ class _Call:
         self.agent = agent
         self.tool = agent.tools.get(call.name)
         self.output = ""
+        approval = (task.checkpoint or {}).get("approval")
+        # The call's approval record (with its decision), kept into the outcome.
+        self.approval: JsonObject | None = approval if isinstance(approval, dict) else None
         self._throttle: Throttle | None = None  # made by the first output reported
         self._stopped = False
 
@@ -160,9 +186,11 @@ class _Call:
         failed: bool = False,
         aborted: bool = False,
         event: JsonObject | None = None,
+        settled: str | None = None,
     ) -> None:
         """Commit the result entry, the slot and the outcome (and ``event``, a
-        ``tool_recovery`` event's fields) in one commit."""
+        ``tool_recovery`` event's fields; ``settled``, the state of an ``approval``
+        event this commit settles) in one commit."""
         await self.stop_output()
         limits = self.tool
         content, cut = bound_output(
@@ -217,6 +245,12 @@ class _Call:
                 if inspect.isawaitable(applied):
                     await applied
             outcome: JsonObject = {"entry": entry.id}
+            if self.approval is not None:
+                # Kept with the outcome: a repeated decision is answered from it.
+                outcome["approval"] = self.approval
+                await show(tx, current, None)
+                if settled is not None:
+                    await note_approval(tx, current, self.approval, settled)
             if event is not None:
                 await note_event(tx, conv, "tool_recovery", **event)
             if plan is not None:
@@ -293,6 +327,9 @@ async def _call(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     # Arguments a hook handed back are detached from it; the entry's are not shared
     # with anyone who could change them.
     stored = json_copy(arguments, "tool arguments") if hooked else arguments
+    if needs_approval(tool, args, h.report):
+        await _ask(c, tool, cast(JsonObject, stored))
+        return
     cp = task.checkpoint or {}
     if (
         cp.get("phase") == "execute"
@@ -310,6 +347,66 @@ async def _call(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
         if slot is not None:
             slot["status"] = "running"
         return {"phase": "execute", "arguments": stored, "replay": tool.replay, "attempt": 1}
+
+    await rt.commit(intent)
+    await _run(c, tool, args, 1)
+
+
+async def _ask(c: _Call, tool: ToolDefinition, stored: JsonObject) -> None:
+    """Park the call until a person decides (or its expiry): no intent yet, nothing ran."""
+
+    async def ask(tx: Tx, current: Task) -> None:
+        await park(tx, current, tool, c.call.id, stored)
+
+    await c.rt.commit(ask)
+
+
+async def _decided(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
+    """The ``approval`` phase: a decision was recorded, or the call expired undecided."""
+    c = await _load(h, task, rt)
+    assert c is not None
+    cp = task.checkpoint or {}
+    approval: JsonObject = dict(c.approval or {})
+    if "decision" not in approval:  # woken by its expiry, with no decision
+        now = rt.now()
+        approval.update(decision="deny", by="expiry", decided_at=now, decided_at_iso=iso_time(now))
+    c.approval = approval
+    if approval["decision"] != "approve":
+        expired = approval.get("by") == "expiry"
+        text = denial(c.call.name, approval)
+        await c.finish(
+            ToolResult(f"[denied] {text}", is_error=True),
+            [Diagnostic("denied", text)],
+            settled="expired" if expired else None,  # a person's: noted when decided
+        )
+        return
+    tool = c.tool
+    arguments = cast(JsonObject, cp.get("arguments"))
+    if tool is None:
+        text = f"Tool {c.call.name} is not available"
+        await c.finish(
+            ToolResult(f"[error] {text}", is_error=True), [Diagnostic("tool_unavailable", text)]
+        )
+        return
+    args = _validate(tool, arguments, gated=True)
+    if isinstance(args, str):
+        await c.finish(
+            ToolResult(f"[error] {args}", is_error=True), [Diagnostic("invalid_arguments", args)]
+        )
+        return
+
+    async def intent(tx: Tx, current: Task) -> JsonObject:
+        slot = await _slot(tx, current, c.call.id)
+        if slot is not None:
+            slot["status"] = "running"
+        # The approval rides along: recovery (invariant 7) and the outcome keep it.
+        return {
+            "phase": "execute",
+            "arguments": arguments,
+            "replay": tool.replay,
+            "attempt": 1,
+            "approval": approval,
+        }
 
     await rt.commit(intent)
     await _run(c, tool, args, 1)
@@ -482,6 +579,19 @@ async def _abort(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
                 h.report(e)
     output = await _slot_output(h, rt.conversation_id, c.call.id)
     text = f"Tool {c.call.name} was aborted"
+    settled = None
+    if c.approval is not None and "decision" not in c.approval:
+        # Aborting the run withdraws the question: the tool never ran.
+        now = rt.now()
+        c.approval = {
+            **c.approval,
+            "decision": "withdrawn",
+            "by": "abort",
+            "decided_at": now,
+            "decided_at_iso": iso_time(now),
+        }
+        text += " while it waited for approval (the approval was withdrawn)"
+        settled = "withdrawn"
     result = ToolResult(f"{output}\n[error] {text}" if output else f"[error] {text}", is_error=True)
     ctx = c.context(1)
     for hooks in c.agent.hooks:
@@ -494,7 +604,7 @@ async def _abort(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
             continue
         if replaced is not None:
             result = replaced
-    await c.finish(result, [Diagnostic("aborted", text)], aborted=True)
+    await c.finish(result, [Diagnostic("aborted", text)], aborted=True, settled=settled)
 
 
 async def settle_tool(h: HarnessServices, tx: Tx, task: Task) -> None:

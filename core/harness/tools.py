@@ -38,6 +38,7 @@ DiagnosticCode = Literal[
     "tool_unavailable",
     "invalid_arguments",
     "blocked",
+    "denied",
     "interrupted",
     "aborted",
     "tool_error",

@@ -6,7 +6,8 @@ The layout is the one ``pywrangler sync`` leaves for ``wrangler deploy`` (run
 * ``wrangler.toml`` — this directory's, unchanged (``main = "src/entry.py"``);
 * ``src/entry.py`` and, beside it, the repository's own modules the entry imports,
   directly or not (found by :mod:`modulefinder`, which reads imports without running
-  them: deferred and ``TYPE_CHECKING`` imports count too), and nothing else — no
+  them: deferred and ``TYPE_CHECKING`` imports count too) with their package data (the
+  web inspector's files, which the Worker serves at ``/ui``), and nothing else — no
   tests, no local host, no sandbox server;
 * ``python_modules/`` — the Pyodide wheels of every dependency in ``pyproject.toml``
   (here), installed for Python 3.14 on ``pyemscripten_2026_0_wasm32`` (the Pyodide
@@ -80,6 +81,22 @@ def source_modules(entry: Path = HERE / "src/entry.py") -> list[Path]:
     if not files:
         raise BuildError(f"{entry} imports nothing from the repository")
     return sorted(files)
+
+
+def package_data(modules: list[Path], project: Path = ROOT / "pyproject.toml") -> list[Path]:
+    """The data files of the bundled packages, as ``pip install .`` installs them: the
+    root ``pyproject.toml``'s ``[tool.setuptools.package-data]`` globs, for each package
+    with a module in ``modules`` (the web inspector's files, which the Worker serves)."""
+    config = tomllib.loads(project.read_text())
+    patterns = config.get("tool", {}).get("setuptools", {}).get("package-data", {})
+    bundled = {m.parent for m in modules}
+    found: set[Path] = set()
+    for package, globs in patterns.items():
+        directory = ROOT.joinpath(*package.split("."))
+        if directory.resolve() in bundled:
+            for pattern in globs:
+                found |= {f.resolve() for f in directory.glob(pattern) if f.is_file()}
+    return sorted(found)
 
 
 def _prepare(out: Path) -> None:
@@ -157,7 +174,7 @@ def build(out: Path) -> dict[str, int]:
     src = out / "src"
     src.mkdir()
     shutil.copy2(HERE / "src/entry.py", src / "entry.py")
-    for path in modules:
+    for path in [*modules, *package_data(modules)]:
         target = src / path.relative_to(ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)

@@ -3,7 +3,7 @@ token against it.
 
 :data:`ROUTE_RIGHTS` maps every ``(method, path template)`` of the API to the right it
 needs: ``read`` (views, the watch, listings within the actor), ``submit`` (read, plus
-submissions, abort and reminders), ``admin`` (everything on the actor: its agent, forks,
+submissions, abort, reminders and schedules), ``admin`` (everything on the actor: its agent, forks,
 compaction, resets) or ``operator`` (the host's API token only: the host-wide listing and
 minting tokens). A route missing from the table is refused to every scoped token, and the
 app refuses to start with one (:func:`unmapped_routes`), so a new route cannot be
@@ -54,6 +54,8 @@ ROUTE_RIGHTS: Mapping[tuple[str, str], Need] = {
     ("GET", _A + "/timers"): "read",
     ("DELETE", _A + "/timers/{task_id}"): "submit",  # cancels a reminder
     ("GET", _A + "/conversations"): "read",
+    ("GET", _A + "/approvals"): "read",
+    ("POST", _A + "/approvals/{approval_id}"): "submit",  # a decision is the user's input
     # one conversation
     ("GET", _C + "/view"): "read",
     ("GET", _C + "/watch"): "read",
@@ -63,6 +65,9 @@ ROUTE_RIGHTS: Mapping[tuple[str, str], Need] = {
     ("GET", _C + "/entries"): "read",
     ("POST", _C + "/abort"): "submit",
     ("POST", _C + "/reminders"): "submit",
+    ("POST", _C + "/schedules"): "submit",
+    ("GET", _C + "/schedules"): "read",
+    ("DELETE", _C + "/schedules/{schedule_id}"): "submit",
     ("PATCH", _C + "/agent"): "admin",
     ("POST", _C + "/fork"): "admin",
     ("POST", _C + "/compact"): "admin",

@@ -36,7 +36,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -64,6 +64,7 @@ from runtimes.actor.config import ActorConfig, ActorEnvProvider
 from runtimes.actor.errors import ActorLocked
 from runtimes.actor.host import Host
 from runtimes.actor.memory import MemoryActorStore, MemoryHost
+from runtimes.client import Accepted, ActorClient, StreamingASGITransport, SubmissionState
 
 __all__ = [
     "HOST_CHECKS",
@@ -75,6 +76,7 @@ __all__ = [
     "KitTools",
     "MemoryTarget",
     "check_bad_input_writes_nothing",
+    "check_client_script",
     "check_deltas_long_poll",
     "check_evicted_mid_tools_resumes",
     "check_forged_cursors_are_refused",
@@ -85,6 +87,7 @@ __all__ = [
     "check_second_writer_is_refused",
     "check_submission_shape",
     "check_submit_tool_answer",
+    "client_script",
     "kit_config",
     "mid_tools_phase",
     "resumed_phase",
@@ -676,6 +679,19 @@ BAD_REQUESTS: list[tuple[str, str, Any]] = [
     ("POST", "/conversations/1/reset", {"handoff": 3}),
     ("POST", "/conversations/1/abort", {"background": "yes"}),
     ("DELETE", "/timers/12345", None),
+    ("POST", "/conversations/1/schedules", {"message": "x", "cron": "0 9 * *"}),
+    ("POST", "/conversations/1/schedules", {"message": "x", "cron": "0 25 * * *"}),
+    (
+        "POST",
+        "/conversations/1/schedules",
+        {"message": "x", "cron": "0 9 * * *", "timezone": "Mars/Base"},
+    ),
+    ("POST", "/conversations/1/schedules", {"message": "x", "every": 30}),
+    ("POST", "/conversations/1/schedules", {"message": "x", "every": "10s"}),
+    ("POST", "/conversations/1/schedules", {"message": "x", "every": 60, "cron": "* * * * *"}),
+    ("POST", "/conversations/1/schedules", {"message": "x"}),
+    ("POST", "/conversations/1/schedules", {"message": "x", "every": 60, "until": 1}),
+    ("DELETE", "/conversations/1/schedules/12345", None),
     ("POST", "/conversations/7/abort", {}),
 ]
 
@@ -903,6 +919,157 @@ async def check_deltas_long_poll(target: KitTarget) -> None:
         assert target.digest("kit-d") == before and not target.exists("kit-nobody")
 
 
+async def check_schedule_fires_each_occurrence_once(target: KitTarget) -> None:
+    """``every: 60`` for ten virtual minutes, with an eviction (its wake delivered twice)
+    after the third occurrence and a kill right after the seventh was admitted, submits
+    exactly ten messages, each answered; the listing shows the next occurrences in
+    ISO-8601 with their zone, and a cancel stops the schedule."""
+    clock, actor = VirtualClock(), "kit-s"
+    path = f"/v1/actors/{actor}/conversations/1/schedules"
+    due: list[int] = []
+    made: dict[str, Any] = {}
+
+    async def occurrence(client: httpx.AsyncClient, at: int) -> dict[str, Any]:
+        return await _settled_by_request(client, actor, f"schedule:{made['id']}:{at}")
+
+    async def minutes(client: httpx.AsyncClient, host: KitHost, first: int, last: int) -> None:
+        for minute in range(first, last + 1):
+            clock.set(due[minute - 1])
+            # The host's own wake-up, or the timer of an actor it keeps open; then the
+            # same wake again (delivered twice), harmless.
+            await asyncio.gather(host.wake(actor), host.wake(actor))
+            await _bounded(_fired(client, path, minute))  # the occurrence is admitted
+            if minute == last == 7:  # killed right after the occurrence's commit
+                return
+            assert (await occurrence(client, due[minute - 1]))["status"] == "done"
+            if minute == 3:  # idle: evicted, its next deadline kept by the host
+                async with host.use(actor) as harness:
+                    await _bounded(harness.wait_for_idle())
+                assert await host.evict(actor)
+                assert host.wakes.get(actor) == due[3], host.wakes
+
+    host = target.host(kit_config(), clock)
+    async with _serving(host) as client:
+        await _settled(client, actor, (await _submit(client, actor, _hello))["id"])
+        body = {"message": "tick", "every": 60, "timezone": "Europe/Vienna", "request_id": "s1"}
+        r = await client.post(path, json=body)
+        assert r.status_code == 201, r.text
+        made.update(r.json())
+        assert (await client.post(path, json=body)).json()["id"] == made["id"]  # a retry
+        assert len(made["next"]) == 3 and made["next"][0][-6:] in ("+01:00", "+02:00"), made
+        due.extend(made["next_at"] + minute * 60_000 for minute in range(10))
+        await minutes(client, host, 1, 7)
+        await target.kill(host)
+    host = target.host(kit_config(), clock)
+    async with _serving(host) as client:
+        await host.wake(actor)  # the occurrence admitted before the kill is answered...
+        assert (await occurrence(client, due[6]))["status"] == "done"
+        await minutes(client, host, 8, 10)  # ...and the schedule goes on
+        for at in due:
+            assert (await occurrence(client, at))["status"] == "done", at
+        entries = await _entries(client, actor)
+        ticks = [e for e in entries if e["kind"] == "user" and e["message"]["content"] == "tick"]
+        assert len(ticks) == 10, [e["message"] for e in entries]
+        (listed,) = (await client.get(path)).json()["schedules"]
+        assert listed["fired"] == 10 and listed["next_at"] == due[-1] + 60_000, listed
+        r = await client.delete(f"{path}/{made['id']}")
+        assert r.status_code == 200 and r.json()["status"] == "aborted", r.text
+        assert (await client.get(path)).json()["schedules"] == []
+
+
+async def _fired(client: httpx.AsyncClient, path: str, count: int) -> None:
+    """Return once the conversation's one schedule has fired ``count`` occurrences."""
+    while True:
+        r = await client.get(path)
+        assert r.status_code == 200, r.text
+        if r.json()["schedules"][0]["fired"] >= count:
+            return
+        await asyncio.sleep(0.005)
+
+
+async def client_script(
+    client: ActorClient,
+    actor: str,
+    request_id: str,
+    *,
+    submitted: Callable[[Accepted], Awaitable[None]] | None = None,
+) -> str:
+    """The client script every host passes unchanged: submit (with a request id), poll
+    the submission until it is answered — by id, or by request id while it is ``mailed``
+    — watch the conversation until its view shows the answer, and read the answer back
+    from the transcript; a retry answers the original. ``submitted`` runs between the
+    submission and the poll (the AWS check frees the actor there). Returns how the
+    watch read the conversation (``sse`` or ``poll``)."""
+    accepted = await client.submit(actor, "hello", request_id=request_id)
+    assert accepted.request_id == request_id and accepted.conversation_id == 1, accepted
+    if submitted is not None:
+        await submitted(accepted)
+    state: SubmissionState = await client.wait(actor, accepted, timeout=_TIMEOUT_S)
+    assert state.status == "done" and state.answer is not None, state
+    assert state.answer.text == "echo: hello" and state.request_id == request_id, state
+    answer = state.answer.entry
+    async with client.watch(actor) as watch:
+        async for _frame in watch:
+            if watch.view is not None and answer in watch.view["entries"]:
+                break
+    transcript = [entry async for entry in client.entries(actor)]
+    assert transcript[-1] == answer, (transcript, answer)
+    again = await client.submit(actor, "hello", request_id=request_id)
+    assert again.id == state.id and again.status == "done", (again, state)
+    return watch.via
+
+
+async def check_client_script(target: KitTarget) -> None:
+    """:func:`client_script` through the typed client (``runtimes.client``), in-process
+    against the host's app, where the watch is an event stream; through a target's own
+    front door (AWS: Lambda cannot stream, so the client falls back to the long poll),
+    also for a submission mailed while another invocation holds the actor."""
+    clock = VirtualClock()
+    host = target.host(kit_config(), clock)
+    app = create_app(host, ApiConfig(KIT_TOKEN))
+    await host.start()
+    transport = StreamingASGITransport(app)
+
+    async def ticking() -> None:
+        # The virtual clock paces watch wake-ups: let it move while the script runs.
+        while True:
+            await asyncio.sleep(0.005)
+            clock.advance(50)
+
+    ticker = asyncio.ensure_future(ticking())
+    try:
+        async with ActorClient("http://kit", KIT_TOKEN, transport=transport) as client:
+            assert await _bounded(client_script(client, "kit-c", "kit-c1")) == "sse"
+    finally:
+        ticker.cancel()
+        await asyncio.gather(ticker, return_exceptions=True)
+        await host.close()
+    front_door: Callable[[ActorConfig, Clock], httpx.AsyncBaseTransport] | None = getattr(
+        target, "front_door", None
+    )
+    if front_door is None:
+        return
+    door = front_door(kit_config(), VirtualClock())
+    async with ActorClient("http://kit", KIT_TOKEN, transport=door) as client:
+        assert await _bounded(client_script(client, "kit-c", "kit-c2")) == "poll"
+        holder = target.host(kit_config(), VirtualClock())
+        await holder.start()
+        held = AsyncExitStack()  # the other invocation's hold on the actor
+
+        async def free(accepted: Accepted) -> None:
+            assert accepted.id is None and accepted.status == "mailed", accepted
+            await held.aclose()
+            await holder.close()  # the actor is free: the next invocation drains its mail
+
+        try:
+            harness = await held.enter_async_context(holder.use("kit-cm", create=True))
+            await harness.root(agent=dict(KIT_AGENT))
+            await _bounded(client_script(client, "kit-cm", "kit-cm1", submitted=free))
+        finally:
+            await held.aclose()
+            await holder.close()
+
+
 HOST_CHECKS: list[Callable[[KitTarget], Awaitable[None]]] = [
     check_submit_tool_answer,
     check_submission_shape,
@@ -915,5 +1082,7 @@ HOST_CHECKS: list[Callable[[KitTarget], Awaitable[None]]] = [
     check_second_writer_is_refused,
     check_deltas_long_poll,
     check_forged_cursors_are_refused,
+    check_schedule_fires_each_occurrence_once,
+    check_client_script,
 ]
 """Every check, for a host's test suite to parametrize over."""

@@ -17,7 +17,7 @@ from typing import Any
 from core.harness import Harness
 from core.session import CommitEvent
 
-__all__ = ["due_tasks", "wait_for_due_commit"]
+__all__ = ["due_tasks", "wait_for_due_commit", "wait_until_quiet"]
 
 _RUNNABLE = frozenset({"running", "ready", "completing"})
 
@@ -63,3 +63,17 @@ async def wait_for_due_commit(harness: Harness, timeout_s: float) -> bool:
         for future in (committed, *ends):
             future.cancel()
         await asyncio.gather(*ends, return_exceptions=True)
+
+
+async def wait_until_quiet(harness: Harness, timeout_s: float) -> None:
+    """Wait until the actor is idle or none of its tasks can run now — every live one
+    waits for a later time or for a person's decision (a tool call pending approval,
+    which holds nothing: docs/design.md invariant 18) — so the invocation can park it.
+    Raises ``TimeoutError`` when ``timeout_s`` passed first, and what
+    :func:`wait_for_due_commit` raises."""
+    harness.resume()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not harness.engine.scheduler.idle() and due_tasks(harness):
+        if not await wait_for_due_commit(harness, deadline - loop.time()):
+            raise TimeoutError

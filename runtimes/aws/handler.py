@@ -71,7 +71,7 @@ from runtimes.actor.errors import ActorLocked, InvalidActorId
 from runtimes.actor.ids import check_actor_id
 from runtimes.aws.alarms import WAKE_EVENT, WakeSchedule
 from runtimes.aws.config import SETTINGS_FACTORY, Misconfigured
-from runtimes.aws.due import wait_for_due_commit
+from runtimes.aws.due import wait_for_due_commit, wait_until_quiet
 from runtimes.aws.host import AwsActorStore, AwsHost
 from runtimes.aws.lease import DEFAULT_LEASE_MS
 from runtimes.aws.mailbox import Mailbox, mailed_accepted, mailed_state
@@ -404,7 +404,9 @@ class ActorFunction:
             if entry is None:
                 continue
             try:
-                await asyncio.wait_for(entry.harness.wait_for_idle(), self._budget_s(context))
+                # Quiet, not idle: a call waiting for a decision must not hold the
+                # invocation (it would wait out the budget and come back at once).
+                await wait_until_quiet(entry.harness, self._budget_s(context))
             except TimeoutError:
                 # Out of time: parked with work left, it must come back at once.
                 host.unfinished.add(name)

@@ -38,14 +38,14 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import httpx
 from rich.console import Console
 
-from core.docops import InvalidOp, apply_ops
+from core.docops import InvalidOp
 from core.jsonvalue import JsonObject, JsonValue
 from remote_env.client.sse import parse_sse
 from runtimes.cli.screen import Screen, interactive_terminal
 from runtimes.cli.transcript import Transcript, as_list, as_object
+from runtimes.client import ActorClient, ApiError, ClientError, HostUnreachable
 
 __all__ = ["ChatOptions", "Screen", "chat_main", "run_chat", "sse_events"]
 
@@ -83,9 +83,9 @@ async def sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, Json
 
 
 class Chat:
-    def __init__(self, options: ChatOptions, http: httpx.AsyncClient, screen: Screen) -> None:
+    def __init__(self, options: ChatOptions, client: ActorClient, screen: Screen) -> None:
         self.options = options
-        self.http = http
+        self.client = client
         self.screen = screen
         self.transcript = Transcript(screen)
         base = f"/v1/actors/{options.actor}"
@@ -129,15 +129,15 @@ class Chat:
                 self.screen.line(f"error: {error}", "bold red")
                 self.stop(1)
                 return
-            except httpx.ConnectError as error:
+            except HostUnreachable as error:
                 if not self.reached:  # a wrong URL, or no server: say so and leave
-                    self.screen.line(f"error: cannot reach {self.options.url}: {error}", "bold red")
+                    self.screen.line(f"error: {error}", "bold red")
                     self.stop(1)
                     return
                 if not lost:
                     self.screen.line("[connection lost: reconnecting]", "dim")
                 lost = True
-            except (httpx.HTTPError, InvalidOp, ValueError) as error:
+            except (ClientError, InvalidOp, ValueError) as error:
                 if not lost:
                     self.screen.line(f"[connection lost ({_reason(error)}): reconnecting]", "dim")
                 lost = True
@@ -147,49 +147,47 @@ class Chat:
             delay = min(delay * 2, 5.0)
 
     async def _stream_once(self) -> None:
-        timeout = httpx.Timeout(10.0, read=self.options.read_timeout_s)
-        async with self.http.stream(
-            "GET", f"{self.conversation_path}/watch", timeout=timeout
-        ) as response:
+        # The stream where the host serves one, else the long poll (Lambda cannot stream).
+        watch = self.client.watch(self.options.actor, self.options.conversation_id)
+        try:
+            async with watch:
+                first = True
+                async for frame in watch:
+                    self.reached = True
+                    if frame.type in ("view", "replace"):
+                        self.view = watch.view
+                        self.awaiting.clear()  # a whole view tells the truth about the run
+                        fresh = first and not self.created.is_set()
+                        self._render(history=HISTORY if fresh else None)
+                        if fresh:
+                            self.created.set()
+                            if not self.transcript.busy:
+                                self.screen.prompt()
+                        first = False
+                    elif frame.type == "delta" and self.view is not None:
+                        self.view = watch.view
+                        self._render()
+                    elif frame.type == "end":
+                        why = frame.reason
+                        self.screen.line(
+                            f"[the server ended the stream ({why}): reconnecting]", "dim"
+                        )
+                        return
+        except ApiError as error:
             self.reached = True
-            if response.status_code != 200:
-                await response.aread()
-                await self._refused(response)
-                return
-            first = True
-            async for event, data in sse_events(response.aiter_lines()):
-                frame = as_object(data)
-                if event in ("view", "replace"):
-                    self.view = as_object(frame.get("value"))
-                    self.awaiting.clear()  # a whole view tells the truth about the run
-                    self._render(history=HISTORY if first and not self.created.is_set() else None)
-                    if first and not self.created.is_set():
-                        self.created.set()
-                        if not self.transcript.busy:
-                            self.screen.prompt()
-                    first = False
-                elif event == "delta" and self.view is not None:
-                    ops = frame.get("ops")
-                    self.view = as_object(
-                        apply_ops(self.view, ops if isinstance(ops, list) else [])
-                    )
-                    self._render()
-                elif event == "end":
-                    why = as_object(frame).get("reason")
-                    self.screen.line(f"[the server ended the stream ({why}): reconnecting]", "dim")
-                    return
+            await self._refused(error)
 
-    async def _refused(self, response: httpx.Response) -> None:
-        code, message = _error(response)
+    async def _refused(self, error: ApiError) -> None:
+        code, message = error.code, error.message
         new = code == "unknown_actor" or (code == "not_found" and self.options.conversation_id == 1)
-        if response.status_code == 404 and new and not self.created.is_set():
+        if error.status == 404 and new and not self.created.is_set():
             self.screen.line("(a new conversation: your first message starts it)", "dim")
             self.screen.prompt()
             await self.created.wait()  # set by the first accepted submission
             return
-        if response.status_code >= 500 or response.status_code == 423:
-            raise httpx.HTTPError(f"{response.status_code} {code}: {message}")
-        raise ChatError(f"{response.status_code} {code}: {message}")
+        if error.status >= 500 or error.status == 423:
+            raise error  # the watch reconnects
+        raise ChatError(f"{error.status} {code}: {message}")
 
     def _render(self, *, history: int | None = None) -> None:
         """Show what is new in the view; prompt again once idle after showing something
@@ -294,9 +292,9 @@ class Chat:
             self.interrupt(exit_when_idle=False)
         elif name == "/compact":
             body = {"instructions": rest} if rest else {}
-            r = await self._post(f"{self.conversation_path}/compact", body)
-            if r is not None:
-                self.screen.line(f"[compaction started: task {r['task']}]", "dim")
+            # Told by the harness's events, in order: started, then how it ended
+            # (landed, skipped, failed...), so no line of its own here.
+            await self._post(f"{self.conversation_path}/compact", body)
         elif name == "/reset":
             body = {"handoff": rest} if rest else {}
             await self._post(f"{self.conversation_path}/reset", body)
@@ -339,15 +337,10 @@ class Chat:
 
     async def _post(self, path: str, body: Mapping[str, Any]) -> Any:
         try:
-            r = await self.http.post(path, json=body)
-        except httpx.HTTPError as error:
+            return await self.client.request_json("POST", path, json=dict(body))
+        except ClientError as error:
             self.screen.line(f"error: {_reason(error)}", "bold red")
             return None
-        if r.status_code >= 400:
-            code, message = _error(r)
-            self.screen.line(f"error: {r.status_code} {code}: {message}", "bold red")
-            return None
-        return r.json()
 
     # Ctrl-C -------------------------------------------------------------------
 
@@ -369,19 +362,19 @@ class Chat:
         self.aborting = self.spawn(self._abort())
 
     async def _abort(self) -> None:
-        path = f"{self.conversation_path}/abort"
         try:
-            r = await self.http.post(path, json={}, timeout=httpx.Timeout(10.0, read=None))
-        except httpx.HTTPError as error:
-            self.screen.line(f"error: abort failed: {_reason(error)} (Ctrl-C leaves)", "bold red")
+            aborted = await self.client.abort(self.options.actor, self.options.conversation_id)
+        except ApiError as error:
+            self.screen.line(
+                f"error: abort failed: {error.code}: {error.message} (Ctrl-C leaves)", "bold red"
+            )
             return
-        if r.status_code >= 400:
-            code, message = _error(r)
-            self.screen.line(f"error: abort failed: {code}: {message} (Ctrl-C leaves)", "bold red")
+        except ClientError as error:
+            self.screen.line(f"error: abort failed: {_reason(error)} (Ctrl-C leaves)", "bold red")
             return
         self.aborting = None  # the next run can be aborted again
         self.awaiting.clear()
-        count = r.json().get("aborted", 0)
+        count = aborted.aborted
         self.aborted = f"[run aborted ({count} task{'s' if count != 1 else ''})]"
         if not self.transcript.busy:  # else once the watch shows the run's end
             self._aborted()
@@ -398,14 +391,6 @@ class Chat:
         if self.busy:
             self.screen.line("(the agent keeps working on the server)", "dim")
         self.stop(0)
-
-
-def _error(response: httpx.Response) -> tuple[str, str]:
-    try:
-        error = as_object(as_object(response.json()).get("error"))
-    except ValueError:
-        return "http_error", response.text[:200]
-    return str(error.get("code", "http_error")), str(error.get("message", ""))
 
 
 def _reason(error: Exception) -> str:
@@ -432,11 +417,10 @@ async def run_chat(
 async def _chat_on(
     screen: Screen, options: ChatOptions, install_signals: bool, transport: Any
 ) -> int:
-    headers = {"authorization": f"Bearer {options.token}"}
-    async with httpx.AsyncClient(
-        base_url=options.url.rstrip("/"), headers=headers, timeout=30.0, transport=transport
-    ) as http:
-        chat = Chat(options, http, screen)
+    async with ActorClient(
+        options.url, options.token, transport=transport, stream_read_s=options.read_timeout_s
+    ) as client:
+        chat = Chat(options, client, screen)
         screen.working = lambda: chat.busy
         screen.line(
             f"perdure chat: actor {options.actor}, conversation {options.conversation_id} "

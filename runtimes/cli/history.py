@@ -1,5 +1,6 @@
 """``perdure ls`` and ``perdure log``: an actor host's listing and a conversation's whole
-transcript, read over the actor HTTP API (so they work against any host).
+transcript, read over the actor HTTP API with the typed client (so they work against
+any host).
 
 The transcript is printed one entry per block: its time (ISO-8601 with the zone), its
 role, its text; an assistant's tool calls as ``→ name {arguments}``, tool results as
@@ -9,21 +10,20 @@ events) as ``[kind]`` with their data.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import httpx
-
 from core.times import iso_time as core_iso_time
-from runtimes.actor.ids import check_actor_id
+from runtimes.client import ActorClient, ClientError, ConversationSummary, RequestRefused
 
 __all__ = [
-    "HostClient",
     "HostUnavailable",
     "conversation_line",
     "format_entry",
     "iso_time",
+    "print_lines",
 ]
 
 _PAGE = 500
@@ -41,81 +41,38 @@ def iso_time(ms: object) -> str:
     return core_iso_time(ms)
 
 
-class HostClient:
-    """The listing routes of the host at ``url``, with its API ``token``."""
+def print_lines(
+    url: str,
+    token: str,
+    lines: Callable[[ActorClient], AsyncIterator[str]],
+    echo: Callable[[str], object],
+) -> None:
+    """Print the ``lines`` a listing of the host at ``url`` yields, page by page as they
+    arrive (:mod:`runtimes.client`); a failure is :class:`HostUnavailable`, in one line."""
 
-    def __init__(self, url: str, token: str, *, timeout: float = 30.0) -> None:
-        self.url = url.rstrip("/")
-        self._client = httpx.Client(
-            base_url=self.url, headers={"authorization": f"Bearer {token}"}, timeout=timeout
-        )
+    async def run() -> None:
+        async with ActorClient(url, token, page_size=_PAGE) as client:
+            async for line in lines(client):
+                echo(line)
 
-    def close(self) -> None:
-        self._client.close()
-
-    def __enter__(self) -> HostClient:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
-
-    def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        try:
-            r = self._client.get(path, params=params)
-        except httpx.HTTPError as error:
-            raise HostUnavailable(f"cannot reach {self.url}: {error}") from error
-        if r.status_code == 200:
-            return r.json()
-        try:
-            refusal = r.json()["error"]
-            message = f"{refusal['message']} ({r.status_code} {refusal['code']})"
-        except (ValueError, KeyError, TypeError):
-            message = f"{r.status_code}: {r.text[:200]}"
-        if r.status_code == 401:
+    try:
+        asyncio.run(run())
+    except ClientError as error:
+        message = str(error)
+        if isinstance(error, RequestRefused) and error.status == 401:
             message = f"the host refused the token ({message}); pass --token or PERDURE_TOKEN"
-        raise HostUnavailable(message)
-
-    def actors(self) -> Iterator[str]:
-        after: str | None = None
-        while True:
-            params: dict[str, Any] = {"limit": _PAGE}
-            if after is not None:
-                params["after"] = after
-            page = self._get("/v1/actors", params)
-            yield from (a["id"] for a in page["actors"])
-            after = page["next_after"]
-            if after is None:
-                return
-
-    def _pages(self, path: str, key: str, **params: Any) -> Iterator[dict[str, Any]]:
-        cursor: str | None = None
-        while True:
-            query = {"limit": _PAGE, **params, **({"cursor": cursor} if cursor else {})}
-            page = self._get(path, query)
-            yield from page[key]
-            cursor = page["next"]
-            if cursor is None:
-                return
-
-    def conversations(self, actor: str) -> Iterator[dict[str, Any]]:
-        check_actor_id(actor)
-        return self._pages(f"/v1/actors/{actor}/conversations", "conversations")
-
-    def entries(self, actor: str, conversation_id: int) -> Iterator[dict[str, Any]]:
-        check_actor_id(actor)
-        path = f"/v1/actors/{actor}/conversations/{conversation_id}/entries"
-        return self._pages(path, "entries", order="asc")
+        raise HostUnavailable(message) from error
 
 
-def conversation_line(conversation: dict[str, Any]) -> str:
-    parent, owner = conversation.get("parent"), conversation.get("owner")
+def conversation_line(conversation: ConversationSummary) -> str:
+    parent, owner = conversation.parent, conversation.owner
     if parent:
         how = f"fork of {parent['conversation_id']} at entry {parent['at_entry']}"
     elif owner:
         how = f"sub-agent of task {owner['task_id']} (conversation {owner['conversation_id']})"
     else:
         how = "root"
-    return f"{conversation['id']:>6}  {how}"
+    return f"{conversation.id:>6}  {how}"
 
 
 def _indent(text: str, prefix: str = "    ") -> str:

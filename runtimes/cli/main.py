@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
+
+if TYPE_CHECKING:
+    from runtimes.client import ActorClient
 
 __all__ = ["app", "main"]
 
@@ -292,18 +296,21 @@ def list_actors(
 ) -> None:
     """List the host's actors, or an ACTOR's conversations (forks and sub-agents)."""
     from runtimes.actor import InvalidActorId
-    from runtimes.cli.history import HostClient, HostUnavailable, conversation_line
+    from runtimes.cli.history import HostUnavailable, conversation_line, print_lines
 
     if not token:
         raise typer.BadParameter("--token (or PERDURE_TOKEN) is required")
+
+    async def lines(client: ActorClient) -> AsyncIterator[str]:
+        if actor is None:
+            async for name in client.actors():
+                yield name
+        else:
+            async for conversation in client.conversations(actor):
+                yield conversation_line(conversation)
+
     try:
-        with HostClient(url, token) as host:
-            if actor is None:
-                for name in host.actors():
-                    typer.echo(name)
-            else:
-                for conversation in host.conversations(actor):
-                    typer.echo(conversation_line(conversation))
+        print_lines(url, token, lines, typer.echo)
     except (HostUnavailable, InvalidActorId) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from None
@@ -318,14 +325,17 @@ def log(
 ) -> None:
     """Print a conversation's whole transcript: roles, tool calls and results, times."""
     from runtimes.actor import InvalidActorId
-    from runtimes.cli.history import HostClient, HostUnavailable, format_entry
+    from runtimes.cli.history import HostUnavailable, format_entry, print_lines
 
     if not token:
         raise typer.BadParameter("--token (or PERDURE_TOKEN) is required")
+
+    async def lines(client: ActorClient) -> AsyncIterator[str]:
+        async for entry in client.entries(actor, conversation):
+            yield format_entry(entry)
+
     try:
-        with HostClient(url, token) as host:
-            for entry in host.entries(actor, conversation):
-                typer.echo(format_entry(entry))
+        print_lines(url, token, lines, typer.echo)
     except (HostUnavailable, InvalidActorId) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from None

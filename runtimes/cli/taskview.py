@@ -17,6 +17,7 @@ from storage, nothing runs).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -24,7 +25,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 from rich.text import Text
 from rich.tree import Tree
 
@@ -35,6 +35,7 @@ from core.times import iso_time
 from runtimes.actor import ActorConfig, check_actor_id
 from runtimes.actor.api.schemas import TaskGraph, TaskNode
 from runtimes.actor.api.taskgraph import task_graph_of
+from runtimes.client import ActorClient, ApiError, ClientError
 from runtimes.local.host import ActorHost, HostConfig
 
 __all__ = ["TaskGraphUnavailable", "fetch_task_graph", "read_task_graph", "render_task_graph"]
@@ -93,23 +94,20 @@ class _NoModels:
 
 
 def fetch_task_graph(url: str, actor: str, token: str, *, timeout: float = 10.0) -> TaskGraph:
-    """The graph from the host serving the actor at ``url``."""
+    """The graph from the host serving the actor at ``url`` (the typed client's
+    :meth:`~runtimes.client.ActorClient.tasks`)."""
     check_actor_id(actor)
+
+    async def fetch() -> dict[str, Any]:
+        async with ActorClient(url, token, timeout=timeout) as client:
+            return await client.tasks(actor)
+
     try:
-        r = httpx.get(
-            f"{url.rstrip('/')}/v1/actors/{actor}/tasks",
-            headers={"authorization": f"Bearer {token}"},
-            timeout=timeout,
-        )
-    except httpx.HTTPError as error:
-        raise TaskGraphUnavailable(f"cannot reach {url}: {error}") from error
-    if r.status_code != 200:
-        try:
-            message = r.json()["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            message = r.text[:200]
-        raise TaskGraphUnavailable(f"{r.status_code}: {message}")
-    return TaskGraph.model_validate(r.json())
+        return TaskGraph.model_validate(asyncio.run(fetch()))
+    except ApiError as error:
+        raise TaskGraphUnavailable(f"{error.status}: {error.message}") from error
+    except ClientError as error:
+        raise TaskGraphUnavailable(str(error)) from error
 
 
 _SCHEDULING = {

@@ -4,8 +4,12 @@
   :class:`~.front_door.FrontDoor` (auth, a scoped token's scope, body size, actor id,
   route, JSON; CORS preflights by :class:`~runtimes.actor.cors.CorsPolicy`) before any
   Durable Object is addressed; admitted requests go to ``ACTORS.getByName(actor)``,
-  i.e. the object ``idFromName(actor)``. The one route it answers itself is
-  ``POST /v1/tokens`` (:mod:`~.minting`), which touches no actor.
+  i.e. the object ``idFromName(actor)``. It answers itself ``POST /v1/tokens``
+  (:mod:`~.minting`), which touches no actor, and the web inspector's static files
+  (``/``, ``/ui``, ``/ui/{name}``: :mod:`runtimes.actor.inspector_files`, from the
+  package the build put in the bundle — through the app rather than Workers static
+  assets, so every host serves the same bytes under the same CSP, and the Pyodide
+  harness tests it).
 * :class:`PerdureActor` — the Durable Object: a :class:`~.actor.DurableActor` host over
   ``ctx.storage`` (one actor: this object's), started once per isolate inside
   ``blockConcurrencyWhile``. ``fetch`` serves the actor API app (``create_app``) through
@@ -46,6 +50,7 @@ from core.errors import UnknownRecord
 from runtimes.actor import ActorConfig, UnknownActor
 from runtimes.actor.clock import SystemClock
 from runtimes.actor.cors import CorsPolicy
+from runtimes.actor.inspector_files import inspector_answer
 from runtimes.actor.tokens import SigningKeys
 from runtimes.cloudflare.actor import DurableActor
 from runtimes.cloudflare.alarm import AlarmReport
@@ -176,6 +181,12 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
     async def fetch(self, request: Any) -> Any:
         js_request = _js(request)
         method = str(js_request.method).upper()
+        path = urlsplit(str(js_request.url)).path
+        page = inspector_answer(method, path)
+        if page is not None:
+            # The inspector's static files, from the package in the bundle: public (the
+            # page asks for the token itself), so served before the settings are read.
+            return Response(page.body, status=page.status, headers=page.headers)
         headers = {str(k).lower(): str(v) for k, v in js_request.headers.entries()}
         try:
             settings = _settings(self.env)
@@ -187,7 +198,6 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
             status, allowed = cors.preflight(headers)
             return Response("", status=status, headers=dict(allowed))
         door = _door(settings)
-        path = urlsplit(str(js_request.url)).path
         if path == TOKENS_PATH:  # touches no actor: answered here
             return await self._mint(js_request, method, headers, settings, cors)
 

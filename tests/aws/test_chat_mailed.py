@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import httpx
 from rich.console import Console
 
 from core.testing import VirtualClock
@@ -15,6 +14,7 @@ from runtimes.actor.testing import KIT_TOKEN, kit_config
 from runtimes.aws import AwsResources
 from runtimes.aws.mailbox import Mailbox
 from runtimes.cli.chat import Chat, ChatOptions, Screen
+from runtimes.client import ActorClient
 from tests.aws.aws_target import AwsTarget, LeaseClock, create_alarms
 
 
@@ -26,17 +26,14 @@ async def test_a_mailed_line_is_told_not_crashed_on(aws: AwsResources, tmp_path:
     screen = Screen(Console(file=out, width=200, color_system=None, soft_wrap=True))
     holder = target.host(kit_config(), VirtualClock())
     await holder.start()
-    headers = {"authorization": f"Bearer {KIT_TOKEN}"}
     try:
         async with (
-            httpx.AsyncClient(
-                transport=transport, base_url="http://lambda", headers=headers
-            ) as http,
+            ActorClient("http://lambda", KIT_TOKEN, transport=transport) as client,
             holder.use("chat-m", create=True) as harness,
         ):
             await harness.root(agent=dict(kit_config().default_agent))
             chat = Chat(
-                ChatOptions(url="http://lambda", token=KIT_TOKEN, actor="chat-m"), http, screen
+                ChatOptions(url="http://lambda", token=KIT_TOKEN, actor="chat-m"), client, screen
             )
             await chat._submit("hello")
             assert "(mailed: the actor is busy elsewhere; it is taken next)" in out.getvalue()

@@ -263,3 +263,33 @@ async def test_work_left_when_the_time_runs_out_is_parked_with_an_immediate_wake
     assert state["status"] == "done", state
     assert done.runs["kit_search"] == 1 and done.runs["kit_book"] == 0, done.runs
     assert alarms.armed("t1") is None
+
+
+async def test_the_inspector_is_served_through_the_function_url(
+    aws: AwsResources, alarms: WakeSchedule, clock: VirtualClock, tmp_path: Path
+) -> None:
+    """The web inspector's page and files, as a browser asks for them (no token: the
+    page asks for it), from the package data the artifact installs; no actor is opened."""
+    fn = function(aws, alarms, tmp_path, clock)
+    for path, kind in (
+        ("/ui", "text/html"),
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/inspector.css", "text/css"),
+        ("/ui/favicon.svg", "image/svg+xml"),
+    ):
+        event = url_event("GET", path)
+        del event["headers"]["authorization"]
+        response = await fn.invoke(event, context())
+        assert response["statusCode"] == 200, (path, response)
+        assert response["headers"]["content-type"].startswith(kind), path
+        assert "script-src 'self'" in response["headers"]["content-security-policy"]
+        body = response["body"]
+        if response.get("isBase64Encoded"):
+            body = base64.b64decode(body).decode()
+        if path == "/ui":
+            assert '<script type="module" src="/ui/app.js">' in body
+    home = await fn.invoke(url_event("GET", "/"), context())
+    assert (home["statusCode"], home["headers"]["location"]) == (307, "ui")
+    # Nothing written: no actor, no lease, no object.
+    assert aws.dynamodb.scan(TableName=aws.table)["Items"] == []
+    assert objects(aws) == []

@@ -49,6 +49,15 @@ def test_the_sources_are_what_the_entry_imports_and_nothing_else() -> None:
     assert "infra/cloudflare/src/entry.py" not in files  # copied on its own, to src/
 
 
+def test_the_bundle_carries_the_inspector_files_the_worker_serves() -> None:
+    data = build.package_data(build.source_modules())
+    files = {p.relative_to(ROOT).as_posix() for p in data}
+    ui = ROOT / "runtimes" / "actor" / "api" / "ui"
+    # Every file of the page, so a file added to it is deployed too.
+    assert files == {f"runtimes/actor/api/ui/{f.name}" for f in ui.iterdir() if f.is_file()}
+    assert {"index.html", "app.js", "inspector.css"} <= {p.name for p in data}
+
+
 def test_every_dependency_is_an_exact_pin() -> None:
     pins = build.pins()
     assert pins["pydantic-core"] == "2.50.5"

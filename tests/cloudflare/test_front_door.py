@@ -4,6 +4,7 @@ Durable Object."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from core.testing import VirtualClock
 from runtimes.actor.api.app import ApiConfig, create_app
 from runtimes.actor.api.route_table import actor_routes
+from runtimes.actor.inspector_files import inspector_answer
 from runtimes.actor.testing import kit_config
 from runtimes.cloudflare.front_door import (
     Forward,
@@ -207,3 +209,29 @@ async def test_a_refusal_at_the_worker_constructs_no_durable_object(tmp_path: Pa
         assert namespace.exists("alice")
     finally:
         await host.close()
+
+
+def test_the_worker_answers_the_inspector_s_files_itself() -> None:
+    """What ``Default.fetch`` answers before any setting is read or any object addressed:
+    the page, its files (the same bytes and CSP as the app's), ``/`` sent to it."""
+    page = inspector_answer("GET", "/ui")
+    assert page is not None and page.status == 200
+    assert page.headers["content-type"] == "text/html; charset=utf-8"
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert b'<script type="module" src="/ui/app.js">' in page.body
+    assert inspector_answer("GET", "/ui/") == page
+    script = inspector_answer("GET", "/ui/app.js")
+    assert script is not None and script.status == 200
+    assert script.headers["content-type"].startswith("text/javascript")
+    head = inspector_answer("HEAD", "/ui/inspector.css")
+    assert head is not None and head.status == 200 and head.body == b""
+    home = inspector_answer("GET", "/")
+    assert home is not None and (home.status, home.headers["location"]) == (307, "ui")
+    for bad in ("/ui/nope.js", "/ui/../pyproject.toml", "/ui/app.py", "/ui/.hidden.js"):
+        refused = inspector_answer("GET", bad)
+        assert refused is not None and refused.status == 404, bad
+        assert json.loads(refused.body)["error"]["code"] == "no_route"
+    # Everything else is the front door's (the API, other methods on the page).
+    assert inspector_answer("GET", "/v1/actors/alice/tasks") is None
+    assert inspector_answer("POST", "/ui") is None
+    assert inspector_answer("GET", "/uix") is None

@@ -117,6 +117,9 @@ def test_the_table_maps_rights_as_the_issue_lists_them() -> None:
         ("POST", "abort"),
         ("POST", "reminders"),
         ("DELETE", "{task_id}"),
+        ("POST", "{approval_id}"),  # a decision on a tool call (issue 34)
+        ("POST", "schedules"),
+        ("DELETE", "{schedule_id}"),
     }
     rights = RouteRights()
     admin = KEYS.verify(KEYS.mint("alice", "admin", 60))

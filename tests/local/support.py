@@ -58,11 +58,48 @@ def echo_extension() -> Any:
     return define_extension("test-tools", tools=[tool])
 
 
+class GuardArgs(BaseModel):
+    path: str
+
+
+async def _guarded(args: GuardArgs, ctx: ToolContext) -> str:
+    # One line per run, flushed at once: the count proves exactly-once across kills.
+    with open(args.path, "a") as f:  # noqa: ASYNC230 - one small local append
+        f.write("ran\n")
+    return f"guarded wrote {args.path}"
+
+
+def approval_extension(expires_s: float = 3600.0) -> Any:
+    """``guarded`` asks for approval every time; ``expiring`` too, and is denied after
+    ``expires_s`` undecided. Both append a line to ``path`` when they run."""
+    guarded = define_tool(
+        "guarded",
+        description="Write a line (needs approval).",
+        parameters=GuardArgs,
+        execute=_guarded,
+        approval="always",
+    )
+    expiring = define_tool(
+        "expiring",
+        description="Write a line (needs approval; expires).",
+        parameters=GuardArgs,
+        execute=_guarded,
+        approval="always",
+        approval_expires_s=expires_s,
+    )
+    return define_extension("test-approvals", tools=[guarded, expiring])
+
+
+APPROVAL_AGENT = {"model": MODEL, "tools": ["echo", "guarded", "expiring"]}
+
+
 def scripted_model() -> FauxModel:
     """An endless FauxModel that acts on the last user message:
 
     * ``gate:<path>`` — waits until the file exists, then answers ``opened``;
     * ``fail-once:<tag>`` — a retryable error the first time, then answers ``recovered``;
+    * ``guard:<path>`` / ``expire:<path>`` — one call of ``guarded`` / ``expiring`` (see
+      :func:`approval_extension`), then answers ``<tool> finished: <its result>``;
     * ``tools:<n>`` — ``n`` rounds of one ``echo`` tool call each, then ``tools done``;
     * anything else — answers ``echo: <text>``.
 
@@ -98,6 +135,13 @@ def scripted_model() -> FauxModel:
                 failed.add(text)
                 return faux_error("overloaded", retryable=True)
             return faux_message("recovered")
+        if text.startswith(("guard:", "expire:")):
+            name = "guarded" if text.startswith("guard:") else "expiring"
+            if rounds == 0:
+                path = text.partition(":")[2]
+                return faux_message(faux_tool_call(name, {"path": path}, id="call_guard"))
+            result = next(m for m in reversed(request.messages) if isinstance(m, ToolResultMessage))
+            return faux_message(f"{name} finished: {result.content}")
         if text.startswith("tools:"):
             wanted = int(text.removeprefix("tools:"))
             if rounds < wanted:

@@ -25,6 +25,7 @@ from rich.console import Console
 from core.times import iso_time
 from runtimes.cli.chat import Chat, ChatOptions, Screen, sse_events
 from runtimes.cli.transcript import Transcript
+from runtimes.client import ActorClient
 from tests.local.support import ROOT, TOKEN, start_host_process, stop
 
 TIMEOUT = 60
@@ -148,6 +149,27 @@ def test_ctrl_c_aborts_a_streaming_answer_then_exits_when_idle(host: tuple[str, 
         assert "word5 " in aborted["message"]["content"][0]["text"]
         sub = c.get(f"/v1/actors/bob/submissions/{entries[0]['data']['submission']}").json()
         assert (sub["status"], sub["reason"]) == ("unanswered", "aborted")
+
+
+def test_a_compact_with_nothing_to_compact_ends_and_says_so(host: tuple[str, Path]) -> None:
+    url, _ = host
+    child = chat(url, "carol")
+    try:
+        child.expect_exact("you> ")
+        child.sendline("hello")
+        child.expect_exact("agent> echo: hello")
+        child.expect_exact("you> ")
+        child.sendline("/compact")
+        child.expect(r"\[compaction started \(manual\) \(task (\d+)\)\]")
+        task = child.match.group(1)
+        # Its end follows: it does not stay "started" forever.
+        child.expect_exact(f"[compaction skipped (nothing to compact) (task {task})]")
+        child.expect_exact("you> ")
+        child.sendline("/quit")
+        assert finish(child) == 0
+        assert "compaction started" not in child.before  # told once, in order
+    finally:
+        child.close(force=True)
 
 
 def test_a_bad_token_or_an_unreachable_url_is_an_error_and_exit_code_1(
@@ -309,8 +331,8 @@ def test_the_transcript_shows_recovery_tool_output_and_the_turn_s_tokens() -> No
 async def test_the_status_line_shows_waiting_a_running_tool_and_a_retry_countdown() -> None:
     out = io.StringIO()
     screen = Screen(Console(file=out, width=200, force_terminal=True, color_system=None))
-    async with httpx.AsyncClient() as http:
-        chat = Chat(ChatOptions(url="http://127.0.0.1:9", token="t"), http, screen)
+    async with ActorClient("http://127.0.0.1:9", "t") as client:
+        chat = Chat(ChatOptions(url="http://127.0.0.1:9", token="t"), client, screen)
         started: dict[object, float] = {}
         chat.view = {"entries": [], "docs": {"live": {"run": {}, "generation": {"task": 5}}}}
         chat.transcript.busy = True

@@ -128,9 +128,9 @@ def test_dev_talks_to_a_litellm_model(tmp_path: Path, fake_openai: FakeOpenAI) -
         assert state["status"] == "done", state
         assert state["answer"]["text"] == "Hi from the model"  # type: ignore[index]
         assert fake_openai.last_body()["model"] == "fake-model"
-        # The agent can set reminders: dev installs the reminders extension.
+        # The agent can set reminders and schedules: dev installs the reminders extension.
         tools = [t["function"]["name"] for t in fake_openai.last_body().get("tools", [])]
-        assert tools == ["remind"]
+        assert tools == ["remind", "schedule", "cancel_schedule"]
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=20)

@@ -86,6 +86,17 @@ def test_ls_and_log_fail_with_one_line_saying_why(running: Running) -> None:
     assert code == 2 and "--token" in out
 
 
+def test_inspect_url_reads_the_task_graph_through_the_client(running: Running) -> None:
+    answered(running, "alice", "hello")
+    code, out = cli("inspect", "alice", "--url", running.url, "--token", TOKEN)
+    assert code == 0 and "actor alice" in out and "no live tasks" in out, out
+    code, out = cli("inspect", "nobody", "--url", running.url, "--token", TOKEN)
+    assert code == 1 and "404: no actor 'nobody'" in out, out
+    dead = running.url.rsplit(":", 1)[0] + ":9"
+    code, out = cli("inspect", "alice", "--url", dead, "--token", TOKEN)
+    assert code == 1 and "cannot reach" in out, out
+
+
 def test_version_h_and_flags_without_a_bool_placeholder() -> None:
     code, out = cli("--version")
     assert code == 0 and out.strip() == f"perdure {version('perdure')}"

@@ -96,6 +96,9 @@ WHEELS = {
     "httpcore": ("1.0.9", None),
     "h11": ("0.16.0", None),
     "certifi": ("2026.10.19.post1", None),
+    "cronsim": ("2.8", None),  # recurring schedules' cron (core/harness/cadence.py)
+    # zoneinfo's zone database: Pyodide has no /usr/share/zoneinfo
+    "tzdata": ("2026.6", "tzdata-2026.6-py2.py3-none-any.whl"),
     "pytest": ("9.2.0", None),
     "pluggy": ("1.7.0", None),
     "iniconfig": ("2.3.1", None),

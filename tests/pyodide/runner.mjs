@@ -57,6 +57,39 @@ pyodide.registerJsModule("_pyodide_entrypoint_helper", {
   },
 });
 pyodide.registerJsModule("perdure_do_standin", standin);
+// An HTTP listener for a Worker's fetch handler (tests/pyodide/deployed/http_server.py):
+// Pyodide has no sockets, so Node listens and hands each request to the handler as a
+// fetch Request, streaming its Response's body back (SSE included).
+pyodide.registerJsModule("perdure_http_bridge", { serve: serveHttp });
+
+async function serveHttp(handler, port) {
+  const http = await import("node:http");
+  const server = http.createServer(async (req, res) => {
+    try {
+      const chunks = [];
+      for await (const chunk of req) chunks.push(chunk);
+      const body = chunks.length ? Buffer.concat(chunks) : undefined;
+      const headers = Object.entries(req.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(", ") : v]);
+      const request = new Request(`http://${req.headers.host}${req.url}`, { method: req.method, headers, body });
+      const response = await handler(request);
+      res.writeHead(response.status, Object.fromEntries(response.headers.entries()));
+      if (!response.body) return res.end();
+      const reader = response.body.getReader();
+      res.on("close", () => reader.cancel().catch(() => {}));
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        res.write(value);
+      }
+      res.end();
+    } catch (e) {
+      if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
+      res.end(String(e && e.stack ? e.stack : e));
+    }
+  });
+  await new Promise((resolve) => server.listen(port, "127.0.0.1", resolve));
+  return server.address().port;
+}
 // The globals workerd has and Node lacks (or has differently): WebSocketPair, and a
 // Response that takes a 101 upgrade.
 globalThis.WebSocketPair = standin.WebSocketPair;

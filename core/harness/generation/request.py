@@ -366,8 +366,8 @@ def round_intent(agent: ResolvedAgent, call: ToolCall) -> JsonObject | None:
     or rewrite the call, and recovery does not rerun them: with hooks, and for every
     other tool, the task starts at a bare ``call``."""
     tool = agent.tools.get(call.name)
-    if tool is None or tool.replay != "safe":
-        return None
+    if tool is None or tool.replay != "safe" or tool.approval != "never":
+        return None  # (a call that may need a decision asks in its ``call`` phase)
     if any(hooks.before_tool is not None for hooks in agent.hooks):
         return None
     # The arguments are the round's assistant entry's (JSON-gated with it); the commit

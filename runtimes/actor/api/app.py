@@ -13,7 +13,7 @@ from fastapi.routing import APIRoute
 from starlette.types import Message, Scope
 
 from remote_env.limits import BodyLimit
-from runtimes.actor.api import history, token_route, webpages
+from runtimes.actor.api import approvals, history, schedules, token_route, webpages
 from runtimes.actor.api.cors import add_cors
 from runtimes.actor.api.deltas import DeltaFeeds
 from runtimes.actor.api.deltas import router as deltas_router
@@ -107,7 +107,15 @@ def create_app(
         redoc_url=None,
     )
     rebind_app(app, host, config)
-    routers = (router, history.router, webpages.router, deltas_router, token_route.router)
+    routers = (
+        router,
+        history.router,
+        schedules.router,
+        webpages.router,
+        deltas_router,
+        token_route.router,
+        approvals.router,
+    )
     for included in routers:
         app.include_router(included)
     # Read from the routers, not app.routes (FastAPI keeps included routers there lazily).

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core.errors import (
+    ApprovalDecided,
     ConversationBusy,
     InvalidCursor,
     InvalidInput,
@@ -54,6 +55,7 @@ _MAPPED: tuple[tuple[type[Exception], int, str], ...] = (
     # A key reused for another payload: 422, as the IETF Idempotency-Key draft says.
     (RequestIdConflict, 422, "request_id_conflict"),
     (ReminderFired, 409, "already_fired"),
+    (ApprovalDecided, 409, "approval_decided"),
     (UnknownRecord, 404, "not_found"),
     (TaskNotFound, 404, "not_found"),
     (UnknownTool, 422, "unknown_tool"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from fastapi.routing import APIRoute
 
-from runtimes.actor.api import deltas, history, routes
+from runtimes.actor.api import approvals, deltas, history, routes, schedules
 
 __all__ = ["actor_routes"]
 
@@ -19,7 +19,13 @@ __all__ = ["actor_routes"]
 def actor_routes() -> list[tuple[str, str, bool]]:
     """``(method, path template, needs a body)`` for every route of the actor API."""
     table: list[tuple[str, str, bool]] = []
-    for router in (routes.router, history.router, deltas.router):
+    for router in (
+        routes.router,
+        history.router,
+        schedules.router,
+        deltas.router,
+        approvals.router,
+    ):
         for route in router.routes:
             if not isinstance(route, APIRoute):
                 continue

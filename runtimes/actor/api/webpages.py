@@ -7,18 +7,18 @@ page, keeps it in ``sessionStorage`` and sends it as the bearer header of its ``
 calls (which the auth middleware checks as it checks every client's). So the pages are
 public and the data behind them is not.
 
-Files are read once and served from memory (no thread pool, no file handles: a Durable
-Object has neither). Swagger UI's files come from the ``swagger-ui-py`` package; where it
-is not installed, ``/docs`` answers ``404 docs_unavailable`` naming the package, and
-``/openapi.json`` still serves the schema.
+The inspector's files and headers come from :mod:`runtimes.actor.inspector_files` (the
+Cloudflare Worker serves the same without this app). Files are read once and served from
+memory (no thread pool, no file handles: a Durable Object has neither). Swagger UI's
+files come from the ``swagger-ui-py`` package; where it is not installed, ``/docs``
+answers ``404 docs_unavailable`` naming the package, and ``/openapi.json`` still serves
+the schema.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from fastapi import APIRouter
@@ -26,26 +26,12 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from starlette.responses import RedirectResponse, Response
 
 from runtimes.actor.api.errors import ApiError
+from runtimes.actor.inspector_files import UI_HEADERS
+from runtimes.actor.inspector_files import inspector_file as read_inspector_file
 
 __all__ = ["router"]
 
-_TYPES = {
-    ".html": "text/html; charset=utf-8",
-    ".js": "text/javascript; charset=utf-8",
-    ".css": "text/css; charset=utf-8",
-    ".svg": "image/svg+xml",
-}
-_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
-# The inspector runs only its own files: no inline script, nothing from elsewhere.
-_UI_HEADERS = {
-    "cache-control": "no-cache",
-    "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
-    "content-security-policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
-    ),
-}
+_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 _SWAGGER_FILES = ("swagger-ui-bundle.js", "swagger-ui.css")
 
 
@@ -61,15 +47,10 @@ router = APIRouter(include_in_schema=False)
 
 
 def _ui_asset(name: str) -> _Asset:
-    key = f"ui/{name}"
-    if key not in _cache:
-        if _NAME.fullmatch(name) is None or Path(name).suffix not in _TYPES:
-            raise ApiError(404, "no_route", f"no inspector file {name!r}")
-        item = resources.files("runtimes.actor.api").joinpath("ui", name)
-        if not item.is_file():
-            raise ApiError(404, "no_route", f"no inspector file {name!r}")
-        _cache[key] = _Asset(item.read_bytes(), _TYPES[Path(name).suffix])
-    return _cache[key]
+    found = read_inspector_file(name)
+    if found is None:
+        raise ApiError(404, "no_route", f"no inspector file {name!r}")
+    return _Asset(found.body, found.media_type)
 
 
 def _swagger_asset(name: str) -> _Asset:
@@ -112,12 +93,12 @@ async def home() -> Response:
 @router.get("/ui/")
 async def inspector() -> Response:
     """The inspector's page (it asks for the token itself)."""
-    return _serve(_ui_asset("index.html"), _UI_HEADERS)
+    return _serve(_ui_asset("index.html"), UI_HEADERS)
 
 
 @router.get("/ui/{name}")
 async def inspector_file(name: str) -> Response:
-    return _serve(_ui_asset(name), _UI_HEADERS)
+    return _serve(_ui_asset(name), UI_HEADERS)
 
 
 @router.get("/docs")

@@ -377,7 +377,38 @@ async def test_nothing_to_compact_is_skipped(tmp_path: Path) -> None:
     task = await h.session.storage.task(task_id)
     assert task is not None and task.outcome == Completed({"skipped": "nothing to compact"})
     assert router.summary_requests == [] and await entries(h) == []
+    # Its end is told as an event, after its start: no client shows it running forever.
+    assert await compaction_events(root) == [
+        ("started", "manual", task_id),
+        ("skipped", "nothing to compact", task_id),
+    ]
     await h.close()
+
+
+async def test_a_summary_that_fails_tells_its_end(tmp_path: Path) -> None:
+    router = Router(
+        answers=[faux_message("a first answer"), faux_message("a second answer")],
+        summaries=[faux_error("the summarizer is down")],
+    )
+    rig = rig_for(tmp_path, router)
+    h = await rig.open()
+    root = await h.root(agent={"model": SMALL.id})
+    await (await root.submit("first question")).wait()
+    await (await root.submit("second question")).wait()
+    task_id = await root.compact()
+    await root.wait_for_idle()
+    started, ended = await compaction_events(root)
+    assert started == ("started", "manual", task_id)
+    assert ended[0] == "failed" and ended[2] == task_id
+    assert "the summarizer is down" in str(ended[1])
+    await h.close()
+
+
+async def compaction_events(root: Any) -> list[tuple[object, object, object]]:
+    """The conversation's compaction events: (state, reason, task)."""
+    view = await root.view()
+    items = view["docs"]["events"]["items"]
+    return [(e["state"], e.get("reason"), e["task"]) for e in items if e["kind"] == "compaction"]
 
 
 async def test_reset_starts_a_new_range_and_waits_for_a_running_answer(tmp_path: Path) -> None:

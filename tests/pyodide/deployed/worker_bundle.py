@@ -12,8 +12,9 @@ routes ``getByName(actor)`` to the entry's ``PerdureActor`` on a durable home pe
 a submission and its answer (the model: the OpenAI-compatible adapter over ``fetch`` to
 a scripted server on 127.0.0.1, configured from the Worker's vars and secrets alone);
 a reminder that arms the alarm, an eviction, the alarm on a new instance, and the
-reminder's answer; and a half configuration refused with ``503 misconfigured`` naming
-the variable, logged once, no Durable Object addressed.
+reminder's answer; a half configuration refused with ``503 misconfigured`` naming
+the variable, logged once, no Durable Object addressed; and the web inspector's page and
+files served from the bundle's package data.
 """
 
 from __future__ import annotations
@@ -227,7 +228,44 @@ async def half_configuration_is_refused(options: dict[str, Any]) -> dict[str, An
     return {"message": bodies[0]["error"]["message"], "log": lines[0]}
 
 
-CHECKS = (served_from_the_bundle, half_configuration_is_refused)
+async def the_inspector_is_served_from_the_bundle(options: dict[str, Any]) -> dict[str, Any]:
+    """``/ui`` and its files through the entry's front door, from the package data the
+    build copied: the page and its scripts with their CSP, ``/`` sent to it; answered
+    without any Durable Object addressed (even before the token is known)."""
+    import entry  # type: ignore[import-not-found]
+
+    namespace = Namespace(options["scratch"], entry.PerdureActor)
+    env = _js({"ACTORS": namespace})  # nothing configured: the page is still served
+    door = entry.Default(_js({}), env)
+    sizes = {}
+    for path, kind in (
+        ("/ui", "text/html"),
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/api.js", "text/javascript"),
+        ("/ui/inspector.css", "text/css"),
+        ("/ui/favicon.svg", "image/svg+xml"),
+    ):
+        response = await door.fetch(_request("GET", path, token=""))
+        body = await response.text()
+        assert int(response.status) == 200, (path, response.status, body)
+        assert str(response.headers.get("content-type")).startswith(kind), path
+        assert "script-src 'self'" in str(response.headers.get("content-security-policy"))
+        sizes[path] = len(body)
+    page = await (await door.fetch(_request("GET", "/ui", token=""))).text()
+    assert '<script type="module" src="/ui/app.js">' in page, page[:300]
+    home = await door.fetch(_request("GET", "/", token=""))
+    assert int(home.status) == 307 and str(home.headers.get("location")) == "ui"
+    missing = await door.fetch(_request("GET", "/ui/nope.js", token=""))
+    assert int(missing.status) == 404
+    assert namespace.addressed == [], namespace.addressed
+    return {"bytes": sizes}
+
+
+CHECKS = (
+    served_from_the_bundle,
+    half_configuration_is_refused,
+    the_inspector_is_served_from_the_bundle,
+)
 
 
 async def main(options: Any) -> dict[str, Any]:

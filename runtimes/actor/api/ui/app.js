@@ -4,8 +4,9 @@
 
 import { Api, ApiError } from "/ui/api.js";
 import { applyOps } from "/ui/ops.js";
-import { eventsOf, partialOf, transcriptRows, usagePerRun } from "/ui/history.js";
+import { compactionCounts, eventsOf, liveTools, partialOf, transcriptRows, usagePerRun } from "/ui/history.js";
 import { elapsed, h, isoTime, money, replaceChildren, short } from "/ui/render.js";
+import { describeAnswer, tokenScope } from "/ui/status.js";
 
 const TOKEN_KEY = "perdure.token";
 const POLL_MS = 1000;
@@ -14,6 +15,7 @@ const $ = (id) => document.getElementById(id);
 
 const state = {
   api: null,
+  scope: null, // a scoped token's {actor, rights, conversation}; null for the host token
   actor: null,
   conversationId: 1,
   view: null,
@@ -51,39 +53,85 @@ function showLogin(message = "") {
 
 async function connect(token) {
   const api = new Api(token);
-  try {
-    await api.get("/v1/actors?limit=1");
-  } catch (error) {
-    // A host without an actor index still accepted the token if it answered 501.
-    if (!(error instanceof ApiError && error.status === 501)) throw error;
+  const scope = tokenScope(token);
+  if (scope) {
+    // A token for one actor (perdure token --actor A): it cannot list the host's
+    // actors, so the page checks it on that actor and opens it directly.
+    const where = scope.conversation ? `conversations/${scope.conversation}/view` : "conversations?limit=1";
+    try {
+      await api.get(`/v1/actors/${encodeURIComponent(scope.actor)}/${where}`);
+    } catch (error) {
+      // Not created yet (the first submission creates it): the token was accepted.
+      if (!(error instanceof ApiError && error.status === 404)) throw error;
+    }
+  } else {
+    try {
+      await api.get("/v1/actors?limit=1");
+    } catch (error) {
+      // A host without an actor index still accepted the token (auth comes first).
+      if (!noListing(error)) throw error;
+    }
   }
   state.api = api;
+  state.scope = scope;
   sessionStorage.setItem(TOKEN_KEY, token);
   $("login").hidden = true;
   $("main").hidden = false;
   $("sign-out").hidden = false;
   setConnection("online", "connected");
+  applyRights();
+  if (scope) {
+    await selectActor(scope.actor, scope.conversation || 1);
+    return;
+  }
   await refreshActors();
   const wanted = new URLSearchParams(location.hash.slice(1)).get("actor");
   if (wanted) await selectActor(wanted);
+}
+
+// A host that cannot list its actors: 501 not_supported, or no such route at all.
+function noListing(error) {
+  return error instanceof ApiError && (error.status === 501 || (error.status === 404 && error.code === "no_route"));
+}
+
+// A scoped token's rights decide which controls the page offers (the host refuses the
+// rest anyway): read only watches; submit adds the composer, abort and reminders;
+// compaction is admin's.
+function applyRights() {
+  const scope = state.scope;
+  const rights = scope ? scope.rights : "admin";
+  const can = (need) => ["read", "submit", "admin"].indexOf(rights) >= ["read", "submit", "admin"].indexOf(need);
+  for (const id of ["input", "submit", "steer", "abort", "reminder-message", "reminder-after", "remind"]) $(id).disabled = !can("submit");
+  $("compact").disabled = !can("admin");
+  $("open-actor-form").hidden = Boolean(scope);
+  $("tasks-note").textContent = "";
+  $("scope").textContent = scope
+    ? `this token opens actor ${scope.actor}${scope.conversation ? `, conversation ${scope.conversation}` : ""} (${scope.rights})`
+    : "";
 }
 
 function signOut() {
   sessionStorage.removeItem(TOKEN_KEY);
   stopActor();
   state.api = null;
+  state.scope = null;
   showLogin();
 }
 
 // ------------------------------------------------------------------ actors and conversations
 
 async function refreshActors() {
+  if (state.scope) {
+    // One actor is all this token reaches.
+    replaceChildren($("actors"), [h("li", { class: "selected" }, h("b", { dataset: { actor: state.scope.actor } }, state.scope.actor))]);
+    return;
+  }
   let names = [];
   try {
     const page = await state.api.get("/v1/actors?limit=1000");
     names = page.actors.map((a) => a.id);
   } catch (error) {
-    if (error instanceof ApiError && error.status === 501) {
+    if (noListing(error)) {
       replaceChildren($("actors"), [h("li", { class: "muted" }, "this host cannot list actors: open one by id")]);
       return;
     }
@@ -103,6 +151,11 @@ async function refreshActors() {
 }
 
 async function refreshConversations() {
+  if (state.scope && state.scope.conversation) {
+    // A token for one conversation cannot list the others.
+    replaceChildren($("conversations"), [h("li", { class: "selected" }, `conversation ${state.scope.conversation}`)]);
+    return;
+  }
   const page = await state.api.get(`/v1/actors/${state.actor}/conversations?limit=1000`);
   const children = new Map();
   for (const c of page.conversations) {
@@ -124,14 +177,14 @@ async function refreshConversations() {
   replaceChildren($("conversations"), branch(0));
 }
 
-async function selectActor(name) {
+async function selectActor(name, conversationId = 1) {
   stopActor();
   state.actor = name;
-  state.conversationId = 1;
+  state.conversationId = conversationId;
   state.resumed = new Map();
   history.replaceState(null, "", `#actor=${encodeURIComponent(name)}`);
   await refreshActors();
-  await selectConversation(1);
+  await selectConversation(conversationId);
   poll();
 }
 
@@ -205,6 +258,13 @@ async function poll() {
   clearTimeout(state.pollTimer);
   if (!state.actor) return;
   const actor = state.actor;
+  if (state.scope && state.scope.conversation) {
+    // The actor's task graph and timers span every conversation: not this token's.
+    state.tasks = null;
+    state.timers = null;
+    $("tasks-note").textContent = "tasks and timers: not available with a token for one conversation";
+    return;
+  }
   try {
     const [tasks, timers] = await Promise.all([
       state.api.get(`/v1/actors/${actor}/tasks`),
@@ -275,6 +335,17 @@ function renderTranscript() {
       body,
     );
   });
+  for (const tool of liveTools(state.view)) {
+    // A running tool's output as it is committed (the chat prints the same lines).
+    items.push(
+      h(
+        "li",
+        { class: "entry tool_result streaming live-tool", dataset: { call: tool.callId } },
+        h("header", {}, h("b", {}, `tool · ${tool.name}`), h("small", {}, tool.status || "running")),
+        h("pre", { class: "output" }, tool.output.slice(-4000)),
+      ),
+    );
+  }
   const partial = partialOf(state.view);
   if (partial) {
     const text = (partial.content || []).filter((b) => b.type === "text").map((b) => b.text).join("");
@@ -287,8 +358,12 @@ function renderTranscript() {
 
 function renderTasks() {
   const graph = state.tasks;
-  $("scheduling").textContent = graph ? graph.scheduling : "";
   const tasks = graph ? graph.tasks : [];
+  // How many are live, beside the heading; the scheduler's state only when it is not
+  // simply running (an empty table under "running" read as a contradiction).
+  const count = tasks.length ? `${tasks.length} live` : "idle";
+  const scheduler = graph && graph.scheduling !== "running" ? ` · scheduler ${graph.scheduling}` : "";
+  $("scheduling").textContent = graph ? count + scheduler : "";
   const byOwner = new Map();
   for (const t of tasks) {
     const key = t.owner || 0;
@@ -330,7 +405,7 @@ function renderTimers() {
       h("b", {}, t.kind.replace(/^perdure\./, "")),
       ` ${t.message ? `“${t.message}” ` : ""}due ${isoTime(t.at)} (in ${elapsed(t.at - Date.now()) || "now"})`,
       t.kind === "perdure.reminder"
-        ? h("button", { type: "button", class: "cancel-timer", onclick: () => act(`cancel timer ${t.task}`, "DELETE", `/v1/actors/${state.actor}/timers/${t.task}`) }, "cancel")
+        ? h("button", { type: "button", class: "cancel-timer", disabled: $("remind").disabled, onclick: () => act("cancel reminder", "DELETE", `/v1/actors/${state.actor}/timers/${t.task}`) }, "cancel")
         : null,
     ),
   );
@@ -345,6 +420,7 @@ function renderUsage() {
   const runs = usagePerRun(state.view);
   replaceChildren($("usage"), [
     h("p", { id: "usage-total" }, `conversation: ${total.input || 0} in · ${total.output || 0} out · ${money(total.cost)}`),
+    compactionCounts(state.view) ? h("p", { id: "usage-compactions", class: "muted" }, compactionCounts(state.view)) : null,
     h(
       "table",
       { id: "usage-runs" },
@@ -370,7 +446,7 @@ function renderEvents() {
 async function act(label, method, path, body) {
   try {
     const answer = await state.api.request(method, path, body);
-    notice(`${label}: ${short(answer, 120)}`);
+    notice(describeAnswer(label, answer));
     poll();
     return answer;
   } catch (error) {

@@ -47,13 +47,25 @@ export function partialOf(view) {
   return generation && generation.partial ? generation.partial : null;
 }
 
+// The tools running now, with their output so far (live.tools: call id -> slot).
+export function liveTools(view) {
+  const live = view && view.docs && view.docs.live;
+  const tools = (live && live.tools) || {};
+  return Object.entries(tools)
+    .filter(([, slot]) => slot && typeof slot.output === "string" && slot.output !== "")
+    .map(([callId, slot]) => ({ callId, name: slot.name || "tool", status: slot.status, output: slot.output }));
+}
+
 export function retryOf(view) {
   const live = view && view.docs && view.docs.live;
   return live && live.generation && live.generation.retry ? live.generation.retry : null;
 }
 
-// The event history: crashes recovered, tool replays, retries, aborts, compactions, and
-// any entry of a kind the harness adds for events. Each: {key, time, kind, text}.
+// The event history, oldest first: crashes recovered, tool replays, retries, aborts,
+// compactions (the harness's events document), model errors and tool diagnostics (from
+// the entries), and any entry of a kind the harness adds for events. Each: {key, time,
+// kind, text}. An abort is told once, by the harness's abort event (its answer's entry
+// only shows the "aborted" badge in the transcript).
 export function eventsOf(view, resumed) {
   const out = [];
   for (const entry of (view && view.entries) || []) {
@@ -64,9 +76,8 @@ export function eventsOf(view, resumed) {
       out.push({ key: `e${entry.id}`, time: entry.created_at, kind: entry.kind, text: detail });
       continue;
     }
-    if (entry.kind === "assistant" && (message.stop_reason === "aborted" || message.stop_reason === "error")) {
-      const what = message.stop_reason === "aborted" ? "aborted" : "model error";
-      out.push({ key: `e${entry.id}`, time: entry.created_at, kind: what, text: message.error || textOf(message) });
+    if (entry.kind === "assistant" && message.stop_reason === "error") {
+      out.push({ key: `e${entry.id}`, time: entry.created_at, kind: "model error", text: message.error || textOf(message) });
     }
     if (entry.kind === "tool_result") {
       for (const d of data.diagnostics || []) {
@@ -80,14 +91,11 @@ export function eventsOf(view, resumed) {
       }
     }
   }
-  const usage = view && view.docs && view.docs.usage;
-  const compactions = usage && usage.compactions;
-  if (compactions && typeof compactions === "object") {
-    const counts = Object.entries(compactions).map(([k, v]) => `${k} ${v}`).join(", ");
-    out.push({ key: "compactions", time: null, kind: "compactions", text: counts });
-  }
+  const docs = (view && view.docs) || {};
+  const told = Object.values((docs.events && docs.events.items) || []).filter((e) => e.kind === "retry");
   const retry = retryOf(view);
-  if (retry) {
+  // The live retry is told by the harness's retry event too, once it is committed.
+  if (retry && !told.some((e) => e.attempt === retry.attempt)) {
     out.push({
       key: `retry-${retry.attempt}`,
       time: retry.at,
@@ -109,7 +117,18 @@ export function eventsOf(view, resumed) {
       });
     });
   }
-  return out;
+  // In time order (stable: events of one commit keep their order); untimed ones last.
+  const at = (e) => (typeof e.time === "number" ? e.time : Infinity);
+  return out.map((e, i) => [e, i]).sort((x, y) => at(x[0]) - at(y[0]) || x[1] - y[1]).map(([e]) => e);
+}
+
+// The usage ledger's compaction counts, in a line (null when there were none).
+export function compactionCounts(view) {
+  const usage = view && view.docs && view.docs.usage;
+  const counts = usage && usage.compactions;
+  if (!counts || typeof counts !== "object") return null;
+  const parts = Object.entries(counts).filter(([, v]) => typeof v === "number").map(([k, v]) => `${v} ${k}`);
+  return parts.length ? `compactions: ${parts.join(", ")}` : null;
 }
 
 // Usage per run: a run starts at a user entry and sums the assistant entries after it.
@@ -143,7 +162,7 @@ function describe(item) {
     case "retry":
       return `attempt ${rest.attempt} in ${Math.round((rest.delay_ms || 0) / 100) / 10} s: ${rest.error || ""}`;
     case "compaction":
-      return `${rest.state}${rest.reason ? ` (${rest.reason})` : ""}`;
+      return `${rest.state}${rest.reason ? ` (${rest.reason})` : ""}${rest.task ? ` · task ${rest.task}` : ""}`;
     case "abort":
       return describeAbort(rest);
     default:

@@ -41,5 +41,5 @@ export function short(value, max = 80) {
 }
 
 export function replaceChildren(node, children) {
-  node.replaceChildren(...children);
+  node.replaceChildren(...children.filter((c) => c !== null && c !== undefined));
 }
