@@ -24,11 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from core.clock import Clock
 from core.engine import Engine
-from core.env import ExecutionEnv
 from core.errors import (
     ReminderFired,
     SessionClosed,
@@ -78,6 +77,9 @@ from core.tasks.ownership import owner_of, owners
 from core.tasks.scheduler import Inspection
 from core.telemetry import NO_TELEMETRY, Telemetry
 
+if TYPE_CHECKING:
+    from core.env import ExecutionEnv
+
 __all__ = [
     "HARNESS_KINDS",
     "Answer",
@@ -91,7 +93,7 @@ __all__ = [
     "write_draft",
 ]
 
-EnvFactory = Callable[[int, str | None], ExecutionEnv | None]
+EnvFactory = Callable[[int, str | None], "ExecutionEnv | None"]
 """``env(conversation_id, cwd)``: the execution environment tools of that conversation use."""
 
 
