@@ -30,9 +30,11 @@ from core.harness.registry import (
     Extension,
     Hooks,
     Registry,
+    ReplayPolicy,
     ResolvedAgent,
     Section,
     ToolDefinition,
+    ToolSource,
     define_extension,
     define_tool,
     section,
@@ -45,6 +47,7 @@ from core.harness.settings import (
     ProgressSettings,
     RetrySettings,
 )
+from core.harness.tool_sources import TOOL_SOURCES
 from core.harness.tools import ToolContext, ToolResult
 from core.harness.watch import Frame, Watch
 
@@ -53,6 +56,7 @@ __all__ = [
     "MAX_APPROVAL_NOTE_CHARS",
     "MAX_DELAY_S",
     "MAX_REMINDER_CHARS",
+    "TOOL_SOURCES",
     "Answer",
     "AssistantMessage",
     "Block",
@@ -72,6 +76,7 @@ __all__ = [
     "ProgressSettings",
     "Registry",
     "Reminder",
+    "ReplayPolicy",
     "ResolvedAgent",
     "RetrySettings",
     "Schedule",
@@ -86,6 +91,7 @@ __all__ = [
     "ToolDefinition",
     "ToolResult",
     "ToolResultMessage",
+    "ToolSource",
     "Usage",
     "UserMessage",
     "Watch",

@@ -17,6 +17,7 @@ from core.errors import UnknownRecord
 from core.harness.builtin_documents import AGENT, BUILTIN_DOCUMENTS
 from core.harness.events import EVENTS
 from core.harness.registry import Registry
+from core.harness.tool_sources import TOOL_SOURCES
 from core.jsonvalue import JsonObject, JsonValue
 from core.records import ConversationParent, DocumentRecord
 from core.session.documents import DocDefinition
@@ -51,6 +52,8 @@ def document_definition(registry: Registry, kind: str) -> DocDefinition[Any] | N
     """A built-in document kind, or one an installed extension registered."""
     if kind == EVENTS.kind:
         return EVENTS
+    if kind == TOOL_SOURCES.kind:
+        return TOOL_SOURCES
     return BUILTIN_DOCUMENTS.get(kind) or registry.document(kind)
 
 

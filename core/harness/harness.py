@@ -23,8 +23,8 @@ program asks of the harness; what they delegate to lives in the modules named ab
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from core.clock import Clock
 from core.engine import Engine
@@ -61,6 +61,7 @@ from core.harness.submission import (
     write_draft,
 )
 from core.harness.task_graph import inspected_task_graph
+from core.harness.tool_sources import TOOL_SOURCES, listing_of
 from core.harness.tool_task import settle_tool, tool_task
 from core.harness.views import Views
 from core.harness.watch import Watch
@@ -115,13 +116,15 @@ class _Tasks:
 class _CachedAgent:
     """A conversation's resolved agent, with what it was resolved from: the committed
     agent document (``value``, ``version``) and the registry's extensions (``snapshot``),
-    plus the commit ``seq`` at which that was last seen to hold."""
+    the committed ``tool_sources`` value its sources' tools were built from
+    (``listings``), plus the commit ``seq`` at which that was last seen to hold."""
 
     value: object
     version: int | None
     snapshot: object
     resolved: ResolvedAgent
     seq: int | None
+    listings: object = None
 
 
 class Harness:
@@ -585,19 +588,40 @@ class Harness:
         value = state.value if state is not None else None
         version = state.version if state is not None else None
         snapshot = self.registry.extensions
+        listings = None
+        if cached is not None and cached.resolved.sources:
+            listings = await self._listings(conversation_id)
         if (
             cached is not None
             and cached.value is value
             and cached.version == version
             and cached.snapshot is snapshot
+            and cached.listings is listings
         ):
             cached.seq = seq
             return cached.resolved
         resolved = self.registry.resolve(await self.agent_doc(conversation_id))
+        if resolved.sources:
+            # Tools listed from elsewhere (MCP servers) come from the committed listings:
+            # no I/O here, so a recovered call resolves its tool as the run last saw it.
+            listings = await self._listings(conversation_id)
+            tools = dict(resolved.tools)
+            for source in resolved.sources:
+                try:
+                    tools.update(source.tools(listing_of(cast(JsonValue, listings), source.name)))
+                except Exception as e:  # a source that cannot read its listing lists none
+                    self.report(e)
+            resolved = replace(resolved, tools=tools)
         if len(self._agents) >= 4096:
             self._agents.clear()  # a bound, not a policy: misses only cost a resolve
-        self._agents[conversation_id] = _CachedAgent(value, version, snapshot, resolved, seq)
+        self._agents[conversation_id] = _CachedAgent(
+            value, version, snapshot, resolved, seq, listings
+        )
         return resolved
+
+    async def _listings(self, conversation_id: int) -> object:
+        state = await self.session.current_document(TOOL_SOURCES, conversation_id, None)
+        return state.value if state is not None else None
 
     async def agent_doc(self, conversation_id: int) -> JsonObject:
         value = await self.session.document_value(AGENT, conversation_id)

@@ -14,7 +14,7 @@ import functools
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from pydantic import BaseModel
 
@@ -39,6 +39,7 @@ __all__ = [
     "Section",
     "SectionContext",
     "ToolDefinition",
+    "ToolSource",
     "define_extension",
     "define_tool",
     "section",
@@ -66,7 +67,9 @@ class ToolDefinition:
     interrupted, ``recoverable`` asks the execution environment for the recorded result
     of the call's op id (the tool must route its side effect through one env op keyed by
     ``ctx.op``). ``execution_mode="sequential"`` makes a tool round containing this tool
-    run its calls one at a time.
+    run its calls one at a time. ``input_schema``, when set, is the JSON schema the model
+    sees instead of the parameters model's (a tool whose schema comes from elsewhere, an
+    MCP server's, validates with a permissive model and leaves the rest to its server).
 
     ``approval`` says whether a call waits for a person's decision before it runs
     (``never``, ``always``, or a predicate over the validated arguments), and
@@ -84,10 +87,14 @@ class ToolDefinition:
     max_output_lines: int | None = None
     approval: ApprovalRule = "never"
     approval_expires_s: float | None = None
+    input_schema: JsonObject | None = None
 
     def schema(self) -> JsonObject:
         """The JSON schema of the parameters (built once per model class: pydantic's
-        schema generation costs more than a whole commit)."""
+        schema generation costs more than a whole commit), or ``input_schema``."""
+        if self.input_schema is not None:
+            copied: JsonObject = loads(dumps(self.input_schema))
+            return copied
         return _schema(self.parameters)
 
 
@@ -113,6 +120,7 @@ def define_tool(
     max_output_lines: int | None = None,
     approval: ApprovalRule = "never",
     approval_expires_s: float | None = None,
+    input_schema: JsonObject | None = None,
 ) -> ToolDefinition:
     if not isinstance(name, str) or not _TOOL_NAME.match(name):
         raise RegistryError(f"tool names match {_TOOL_NAME.pattern}, got {name!r}")
@@ -139,6 +147,7 @@ def define_tool(
         max_output_lines,
         approval,
         approval_expires_s,
+        input_schema,
     )
 
 
@@ -209,6 +218,38 @@ class Hooks:
 ToolWrapper: TypeAlias = Callable[[ToolDefinition], ToolDefinition]
 
 
+class ToolSource(Protocol):
+    """Tools listed from outside the process, per conversation (an MCP server's); their
+    listings live in the conversation's ``tool_sources`` document
+    (``core/harness/tool_sources.py``).
+
+    Contract:
+
+    * ``name`` is unique among the installed sources and names the listing in the
+      ``tool_sources`` document.
+    * ``tools(listing)`` builds the tool definitions from a committed listing (``None``
+      when the conversation never listed this source). Pure and without I/O: it runs
+      whenever an agent is resolved against a changed listing, on every host, also while
+      recovering a tool call. Names must satisfy ``define_tool``'s pattern and should
+      not collide with other tools (a source's tools replace same-named ones).
+    * ``due(listing, now)``: whether the listing must be fetched again before the next
+      model request (never listed, older than the source's TTL, marked changed).
+      Pure; ``now`` is epoch milliseconds from the harness clock.
+    * ``fetch(listing, now)`` lists the tools (network I/O; never called inside a
+      commit) and returns the new listing, a JSON value. It may raise: the harness
+      reports the error and the request goes on with the listing it had.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    def tools(self, listing: JsonValue) -> Mapping[str, ToolDefinition]: ...
+
+    def due(self, listing: JsonValue, now: int) -> bool: ...
+
+    async def fetch(self, listing: JsonValue, now: int) -> JsonValue: ...
+
+
 @dataclass(frozen=True, eq=False)
 class Extension:
     name: str
@@ -220,6 +261,10 @@ class Extension:
     documents: tuple[DocDefinition[Any], ...] = ()
     """Document kinds the extension's code uses: registering them tells forks how to
     copy them (their ``fork`` policy)."""
+    sources: tuple[ToolSource, ...] = ()
+    """Tool sources (``core/harness/tool_sources.py``): tools listed per conversation,
+    such as an MCP server's. The agent's ``tools`` filter does not apply to them: an
+    agent selects them by selecting the extension."""
 
 
 def define_extension(
@@ -231,6 +276,7 @@ def define_extension(
     wraps: Mapping[str, ToolWrapper] | None = None,
     tasks: Sequence[TaskDefinition] = (),
     documents: Sequence[DocDefinition[Any]] = (),
+    sources: Sequence[ToolSource] = (),
 ) -> Extension:
     ext = Extension(
         name,
@@ -240,6 +286,7 @@ def define_extension(
         dict(wraps or {}),
         tuple(tasks),
         tuple(documents),
+        tuple(sources),
     )
     _validate_extension(ext)
     return ext
@@ -266,6 +313,10 @@ def _validate_extension(ext: Extension) -> None:
             raise RegistryError(f"task name {task!r} is reserved for a built-in task")
         if tasks.count(task) > 1:
             raise RegistryError(f"extension {ext.name!r} defines task {task!r} twice")
+    sources = [s.name for s in ext.sources]
+    dupes = sorted({n for n in sources if sources.count(n) > 1})
+    if dupes:
+        raise RegistryError(f"extension {ext.name!r} defines tool source(s) {dupes} twice")
 
 
 @dataclass(frozen=True)
@@ -280,6 +331,9 @@ class ResolvedAgent:
     sections: tuple[Section, ...]
     hooks: tuple[Hooks, ...]
     extensions: tuple[str, ...]
+    sources: tuple[ToolSource, ...] = ()
+    """The selected extensions' tool sources; their tools are not in ``tools`` until
+    the harness adds them from the conversation's listings."""
 
 
 class Registry:
@@ -363,7 +417,10 @@ class Registry:
         tools: dict[str, ToolDefinition] = {}
         sections: dict[str, Section] = {}
         hooks: list[Hooks] = []
+        sources: dict[str, ToolSource] = {}
         for ext in selected:
+            for source in ext.sources:
+                sources[source.name] = source
             for tool in ext.tools:
                 tools[tool.name] = tool
             for sec in ext.sections:
@@ -390,6 +447,7 @@ class Registry:
             sections=tuple(sections.values()),
             hooks=tuple(hooks),
             extensions=tuple(e.name for e in selected),
+            sources=tuple(sources.values()),
         )
 
     def _changed(self) -> None:

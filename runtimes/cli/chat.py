@@ -1,7 +1,8 @@
 """``perdure chat``: talk to an actor over its HTTP API, in the terminal.
 
 Each typed line is submitted to the conversation; what the agent does shows up as it is
-committed, read from the conversation's watch (Server-Sent Events):
+committed, read from the conversation's watch (Server-Sent Events, or the long poll
+where the host cannot stream: :mod:`runtimes.client` chooses):
 
 * the answer streams from the ``live`` document's ``generation.partial`` and is finished
   by the assistant entry;

@@ -9,6 +9,7 @@ start-up, with the variable to set.
 from __future__ import annotations
 
 import importlib
+import os
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from runtimes.cli.preflight import (
 )
 from runtimes.local.host import ActorHost, HostConfig
 from runtimes.local.server import bind, make_server
+from runtimes.mcp import McpServer, mcp_extension, servers_from_json
 from runtimes.observe import (
     HostTelemetry,
     ObservedModels,
@@ -128,6 +130,9 @@ class DevOptions:
     signing_keys: tuple[str, ...] = field(default=(), repr=False)
     """Scoped tokens' signing keys, newest first (none: derived from the API token)."""
     cors_origins: tuple[str, ...] = ()
+    mcp_file: Path | None = None
+    """MCP servers' configuration (``runtimes.mcp.servers_from_json``); header secrets
+    are read from the environment."""
 
 
 def run_dev(options: DevOptions, say: Callable[[str], None] = print) -> None:
@@ -143,6 +148,15 @@ def run_dev(options: DevOptions, say: Callable[[str], None] = print) -> None:
             sock.close()
     finally:
         lock.release()
+
+
+def _mcp_servers(path: Path | None) -> list[McpServer]:
+    if path is None:
+        return []
+    try:
+        return list(servers_from_json(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as error:
+        raise PreflightError(f"--mcp {path}: {error}") from None
 
 
 def _serve(options: DevOptions, sock: socket.socket, say: Callable[[str], None]) -> None:
@@ -173,6 +187,12 @@ def _serve(options: DevOptions, sock: socket.socket, say: Callable[[str], None])
         tools = coding_tools()
         extensions.append(tools)
         agent["tools"] = [t.name for t in (*tools.tools, *reminders.tools)]
+    servers = _mcp_servers(options.mcp_file)
+    if servers:
+        from runtimes.mcp.sdk import SdkConnector  # the SDK, imported only when used
+
+        # MCP tools are offered by their extension, whatever the agent's tools list.
+        extensions.append(mcp_extension(servers, connector=SdkConnector(), secrets=os.environ.get))
 
     def telemetry(actor: str) -> HostTelemetry:
         return HostTelemetry(actor, tracer)
@@ -199,6 +219,8 @@ def _serve(options: DevOptions, sock: socket.socket, say: Callable[[str], None])
         say("tools: remind (pass --sandbox URL --sandbox-secret FILE for the coding tools)")
     else:
         say(f"tools: coding tools on the sandbox at {options.sandbox_url}, and remind")
+    if servers:
+        say(f"mcp:   {', '.join(f'{s.name} ({s.url})' for s in servers)}")
     say(f"data:  {options.data_dir.resolve()}")
     say(f"url:   {url}   (OpenAPI: {url}/openapi.json)")
     say(f"ui:    {url}/ui   (the inspector: open it and paste the token below)")

@@ -166,6 +166,14 @@ def dev(
             "http://localhost:5173; repeat for more (default: none)",
         ),
     ] = None,
+    mcp: Annotated[
+        Path | None,
+        typer.Option(
+            help='MCP servers for the agents: a JSON file {"servers": [{"name", "url", '
+            '"headers", "tools", "replay", "approval", "timeout_s", "ttl_s"}]}; '
+            "${NAME} in a header is the environment variable NAME",
+        ),
+    ] = None,
 ) -> None:
     """Run the actor HTTP API on 127.0.0.1 for development (Ctrl-C stops it cleanly).
 
@@ -204,6 +212,7 @@ def dev(
         log_format="json" if log_format == "json" else "text",
         signing_keys=keys,
         cors_origins=origins,
+        mcp_file=mcp,
     )
     try:
         run_dev(options, say=typer.echo)

@@ -4,8 +4,9 @@
   :class:`~.front_door.FrontDoor` (auth, a scoped token's scope, body size, actor id,
   route, JSON; CORS preflights by :class:`~runtimes.actor.cors.CorsPolicy`) before any
   Durable Object is addressed; admitted requests go to ``ACTORS.getByName(actor)``,
-  i.e. the object ``idFromName(actor)``. It answers itself ``POST /v1/tokens``
-  (:mod:`~.minting`), which touches no actor, and the web inspector's static files
+  i.e. the object ``idFromName(actor)``. It answers itself, touching no actor,
+  ``POST /v1/tokens`` (:mod:`~.minting`), ``GET /v1/actors`` (:mod:`~.listing`, from
+  the index objects) and the web inspector's static files
   (``/``, ``/ui``, ``/ui/{name}``: :mod:`runtimes.actor.inspector_files`, from the
   package the build put in the bundle — through the app rather than Workers static
   assets, so every host serves the same bytes under the same CSP, and the Pyodide
@@ -55,11 +56,14 @@ from runtimes.actor.tokens import SigningKeys
 from runtimes.cloudflare.actor import DurableActor
 from runtimes.cloudflare.alarm import AlarmReport
 from runtimes.cloudflare.front_door import FrontDoor, Refusal, RouteTable, admit_request
+from runtimes.cloudflare.index import ActorIndex, IndexShard, shard_name
+from runtimes.cloudflare.listing import LISTING_PATH, list_at_door
 from runtimes.cloudflare.minting import TOKENS_PATH, mint_at_door
-from runtimes.cloudflare.names import DURABLE_OBJECT_BINDING
+from runtimes.cloudflare.names import DURABLE_OBJECT_BINDING, INDEX_BINDING
 from runtimes.cloudflare.settings import (
     MisconfiguredWorker,
     WorkerSettings,
+    _read,
     default_actor_config,
 )
 from runtimes.cloudflare.watch import WatchHub
@@ -67,10 +71,12 @@ from runtimes.cloudflare.watch import WatchHub
 __all__ = [
     "Default",
     "PerdureActor",
+    "PerdureActorIndex",
     "api_routes",
     "configure",
     "configure_from_env",
     "without_lifespan",
+    "worker_secret",
 ]
 
 
@@ -81,6 +87,7 @@ class _Deployment:
     actor_config: ActorConfig | None = None  # given by configure()
     from_env: ActorConfig | None = None  # built once per isolate from the Worker's env
     routes: RouteTable | None = None
+    env: Any = None  # the env the isolate's Durable Object was constructed with
     logged: ClassVar[set[str]] = set()  # misconfigurations already on this isolate's log
 
 
@@ -112,6 +119,15 @@ def configure(actor_config: ActorConfig, *, routes: RouteTable | None = None) ->
     _Deployment.actor_config = actor_config
     _Deployment.from_env = None
     _Deployment.routes = routes
+
+
+def worker_secret(name: str) -> str | None:
+    """The Worker's secret (or var) ``name`` from the env this isolate's Durable Object
+    received; ``None`` when it is unset. For what :func:`configure` set up before any
+    env existed and reads later, such as the ``${NAME}`` placeholders of MCP servers'
+    headers (``mcp_extension(servers, secrets=worker_secret)``)."""
+    env = _Deployment.env
+    return None if env is None else _read(env, name)
 
 
 def configure_from_env(*, routes: RouteTable | None = None) -> None:
@@ -175,6 +191,31 @@ def _js(request: Any) -> Any:
     return getattr(request, "js_object", request)
 
 
+class _ShardRpc:
+    """An index object's stub as a :class:`~.index.ShardStub`. Only strings and numbers
+    cross: ``after`` is ``""`` for none, and the ids come back as one JSON string, so
+    no conversion of a JS array or of ``null`` is relied on."""
+
+    def __init__(self, stub: Any) -> None:
+        self._stub = stub
+
+    async def add(self, actor: str) -> None:
+        await self._stub.add(actor)
+
+    async def names(self, after: str | None, limit: int) -> list[str]:
+        found = json.loads(str(await self._stub.names(after or "", limit)))
+        return [str(name) for name in found]
+
+
+def _index(env: Any) -> ActorIndex | None:
+    """The index objects of the deployment, reached through ``env.ACTOR_INDEX``; ``None``
+    for a deployment without the binding (nothing is indexed, the listing is ``501``)."""
+    namespace = getattr(env, INDEX_BINDING, None)
+    if namespace is None:
+        return None
+    return ActorIndex(lambda n: _ShardRpc(namespace.getByName(shard_name(n))))
+
+
 class Default(WorkerEntrypoint):  # type: ignore[misc]
     """The front door (see the module docstring)."""
 
@@ -200,6 +241,18 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         door = _door(settings)
         if path == TOKENS_PATH:  # touches no actor: answered here
             return await self._mint(js_request, method, headers, settings, cors)
+        if path == LISTING_PATH:  # read from the index: no actor's object is addressed
+            index = _index(self.env)
+            if index is None:
+                message = f"this Worker has no {INDEX_BINDING} binding (see wrangler.toml)"
+                refusal = Refusal(501, "not_supported", message)
+                return _json_response(refusal, cors.response_headers(headers))
+            query = urlsplit(str(js_request.url)).query
+            listed = await list_at_door(door, method, query, headers, index)
+            if isinstance(listed, Refusal):
+                return _json_response(listed, cors.response_headers(headers))
+            extra = {"content-type": "application/json", **dict(cors.response_headers(headers))}
+            return Response(json.dumps(listed), status=200, headers=extra)
 
         async def read_body() -> bytes:
             # Read a clone: the original, unread, goes on to the Durable Object.
@@ -243,6 +296,7 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
         # only an alarm (or a socket accepted before the configuration broke) can reach
         # an object that cannot open its actor: it stays closed and says why.
         self.misconfigured: MisconfiguredWorker | None = None
+        _Deployment.env = env  # one deployment per isolate: every object gets the same
         try:
             self.settings = _settings(self.env)
         except MisconfiguredWorker as error:
@@ -250,7 +304,11 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
             return
         config = _actor_config(self.settings)
         self.host = DurableActor(
-            self.ctx.storage, config, clock=SystemClock(), alarm_report=_report
+            self.ctx.storage,
+            config,
+            clock=SystemClock(),
+            alarm_report=_report,
+            index=_index(self.env),
         )
         self.hub = WatchHub(self.host, self.ctx)
         self._started = False
@@ -340,3 +398,20 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
         # is a failed attempt, counted and backed off, not an endless workerd retry.
         await self.host.alarm()
         self.hub.revive()
+
+
+class PerdureActorIndex(DurableObject):  # type: ignore[misc]
+    """One shard of the index of the actors (see the module docstring). Its methods are
+    called over RPC by the actors' objects (:meth:`add`) and the front door
+    (:meth:`names`); it serves no HTTP."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self.shard = IndexShard(self.ctx.storage)
+
+    async def add(self, actor: Any) -> None:
+        self.shard.add(str(actor))
+
+    async def names(self, after: Any, limit: Any) -> str:
+        # JSON text: see _ShardRpc.
+        return json.dumps(self.shard.names(str(after) or None, int(limit)))

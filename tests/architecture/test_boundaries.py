@@ -197,6 +197,7 @@ PUBLIC_CORE = {
     "core.harness.events",  # the harness events' format (what hosts log and show)
     "core.harness.messages",
     "core.harness.models",
+    "core.harness.tool_sources",  # a port: tool sources (MCP servers) implement it
     "core.jsonvalue",
     "core.records",
     "core.session",

@@ -19,16 +19,16 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.browser.support import CHROMIUM, TOKEN, DevProcess, Sandbox
+from runtimes.client import ActorClient
+from tests.browser.support import CHROMIUM, TOKEN, DevProcess, Sandbox, through_the_api
 from tests.models.fake_openai import FakeOpenAI, Stream, finish, text, tool_call, usage
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 try:
-    from playwright.sync_api import Browser, Page, expect, sync_playwright
+    from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 except ImportError:  # pragma: no cover - the suite needs it; a clear failure, not a skip
     pytest.fail("the browser suite needs playwright (pip install '.[test]')", pytrace=False)
 
@@ -267,18 +267,22 @@ def test_a_token_for_one_actor_opens_it_directly(
     model.reset()
     model.script(Stream([text("hello from the scoped actor"), finish("stop")]))
     actor = f"scoped-{rights}"
-    headers = {"authorization": f"Bearer {TOKEN}"}
-    with httpx.Client(base_url=dev.url, headers=headers, timeout=30) as client:
-        r = client.post(
-            "/v1/actors/" + actor + "/submissions", json={"type": "input", "content": "hi"}
-        )
-        assert r.status_code == 202, r.text
-        client.get(f"/v1/actors/{actor}/submissions/{r.json()['id']}", params={"wait": 20})
-        minted = client.post("/v1/tokens", json={"actor": actor, "rights": rights, "ttl_s": 600})
-        assert minted.status_code == 201, minted.text
-        token = minted.json()["token"]
+
+    async def answered_then_minted(client: ActorClient) -> str:
+        await client.ask(actor, "hi", timeout=20)
+        return (await client.mint_token(actor, rights, 600)).token
+
+    token = through_the_api(dev.url, answered_then_minted)
     page, errors = open_page(browser, 375)
     try:
+        # A tampered one is refused, with the host's reason.
+        forged = token.rsplit(".", 1)[0] + "." + "A" * 43
+        page.goto(f"{dev.url}/ui")
+        page.fill("#token", forged)
+        page.click("#connect")
+        expect(page.locator("#login-error")).to_have_text(
+            "That token was refused (401): invalid bearer token"
+        )
         sign_in(page, dev, token)  # no "list the actors" first: that is the operator's
         expect(page.locator("#conversation-title")).to_contain_text(f"{actor} · conversation 1")
         expect(page.locator("#transcript li[data-kind='assistant']")).to_contain_text(
@@ -293,6 +297,37 @@ def test_a_token_for_one_actor_opens_it_directly(
         assert_top_bar_in_words(page)
         assert_nothing_clipped(page, f"a {rights} token at 375 px")
         shot(page, f"375-scoped-{rights}")
+    finally:
+        page.context.close()
+    assert errors == [], errors
+
+
+def test_a_host_that_cannot_stream_the_watch_is_long_polled(
+    browser: Browser, model: FakeOpenAI, dev: DevProcess
+) -> None:
+    """Lambda answers whole responses only: its watch fails (500) where the local host
+    streams. The page then reads the same frames from the long poll (``deltas``)."""
+    model.reset()
+    words = ["Polled ", "all ", "the ", "way."]
+    model.script(Stream([*(text(w) for w in words), finish("stop")], delay=0.3))
+    page, errors = open_page(browser, 800)
+    refused: list[str] = []
+
+    def no_stream(route: Route) -> None:
+        refused.append(route.request.url)
+        route.fulfill(status=500, body="Internal Server Error", content_type="text/plain")
+
+    page.route("**/watch", no_stream)
+    try:
+        sign_in(page, dev, TOKEN)
+        page.fill("#open-actor", "long-poll")
+        page.click("#open-actor-form button")
+        page.fill("#input", "poll me")
+        page.click("#submit")
+        answer = page.locator("#transcript li[data-kind='assistant']")
+        expect(answer).to_contain_text("Polled all the way.", timeout=20_000)
+        expect(page.locator("#connection")).to_have_attribute("data-state", "online")
+        assert refused, "the page never tried the stream"
     finally:
         page.context.close()
     assert errors == [], errors

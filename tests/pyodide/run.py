@@ -603,6 +603,19 @@ def _sandbox_server(stack: contextlib.ExitStack, scratch: Path) -> tuple[str, st
     return server.url, token("fetch-ws"), SECRET.decode()
 
 
+MCP_TOKEN = "mcp-bearer-from-a-worker-secret"
+
+
+def _mcp_server(stack: contextlib.ExitStack, scratch: Path) -> str:
+    """A real MCP server (the SDK's, ``python -m tests.mcp.server``) on 127.0.0.1 that
+    wants ``Authorization: Bearer MCP_TOKEN``, for the MCP client over ``fetch``."""
+    from tests.mcp.support import mcp_server
+
+    where = scratch / "mcp"
+    where.mkdir()
+    return stack.enter_context(mcp_server(where, token=MCP_TOKEN)).url
+
+
 def worker_bundle(worker: Path | None, scratch: Path) -> bool:
     """Step 6: the built Worker directory booted as deployed; True if every check held."""
     from tests.models.fake_openai import FakeOpenAI, Stream, finish, text, usage
@@ -732,7 +745,10 @@ def main() -> int:
         openai = _openai_server()
         sandbox = contextlib.ExitStack()
         sandbox_url, sandbox_token, sandbox_secret = _sandbox_server(sandbox, scratch)
+        mcp_url = _mcp_server(sandbox, scratch)
         options = {
+            "mcp_url": mcp_url,
+            "mcp_token": MCP_TOKEN,
             "openai_base_url": openai.base_url,
             "sandbox_url": sandbox_url,
             "sandbox_token": sandbox_token,

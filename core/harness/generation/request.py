@@ -45,6 +45,7 @@ from core.harness.models import (
 from core.harness.partial import Partial, close_stream
 from core.harness.registry import ResolvedAgent
 from core.harness.runs import TOOL, add_usage, final_boundary, settle_run
+from core.harness.tool_sources import refresh_listings
 from core.jsonvalue import JsonObject, JsonValue, dumps
 from core.records import Completed, Task, Waiting
 from core.session.session import ensure_outside_commit
@@ -135,8 +136,10 @@ async def _request_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> Non
         await _fail_run(h, rt, "no_model", f"Model {model} is not available")
         return
     await _keep_interrupted_partial(h, rt)
-    ctx = await h.context(conv, cutoff=cast("int | None", cp.get("cutoff")))
     agent = await h.agent(conv)
+    if agent.sources and await refresh_listings(h, rt, agent):
+        agent = await h.agent(conv)  # the tools of the listings just committed
+    ctx = await h.context(conv, cutoff=cast("int | None", cp.get("cutoff")))
     messages = ctx.messages
     for hooks in agent.hooks:
         if hooks.before_request is not None:

@@ -887,6 +887,87 @@ async def model_over_fetch_to_a_real_server(options: dict[str, Any]) -> dict[str
 
 
 @check
+async def mcp_tools_over_fetch_on_the_durable_object(options: dict[str, Any]) -> dict[str, Any]:
+    """MCP tools on the real ``PerdureActor``: the MCP client over httpx alone
+    (``runtimes.mcp.http_client``; the ``mcp`` SDK does not import here) with
+    :class:`FetchTransport` lists and calls the tools of a real MCP server (the SDK's,
+    on 127.0.0.1, started by run.py), its bearer token a Worker secret
+    (``worker_secret``); after an eviction a new instance offers the tools from the
+    actor's listing and calls one without listing again."""
+    url = options.get("mcp_url")
+    if not url:
+        raise AssertionError("run.py did not start the MCP server")
+    from core.harness import ToolResultMessage
+    from runtimes.cloudflare import worker
+    from runtimes.cloudflare.fetch_transport import FetchTransport
+    from runtimes.mcp import McpServer, mcp_extension
+    from runtimes.mcp.http_client import HttpConnector
+
+    listings: list[str] = []
+    offered: list[list[str]] = []
+
+    class Counting(HttpConnector):
+        async def list_tools(self, server: Any, headers: Any) -> Any:
+            listings.append(server.name)
+            return await super().list_tools(server, headers)
+
+    def step(request: ModelRequest, state: FauxState) -> AssistantMessage:
+        last = request.messages[-1]
+        if isinstance(last, ToolResultMessage):
+            return faux_message(f"result: {last.content}")
+        offered.append(sorted(t.name for t in request.tools))
+        to = str(last.content).removeprefix("search ")
+        call = faux_tool_call("trains__search", {"to": to}, id=f"c{len(request.messages)}")
+        return faux_message(call)
+
+    from js import Object  # type: ignore[import-not-found]
+    from pyodide.ffi import to_js  # type: ignore[import-not-found]
+
+    env = to_js(
+        {"PERDURE_API_TOKEN": TOKEN, "MCP_TRAINS_TOKEN": options["mcp_token"]},
+        dict_converter=Object.fromEntries,
+    )
+    trains = McpServer(
+        "trains",
+        url,
+        headers={"Authorization": "Bearer ${MCP_TRAINS_TOKEN}"},
+        timeout_s=20,
+    )
+    mcp = mcp_extension(
+        [trains],
+        connector=Counting(make_transport=FetchTransport),
+        secrets=worker.worker_secret,
+    )
+    worker.configure(
+        ActorConfig(
+            models=FauxModel(fallback=step),
+            extensions=[mcp],
+            default_agent={"model": workload.MODEL},
+            report=lambda actor, error: None,
+        )
+    )
+    home = Home(_path(options, "mcp.sqlite"), "mcp-a")
+    answers = []
+    for city in ("Graz", "Linz"):  # the second on a new instance: the first is evicted
+        obj = worker.PerdureActor(home.js.open(), env)
+        client = _Client(obj, "mcp-a")
+        body = {"type": "input", "content": f"search {city}"}
+        status, accepted = await client.call("POST", "/submissions", body)
+        assert status == 202, (status, accepted)
+        state = await client.settled(accepted["id"])
+        assert state["status"] == "done", state
+        answers.append(state["answer"]["text"])
+        await obj.host.close()
+    assert answers == [
+        "result: IC 501 to Graz leaves at 09:12",
+        "result: IC 501 to Linz leaves at 09:12",
+    ], answers
+    assert all("trains__search" in names for names in offered), offered
+    assert listings == ["trains"], listings  # listed once, kept with the actor
+    return {"answers": answers}
+
+
+@check
 async def remote_env_over_fetch_to_a_real_sandbox(options: dict[str, Any]) -> dict[str, Any]:
     """The ``remote_env`` client over :class:`FetchTransport`: a real sandbox server
     (``python -m remote_env.server`` on 127.0.0.1, started by run.py) runs a command;

@@ -18,18 +18,24 @@ export class Api {
     return { Authorization: `Bearer ${this.token}`, ...extra };
   }
 
-  async request(method, path, body) {
-    const init = { method, headers: this.headers(), cache: "no-store" };
+  async request(method, path, body, signal) {
+    const init = { method, headers: this.headers(), cache: "no-store", signal };
     if (body !== undefined) {
       init.headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
     }
     const response = await fetch(path, init);
     const text = await response.text();
-    const value = text ? JSON.parse(text) : null;
+    let value = null;
+    try {
+      value = text ? JSON.parse(text) : null;
+    } catch {
+      // Not JSON (a proxy's error page): say the status, not the parser's complaint.
+      if (response.ok) throw new ApiError(response.status, "not_json", "the host answered something other than JSON");
+    }
     if (!response.ok) {
       const error = (value && value.error) || {};
-      throw new ApiError(response.status, error.code || "http_error", error.message || text);
+      throw new ApiError(response.status, error.code || "http_error", error.message || `HTTP ${response.status}`);
     }
     return value;
   }

@@ -24,6 +24,7 @@ const state = {
   watchStop: null,
   pollTimer: null,
   renderQueued: false,
+  longPoll: false, // the host cannot stream the watch: long-poll its deltas instead
   // Tool tasks seen resumed after a restart (attempt > 1), kept for the event history.
   resumed: new Map(),
 };
@@ -47,6 +48,7 @@ function showLogin(message = "") {
   $("main").hidden = true;
   $("sign-out").hidden = true;
   $("login-error").textContent = message;
+  $("scope").textContent = "";
   setConnection("offline", "not connected");
   $("token").focus();
 }
@@ -211,9 +213,12 @@ function stopActor() {
 
 // ------------------------------------------------------------------ the watch
 
+// The watch: the SSE stream, or, on a host that cannot stream (Lambda answers whole
+// responses only), the long poll of the same frames (``deltas``). The page switches to
+// the long poll once the stream is refused with a server error, and keeps it.
 function startWatch() {
   const controller = new AbortController();
-  const path = `/v1/actors/${state.actor}/conversations/${state.conversationId}/watch`;
+  const base = `/v1/actors/${state.actor}/conversations/${state.conversationId}`;
   let stopped = false;
   state.watchStop = () => {
     stopped = true;
@@ -222,11 +227,19 @@ function startWatch() {
   (async () => {
     while (!stopped) {
       try {
-        await state.api.watch(path, onFrame, controller.signal);
+        if (state.longPoll) {
+          await longPoll(base, controller.signal, () => stopped);
+        } else {
+          await state.api.watch(`${base}/watch`, onFrame, controller.signal);
+        }
         if (!stopped) setConnection("reconnecting", "stream ended: reconnecting");
       } catch (error) {
         if (stopped) return;
         if (error instanceof ApiError && error.status === 401) return signOut();
+        if (error instanceof ApiError && error.status >= 500 && !state.longPoll) {
+          state.longPoll = true;
+          continue;
+        }
         if (error instanceof ApiError && error.status === 404) {
           // No such actor (or conversation) yet: the first submission creates it.
           setConnection("online", "connected");
@@ -238,6 +251,20 @@ function startWatch() {
       await new Promise((resolve) => setTimeout(resolve, RECONNECT_MS));
     }
   })();
+}
+
+async function longPoll(base, signal, stopped) {
+  let after = null;
+  while (!stopped()) {
+    const query = after === null ? "" : `?after=${after}&wait=20`;
+    const page = await state.api.request("GET", `${base}/deltas${query}`, undefined, signal);
+    for (const frame of page.frames) onFrame(frame);
+    if (page.next === null || page.next === undefined) {
+      // A host without commit seqs: the whole view each time, once a second.
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    }
+    after = page.next ?? null;
+  }
 }
 
 function onFrame(frame) {
@@ -481,7 +508,7 @@ function wire() {
       await connect(token);
       $("token").value = "";
     } catch (error) {
-      showLogin(error instanceof ApiError && error.status === 401 ? "That token was refused (401)." : `Could not connect: ${error.message}`);
+      showLogin(refusal("That token", error));
     }
   });
   $("sign-out").addEventListener("click", signOut);
@@ -507,6 +534,15 @@ function wire() {
   setInterval(() => state.tasks && renderTasks(), 1000); // elapsed times keep counting
 }
 
+// Why the token page is shown again: the host's reason for a refused token (expired,
+// another actor's...), or what kept the page from connecting.
+function refusal(which, error) {
+  if (error instanceof ApiError && (error.status === 401 || error.status === 403)) {
+    return `${which} was refused (${error.status}): ${error.message}`;
+  }
+  return `Could not connect: ${error.message}`;
+}
+
 async function boot() {
   wire();
   const token = sessionStorage.getItem(TOKEN_KEY);
@@ -514,7 +550,7 @@ async function boot() {
   try {
     await connect(token);
   } catch (error) {
-    showLogin(error instanceof ApiError && error.status === 401 ? "The saved token was refused (401)." : `Could not connect: ${error.message}`);
+    showLogin(refusal("The saved token", error));
   }
 }
 
