@@ -24,11 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from core.clock import Clock
 from core.engine import Engine
-from core.env import ExecutionEnv
 from core.errors import (
     ReminderFired,
     SessionClosed,
@@ -43,7 +42,8 @@ from core.harness.context import ActiveRange, ContextView, RangeCache
 from core.harness.conversation import Conversation, WhenBusy
 from core.harness.events import note_abort, note_event, note_restart
 from core.harness.forks import document_definition, fork_conversation
-from core.harness.generation import generation_task, settle_generation
+from core.harness.generation.end import settle_generation
+from core.harness.generation.task import generation_task
 from core.harness.live import ProgressPace
 from core.harness.messages import Message, Usage
 from core.harness.models import Models
@@ -78,6 +78,9 @@ from core.tasks.ownership import owner_of, owners
 from core.tasks.scheduler import Inspection
 from core.telemetry import NO_TELEMETRY, Telemetry
 
+if TYPE_CHECKING:
+    from core.env import ExecutionEnv
+
 __all__ = [
     "HARNESS_KINDS",
     "Answer",
@@ -91,7 +94,7 @@ __all__ = [
     "write_draft",
 ]
 
-EnvFactory = Callable[[int, str | None], ExecutionEnv | None]
+EnvFactory = Callable[[int, str | None], "ExecutionEnv | None"]
 """``env(conversation_id, cwd)``: the execution environment tools of that conversation use."""
 
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from core.harness.builtin_documents import INBOX, LIVE, USAGE
 from core.harness.events import note_event
-from core.harness.generation_live import staged_value
+from core.harness.generation.live import staged_value
 from core.harness.messages import Usage, UserMessage, message_to_json
 from core.jsonvalue import JsonObject, JsonValue
 from core.records import SubmissionRecord, Task

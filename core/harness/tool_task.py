@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, cast
 
 from pydantic import BaseModel, ValidationError
 
-from core.env import OP_ID_PATTERN, EnvUnavailable, ExecutionEnv, OpLost, OpRef
 from core.errors import InvalidJson, InvocationEnded, SessionClosed, TaskStateError
 from core.harness.approvals import (
     APPROVAL_PHASE,
@@ -52,9 +51,9 @@ from core.harness.approvals import (
 )
 from core.harness.builtin_documents import LIVE
 from core.harness.events import note_event
-from core.harness.generation_hand_over import merge_hand_over, plan_merged_hand_over
-from core.harness.generation_live import append_message
-from core.harness.generation_request import round_intent
+from core.harness.generation.hand_over import merge_hand_over, plan_merged_hand_over
+from core.harness.generation.live import append_message
+from core.harness.generation.request import round_intent
 from core.harness.live import Throttle
 from core.harness.messages import (
     AssistantMessage,
@@ -74,6 +73,7 @@ from core.tasks.runtime import TaskRuntime
 from core.times import iso_time
 
 if TYPE_CHECKING:
+    from core.env import ExecutionEnv
     from core.harness.services import HarnessServices
 
 __all__ = ["round_intent", "settle_tool", "tool_task"]
@@ -130,6 +130,10 @@ class _Call:
 
     @functools.cached_property
     def op_id(self) -> str:
+        # core.env (a dozen records) loads with the first tool call, not at import: the
+        # path from process start to a recovered generation's first request skips it.
+        from core.env import OP_ID_PATTERN
+
         raw = f"{self.task.id}:{self.call.id}"
         if OP_ID_PATTERN.fullmatch(raw):
             return raw
@@ -137,6 +141,8 @@ class _Call:
         return f"{self.task.id}:{hashlib.sha256(self.call.id.encode()).hexdigest()[:32]}"
 
     def context(self, attempt: int) -> ToolContext:
+        from core.env import OpRef  # see op_id
+
         env: ExecutionEnv | None = self.h.env_for(self.rt.conversation_id, self.agent.cwd)
         return ToolContext(
             harness=self.h,
@@ -434,6 +440,8 @@ def _validate(
 
 
 async def _run(c: _Call, tool: ToolDefinition, args: BaseModel, attempt: int) -> None:
+    from core.env import EnvUnavailable, OpLost  # see _Call.op_id
+
     ctx = c.context(attempt)
     diagnostics: list[Diagnostic] = []
     failed = False

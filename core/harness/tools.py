@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from core.env import ExecutionEnv, OpRef
 from core.errors import HarnessError, PerdureError
 from core.jsonvalue import JsonObject, JsonValue
 from core.session.transaction import Tx
@@ -19,6 +18,7 @@ from core.tasks.signal import CancelSignal
 from core.textlimits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 
 if TYPE_CHECKING:
+    from core.env import ExecutionEnv, OpRef
     from core.harness.handles import ConversationHandle
     from core.session.session import Session
     from core.tasks.runtime import TaskRuntime

@@ -1,7 +1,8 @@
 """Randomized schedules (hypothesis stateful testing) against one durable actor.
 
 A machine drives a harness over memory storage or a real SQLite file with interleavings
-of submit (follow-up / steer / reject, with and without reused request ids), application
+of submit (follow-up / steer / reject, with and without reused request ids), tool calls
+that wait for approval and decisions on them (repeated, conflicting), application
 writes, scripted model behaviour (answers, tool rounds, retryable and fatal errors,
 deferred answers, requests that hang until released or aborted), abort of a conversation
 or one submission, fork, compact, reset, reminders, recurring schedules, clock
@@ -39,7 +40,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from core.errors import ConversationBusy, RequestIdConflict, SessionPoisoned
+from core.errors import ApprovalDecided, ConversationBusy, RequestIdConflict, SessionPoisoned
 from core.faux import faux_deferred, faux_error, faux_message
 from core.harness import HarnessSettings
 from core.harness.schedules import SCHEDULE
@@ -50,7 +51,11 @@ from tests.core.harness.support import echo, extension, tool
 from tests.recovery.support import MODEL, World
 
 REQUEST_IDS = st.sampled_from([None, None, None, "r1", "r2", "r3"])
-TOOLS = st.lists(st.sampled_from(["quick", "risky", "slow", "missing"]), min_size=1, max_size=3)
+TOOLS = st.lists(
+    st.sampled_from(["quick", "risky", "slow", "missing", "asks", "asks_exp"]),
+    min_size=1,
+    max_size=3,
+)
 STEP_TIMEOUT = 5.0  # real seconds: a step that takes longer is a hang (a liveness bug)
 
 
@@ -68,6 +73,7 @@ class Schedule(RuleBasedStateMachine):
         self.accepted: dict[int, int] = {}  # submission id -> conversation id
         self.requests: dict[tuple[int, str], int] = {}
         self.crashes = 0
+        self.decided: dict[int, tuple[str, str | None]] = {}  # approval -> first decision
 
     # ------------------------------------------------------------------ plumbing
 
@@ -299,6 +305,36 @@ class Schedule(RuleBasedStateMachine):
 
         self.run(go())
 
+    @rule(
+        pick=st.integers(0, 1000),
+        decision=st.sampled_from(["approve", "approve", "deny"]),
+        note=st.sampled_from([None, "not now"]),
+    )
+    def decide(self, pick: int, decision: str, note: str | None) -> None:
+        """A person decides a pending tool call (a decided one again: the same decision
+        is answered from the record, another is refused and writes nothing)."""
+
+        async def go() -> None:
+            h = self.h
+            pending = [a["id"] for a in h.approvals()] + sorted(self.decided)
+            if not pending:
+                return
+            task_id = pending[pick % len(pending)]
+            before = self.world.faulty.commits if self.world.faulty else 0
+            first = self.decided.get(task_id)
+            try:
+                await h.decide_approval(task_id, decision, note=note)
+            except ApprovalDecided:
+                assert first is None or first != (decision, note), "same decision refused"
+                assert self.world.faulty is None or self.world.faulty.commits == before
+                return
+            if first is not None:
+                assert first == (decision, note), f"approval {task_id} decided twice"
+                assert self.world.faulty is None or self.world.faulty.commits == before
+            self.decided.setdefault(task_id, (decision, note))
+
+        self.run(go())
+
     @rule(index=st.integers(0, 7), pick=st.integers(0, 1000))
     def fork(self, index: int, pick: int) -> None:
         conv_id = self.conv(index)
@@ -412,6 +448,7 @@ class Schedule(RuleBasedStateMachine):
             event(name)
         event(f"reopens:{min(self.crashes, 3)}+")
         event(f"tool runs:{min(sum(self.world.effects.runs.values()), 5)}+")
+        event(f"approvals decided:{min(len(self.decided), 3)}+")
         event(f"faults:{min(self.faults, 2)}+")
         event(f"steps:{self.steps // 10 * 10}+")
         event(f"model calls:{min(self.world.faux.state.call_count, 5)}+")

@@ -29,14 +29,8 @@ Phases (checkpoint ``phase``):
              to a new generation task — already prepared, unless the boundary moved
              the context's start (then the successor prepares against the new range).
 
-This module is the task definition; each job lives beside it: ``generation_prepare``
-(``prepare``, and the plan and pin the hand-over reuses), ``generation_request``
-(``request`` and ``poll``: the model request, its stream and the response's
-classification; ``retry``, one commit, stays here), ``generation_hand_over``
-(``tools``, and the merged hand-over a tool's result commit carries),
-``generation_end`` (failures, aborts, scheduler-written outcomes) and
-``generation_live`` (the state reads they share). The names other modules used from
-here stay importable from here.
+This module is the task definition; each job lives beside it in this package (see its
+docstring).
 
 A crash at any point resumes at the last checkpoint: an interrupted request is sent again
 (its committed partial stays in ``live`` and is not replayed), a backoff or poll time
@@ -49,11 +43,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from core.harness.builtin_documents import LIVE
-from core.harness.generation_end import end_run, settle_generation
-from core.harness.generation_hand_over import merge_hand_over, plan_merged_hand_over, tools_phase
-from core.harness.generation_live import checkpoint_copy, live_section
-from core.harness.generation_prepare import prepare_phase
-from core.harness.generation_request import poll_phase, request_phase, round_intent
+from core.harness.generation.end import _end_run
+from core.harness.generation.hand_over import _tools_phase
+from core.harness.generation.live import _checkpoint_copy, _live_section
+from core.harness.generation.prepare import _prepare_phase
+from core.harness.generation.request import _poll_phase, _request_phase
 from core.harness.runs import GENERATION
 from core.jsonvalue import JsonObject
 from core.records import Aborted, Task
@@ -64,38 +58,32 @@ from core.tasks.runtime import TaskRuntime
 if TYPE_CHECKING:
     from core.harness.services import HarnessServices
 
-__all__ = [
-    "generation_task",
-    "merge_hand_over",
-    "plan_merged_hand_over",
-    "round_intent",
-    "settle_generation",
-]
+__all__ = ["generation_task"]
 
 
 def generation_task(services: Callable[[], HarnessServices]) -> TaskDefinition:
     async def prepare(task: Task, rt: TaskRuntime) -> None:
-        await prepare_phase(services(), task, rt)
+        await _prepare_phase(services(), task, rt)
 
     async def request(task: Task, rt: TaskRuntime) -> None:
-        await request_phase(services(), task, rt)
+        await _request_phase(services(), task, rt)
 
     async def retry(task: Task, rt: TaskRuntime) -> None:
-        cp = checkpoint_copy(task)
+        cp = _checkpoint_copy(task)
 
         async def resend(tx: Tx, current: Task) -> JsonObject:
             live = await tx.doc(LIVE, rt.conversation_id)
-            gen = live_section(live, "generation")
+            gen = _live_section(live, "generation")
             gen.pop("retry", None)
             return {**cp, "phase": "request"}
 
         await rt.commit(resend)
 
     async def poll(task: Task, rt: TaskRuntime) -> None:
-        await poll_phase(services(), task, rt)
+        await _poll_phase(services(), task, rt)
 
     async def tools(task: Task, rt: TaskRuntime) -> None:
-        await tools_phase(services(), task, rt)
+        await _tools_phase(services(), task, rt)
 
     async def abort(task: Task, rt: TaskRuntime) -> None:
         h = services()
@@ -107,7 +95,7 @@ def generation_task(services: Callable[[], HarnessServices]) -> TaskDefinition:
                 h.report(e)
 
         async def settle(tx: Tx, current: Task) -> Aborted:
-            await end_run(h, tx, current, reason="aborted")
+            await _end_run(h, tx, current, reason="aborted")
             return Aborted("aborted")
 
         await rt.commit(settle)

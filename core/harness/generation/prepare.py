@@ -1,6 +1,6 @@
 """The generation's ``prepare`` phase: land a queued summary, plan the request (agent,
 model, system prompt change, compaction need) and pin it in the ``request`` checkpoint;
-a context too big to send waits for a compaction first (``compact_first``). The plan and
+a context too big to send waits for a compaction first (``_compact_first``). The plan and
 pin are reused by the tool round's hand-over, which prepares the successor."""
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from core.harness.compaction import (
     start_compaction,
 )
 from core.harness.context import ContextView
-from core.harness.generation_end import fail_run
-from core.harness.generation_live import (
-    checkpoint_copy,
-    committed_value,
-    is_current,
-    live_section,
+from core.harness.generation.end import _fail_run
+from core.harness.generation.live import (
+    _checkpoint_copy,
+    _committed_value,
+    _is_current,
+    _live_section,
 )
 from core.harness.messages import Message, SystemMessage, message_to_json
 from core.harness.prompt import PromptChange, plan_prompt, render_sections
@@ -35,11 +35,11 @@ from core.tasks.runtime import TaskRuntime
 if TYPE_CHECKING:
     from core.harness.services import HarnessServices
 
-__all__ = ["Plan", "compact_first", "pin_request", "plan_request", "prepare_phase"]
+__all__: list[str] = []  # the package's own: the hand-over reuses the plan and pin
 
 
 @dataclass(frozen=True)
-class Plan:
+class _Plan:
     """What preparing a request decides: the pinned model and options, and the system
     prompt change to record (if any)."""
 
@@ -50,7 +50,7 @@ class Plan:
     compaction: Literal["blocking", "background"] | None
 
 
-async def plan_request(h: HarnessServices, conv: int, extra: Message | None = None) -> Plan | str:
+async def _plan_request(h: HarnessServices, conv: int, extra: Message | None = None) -> _Plan | str:
     """Resolve the agent and plan the prompt; a string is the ``no_model`` detail.
     ``extra``: a message the commit this plan is for adds to the context (counted in
     the compaction decision)."""
@@ -65,14 +65,14 @@ async def plan_request(h: HarnessServices, conv: int, extra: Message | None = No
     change = plan_prompt(ctx.sections, wanted, baseline=not ctx.prompted)
     tokens = context_tokens([*ctx.messages, extra] if extra is not None else ctx.messages)
     need = compaction_need(h.settings.compaction, tokens, info.context_window)
-    return Plan(agent.model, agent.thinking, info.max_tokens, change, need)
+    return _Plan(agent.model, agent.thinking, info.max_tokens, change, need)
 
 
-async def pin_request(
+async def _pin_request(
     h: HarnessServices,
     tx: Tx,
     conv: int,
-    plan: Plan,
+    plan: _Plan,
     by_task: int,
     attempt: int,
     *,
@@ -111,46 +111,46 @@ async def pin_request(
     return checkpoint
 
 
-async def prepare_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
+async def _prepare_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     conv = rt.conversation_id
-    cp = checkpoint_copy(task)
+    cp = _checkpoint_copy(task)
     attempt = int(cast(int, cp.get("attempt", 1)))
     if await _summary_waits(h, conv, rt.task_id):
 
         async def land(tx: Tx, current: Task) -> JsonObject:
-            if is_current(await tx.doc(LIVE, conv), current.id):
+            if _is_current(await tx.doc(LIVE, conv), current.id):
                 await land_summaries(tx, conv, h.settings)
             return {**cp, "landed": int(cast(int, cp.get("landed", 0))) + 1}
 
         await rt.commit(land)
         return
-    plan = await plan_request(h, conv)
+    plan = await _plan_request(h, conv)
     if isinstance(plan, str):
-        await fail_run(h, rt, "no_model", plan)
+        await _fail_run(h, rt, "no_model", plan)
         return
     if plan.compaction == "blocking" and not cp.get("compacted"):
         # Too big to send: wait for a compaction of our own, then send whatever it did.
-        await compact_first(rt, cp, reason="threshold")
+        await _compact_first(rt, cp, reason="threshold")
         return
 
     async def pin(tx: Tx, current: Task) -> JsonObject:
         overflowed = bool(cp.get("overflowed"))
-        return await pin_request(h, tx, conv, plan, current.id, attempt, overflowed=overflowed)
+        return await _pin_request(h, tx, conv, plan, current.id, attempt, overflowed=overflowed)
 
     await rt.commit(pin)
 
 
 async def _summary_waits(h: HarnessServices, conv: int, task_id: int) -> bool:
     """Whether a compaction summary is queued while this generation runs the run."""
-    inbox = await committed_value(h.session, INBOX, conv)
+    inbox = await _committed_value(h.session, INBOX, conv)
     if not queued_summary(inbox):
         return False
-    live = await committed_value(h.session, LIVE, conv)
+    live = await _committed_value(h.session, LIVE, conv)
     run = live.get("run") if isinstance(live, dict) else None
     return isinstance(run, dict) and run.get("generation") == task_id
 
 
-async def compact_first(rt: TaskRuntime, cp: JsonObject, *, reason: str) -> None:
+async def _compact_first(rt: TaskRuntime, cp: JsonObject, *, reason: str) -> None:
     """Wait for a compaction — the conversation's one in flight, else one this
     generation owns — then prepare the request again (landing its summary first)."""
 
@@ -164,7 +164,7 @@ async def compact_first(rt: TaskRuntime, cp: JsonObject, *, reason: str) -> None
             assert child is not None  # owned compactions always start
             child_id = child.id
         live = await tx.doc(LIVE, rt.conversation_id)
-        live_section(live, "generation").pop("partial", None)
+        _live_section(live, "generation").pop("partial", None)
         checkpoint: JsonObject = {"phase": "prepare", "attempt": cp.get("attempt", 1)}
         checkpoint["compacted"] = True
         if reason == "overflow":

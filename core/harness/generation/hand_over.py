@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, cast
 
 from core.harness.builtin_documents import INBOX, LIVE
 from core.harness.context import ContextView
-from core.harness.generation_live import checkpoint_copy, is_current, live_section, staged_value
-from core.harness.generation_prepare import Plan, pin_request, plan_request
+from core.harness.generation.live import _checkpoint_copy, _is_current, _live_section, staged_value
+from core.harness.generation.prepare import _pin_request, _Plan, _plan_request
 from core.harness.messages import Message, ToolResultMessage
 from core.harness.runs import GENERATION, TOOL, post_tools_boundary
 from core.jsonvalue import JsonObject, JsonValue
@@ -21,12 +21,12 @@ from core.tasks.runtime import TaskRuntime
 if TYPE_CHECKING:
     from core.harness.services import HarnessServices
 
-__all__ = ["merge_hand_over", "plan_merged_hand_over", "tools_phase"]
+__all__ = ["merge_hand_over", "plan_merged_hand_over"]
 
 
-async def tools_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
+async def _tools_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     conv = rt.conversation_id
-    cp = checkpoint_copy(task)
+    cp = _checkpoint_copy(task)
     calls = [str(c) for c in cast(list[JsonValue], cp.get("calls") or [])]
     started = [int(cast(int, t)) for t in cast(list[JsonValue], cp.get("tasks") or [])]
     if len(started) < len(calls):  # sequential round: start the next call
@@ -38,7 +38,7 @@ async def tools_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
                 owner=current.id,
             )
             live = await tx.doc(LIVE, conv)
-            slot = live_section(live, "tools").get(calls[len(started)])
+            slot = _live_section(live, "tools").get(calls[len(started)])
             if isinstance(slot, dict):
                 slot["task"] = tool.id
             return Waiting({**cp, "tasks": [*started, tool.id]}, (tool.id,))
@@ -57,7 +57,7 @@ async def tools_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
 
     # The successor's preparation happens here, so it starts at ``request`` and the
     # hand-over commit also pins its model and context: one commit less per round.
-    plan = await plan_request(h, conv)
+    plan = await _plan_request(h, conv)
 
     async def hand_over(tx: Tx, current: Task) -> Completed:
         await _hand_over(h, tx, current, plan)
@@ -66,23 +66,23 @@ async def tools_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     await rt.commit(hand_over)
 
 
-async def _hand_over(h: HarnessServices, tx: Tx, current: Task, plan: Plan | str) -> None:
+async def _hand_over(h: HarnessServices, tx: Tx, current: Task, plan: _Plan | str) -> None:
     """Inside a commit: the post-tools boundary of the generation ``current`` and the
     run handed to its successor (already prepared unless the boundary moved the start
     of the context or the plan says it must compact first)."""
     conv = current.conversation_id
     live = await tx.doc(LIVE, conv)
-    if is_current(live, current.id):
+    if _is_current(live, current.id):
         await post_tools_boundary(tx, conv, h.settings)
         # A summary placed here starts a new context range: the plan made is void.
         moved = any(e.head is not None for e in tx.entries if e.conversation_id == conv)
         start = None
         if not moved and not isinstance(plan, str) and plan.compaction != "blocking":
-            start = await pin_request(h, tx, conv, plan, current.id, 1, overflowed=False)
+            start = await _pin_request(h, tx, conv, plan, current.id, 1, overflowed=False)
         successor = await tx.create_task(
             GENERATION, {}, conversation_id=conv, checkpoint=start, continues=current
         )
-        live_section(live, "run")["generation"] = successor.id
+        _live_section(live, "run")["generation"] = successor.id
         value = cast(JsonObject, live.value)
         value["generation"] = {"task": successor.id}
         value.pop("tools", None)
@@ -134,7 +134,7 @@ def _round_closes(h: HarnessServices, tool: Task, staged: dict[int, Task] | None
 
 async def plan_merged_hand_over(
     h: HarnessServices, tool: Task, result: Message
-) -> Plan | str | None:
+) -> _Plan | str | None:
     """Before ``tool``'s result commit: the successor's plan if that commit can hand the
     round over (see :func:`merge_hand_over`), else ``None``."""
     gen = _round_closes(h, tool, None)
@@ -145,10 +145,10 @@ async def plan_merged_hand_over(
         return None  # observers see the round's results from the generation's phase
     # A plan that starts a compaction rides along too (see merge_hand_over): the round
     # that crosses the threshold costs no commit more than any other.
-    return await plan_request(h, gen.conversation_id, extra=result)
+    return await _plan_request(h, gen.conversation_id, extra=result)
 
 
-async def merge_hand_over(h: HarnessServices, tx: Tx, tool: Task, plan: Plan | str) -> bool:
+async def merge_hand_over(h: HarnessServices, tx: Tx, tool: Task, plan: _Plan | str) -> bool:
     """Inside ``tool``'s result commit (which settles it): if the round still closes
     with it, stage the generation's hand-over and its completion, as its ``tools``
     phase would have committed them. Returns whether it did."""
@@ -161,7 +161,7 @@ async def merge_hand_over(h: HarnessServices, tx: Tx, tool: Task, plan: Plan | s
         # reads tables (the context range's start), which this commit, past its first
         # write, may not. The generation's own ``tools`` phase hands over instead.
         return False
-    if isinstance(plan, Plan) and plan.compaction == "background":
+    if isinstance(plan, _Plan) and plan.compaction == "background":
         live = (await tx.doc(LIVE, gen.conversation_id)).value
         if isinstance(live, dict) and live.get("compaction") is not None:
             # Whether the noted compaction is still in flight is a table read (its task),

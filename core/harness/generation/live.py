@@ -17,17 +17,10 @@ from core.session.transaction import Tx
 if TYPE_CHECKING:
     from core.harness.services import HarnessServices
 
-__all__ = [
-    "append_message",
-    "checkpoint_copy",
-    "committed_value",
-    "is_current",
-    "live_section",
-    "staged_value",
-]
+__all__ = ["append_message", "staged_value"]
 
 
-async def committed_value(
+async def _committed_value(
     session: Session, definition: DocDefinition[Any], owner_id: int
 ) -> JsonValue:
     """A document's committed value for reading only — shared with the session's cache,
@@ -52,13 +45,13 @@ async def staged_value(tx: Tx, definition: DocDefinition[Any], owner_id: int) ->
     return (await tx.doc(definition, owner_id)).value
 
 
-def checkpoint_copy(task: Task) -> JsonObject:
+def _checkpoint_copy(task: Task) -> JsonObject:
     cp = task.checkpoint
     assert cp is not None
     return dict(cp)
 
 
-def live_section(live: DocHandle, key: str) -> JsonObject:
+def _live_section(live: DocHandle, key: str) -> JsonObject:
     value = live.value
     if not isinstance(value, dict):
         value = {}
@@ -70,7 +63,7 @@ def live_section(live: DocHandle, key: str) -> JsonObject:
     return section
 
 
-def is_current(live: DocHandle, task_id: int) -> bool:
+def _is_current(live: DocHandle, task_id: int) -> bool:
     """Whether ``task_id`` is the generation of the conversation's current run."""
     value = live.value
     run = value.get("run") if isinstance(value, dict) else None

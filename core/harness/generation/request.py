@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Any, cast
 from core.errors import InvocationEnded, SessionClosed, TaskStateError
 from core.harness.builtin_documents import LIVE
 from core.harness.events import note_event, note_retry
-from core.harness.generation_end import fail_run
-from core.harness.generation_live import (
+from core.harness.generation.end import _fail_run
+from core.harness.generation.live import (
+    _checkpoint_copy,
+    _committed_value,
+    _is_current,
+    _live_section,
     append_message,
-    checkpoint_copy,
-    committed_value,
-    is_current,
-    live_section,
 )
-from core.harness.generation_prepare import compact_first
+from core.harness.generation.prepare import _compact_first
 from core.harness.live import Throttle
 from core.harness.messages import (
     AssistantMessage,
@@ -55,7 +55,7 @@ from core.tasks.runtime import TaskRuntime
 if TYPE_CHECKING:
     from core.harness.services import HarnessServices
 
-__all__ = ["poll_phase", "request_phase", "round_intent"]
+__all__ = ["round_intent"]
 
 
 @dataclass
@@ -75,7 +75,7 @@ async def _consume(
 
         async def write(tx: Tx, current: Task) -> None:
             live = await tx.doc(LIVE, conv)
-            live_section(live, "generation")["partial"] = snapshot
+            _live_section(live, "generation")["partial"] = snapshot
 
         try:
             await rt.commit(write)
@@ -128,12 +128,12 @@ async def _consume(
     return response
 
 
-async def request_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
+async def _request_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     conv = rt.conversation_id
-    cp = checkpoint_copy(task)
+    cp = _checkpoint_copy(task)
     model = str(cp["model"])
     if h.models.info(model) is None:
-        await fail_run(h, rt, "no_model", f"Model {model} is not available")
+        await _fail_run(h, rt, "no_model", f"Model {model} is not available")
         return
     await _keep_interrupted_partial(h, rt)
     agent = await h.agent(conv)
@@ -167,14 +167,14 @@ async def _keep_interrupted_partial(h: HarnessServices, rt: TaskRuntime) -> None
     """A crash cut a request short after some of it was committed: keep that partial as an
     aborted assistant entry (the transcript shows what was seen; context leaves it out)
     before the request is sent again."""
-    live = await committed_value(h.session, LIVE, rt.conversation_id)
+    live = await _committed_value(h.session, LIVE, rt.conversation_id)
     gen = live.get("generation") if isinstance(live, dict) else None
     if not isinstance(gen, dict) or gen.get("task") != rt.task_id or "partial" not in gen:
         return
 
     async def keep(tx: Tx, current: Task) -> None:
         doc = await tx.doc(LIVE, rt.conversation_id)
-        section = live_section(doc, "generation")
+        section = _live_section(doc, "generation")
         partial = section.pop("partial", None)
         if isinstance(partial, dict):
             message = message_from_json(partial)
@@ -192,11 +192,11 @@ async def _keep_interrupted_partial(h: HarnessServices, rt: TaskRuntime) -> None
     await rt.commit(keep)
 
 
-async def poll_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
-    cp = checkpoint_copy(task)
+async def _poll_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
+    cp = _checkpoint_copy(task)
     model = str(cp["model"])
     if h.models.info(model) is None:
-        await fail_run(h, rt, "no_model", f"Model {model} is not available")
+        await _fail_run(h, rt, "no_model", f"Model {model} is not available")
         return
     agent = await h.agent(rt.conversation_id)
     partial = Partial(model)
@@ -223,7 +223,7 @@ async def _classify(
 
         async def wait(tx: Tx, current: Task) -> Waiting:
             live = await tx.doc(LIVE, conv)
-            gen = live_section(live, "generation")
+            gen = _live_section(live, "generation")
             gen.pop("partial", None)
             gen["deferred"] = {"poll_at": poll_at}
             checkpoint = {
@@ -238,7 +238,7 @@ async def _classify(
         return
     error = response.error
     if error is not None and error.context_overflow and not cp.get("overflowed"):
-        await compact_first(rt, cp, reason="overflow")  # compact, then retry once
+        await _compact_first(rt, cp, reason="overflow")  # compact, then retry once
         return
     if error is not None:
         retry = h.settings.retry
@@ -247,7 +247,7 @@ async def _classify(
 
             async def backoff(tx: Tx, current: Task) -> Waiting:
                 live = await tx.doc(LIVE, conv)
-                gen = live_section(live, "generation")
+                gen = _live_section(live, "generation")
                 gen.pop("partial", None)
                 gen["retry"] = {"at": until, "attempt": attempt + 1, "error": str(error)}
                 await note_retry(tx, conv, current.id, attempt + 1, until, str(error))
@@ -256,7 +256,7 @@ async def _classify(
             await rt.commit(backoff)
             return
         message = partial.message("error", str(error))
-        await fail_run(h, rt, "model_error", str(error), message)
+        await _fail_run(h, rt, "model_error", str(error), message)
         return
     final = response.final
     if final is None:
@@ -277,7 +277,7 @@ async def _answer(h: HarnessServices, rt: TaskRuntime, message: AssistantMessage
         entry = await append_message(h, tx, conv, "assistant", message, by_task_id=current.id)
         await add_usage(tx, conv, message.usage, model=message.model)
         live = await tx.doc(LIVE, conv)
-        if is_current(live, current.id):
+        if _is_current(live, current.id):
             settle_run(tx, conv, live, answer=entry.id)
             await final_boundary(tx, conv, h.settings)
         return Completed({"entry": entry.id})
@@ -300,8 +300,8 @@ async def _tool_round(
         entry = await append_message(h, tx, conv, "assistant", message, by_task_id=current.id)
         await add_usage(tx, conv, message.usage, model=message.model)
         live = await tx.doc(LIVE, conv)
-        live_section(live, "generation").pop("partial", None)
-        slots = live_section(live, "tools")
+        _live_section(live, "generation").pop("partial", None)
+        slots = _live_section(live, "tools")
         slots.clear()
         runnable: list[str] = []
         for call in calls:

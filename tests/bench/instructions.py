@@ -1,0 +1,123 @@
+"""Instruction counts (callgrind) of a tool round and of recovery, for any checkout.
+
+Run: ``python tests/bench/instructions.py [--root DIR ...]`` (valgrind must be
+installed). Wall-clock figures on a shared machine move by tens of percent with its
+load; instructions do not, so a change is compared with its merge base by both: the
+suite's medians (alternating the two checkouts) and these counts. Each ``--root`` is a
+checkout (for example a ``git worktree add --detach`` of the merge base); its own code is
+imported (``PYTHONPATH`` and working directory), so every checkout runs the same
+workload through the suite's own children:
+
+* ``round``: a safe tool round, ``(I(220 rounds) - I(20 rounds)) / 200`` of the suite's
+  ``perdure_loop`` child (start-up and the first rounds cancel out);
+* ``import``: ``import tests.bench.perdure_side``, what the recovery child imports;
+* ``first_phase``: from process start to the first resumed phase of the suite's recovery
+  store (1,000 conversations, 100,000 entries, 500 live tasks): the process exits inside
+  the first model call, so nothing that runs after it is counted. (The suite's
+  ``perdure_recover`` child keeps running until its event loop has shut down, which
+  costs several times as much as the path to the first phase.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["FIRST_PHASE_CHILD", "count", "main"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FIRST_PHASE_CHILD = """
+import asyncio, os, sys
+from pathlib import Path
+from core.faux import FauxModel
+from core.harness import Harness
+from tests.bench.perdure_side import SystemClock, _registry, open_storage
+
+async def main():
+    def step(request, state):
+        os._exit(0)  # the first resumed phase has reached its model call
+
+    storage, _ = await open_storage(Path(sys.argv[1]))
+    h = await Harness.open(
+        storage, models=FauxModel(fallback=step), registry=_registry(), clock=SystemClock()
+    )
+    h.resume()
+    await asyncio.sleep(120)
+    raise SystemExit("no phase resumed")
+
+asyncio.run(main())
+"""
+
+
+def _run(root: Path, argv: list[str], *, valgrind: bool = True) -> int:
+    """Run ``python argv`` in ``root``; return its instruction count (0 without valgrind)."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    prefix = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"] if valgrind else []
+    proc = subprocess.run(
+        [*prefix, sys.executable, *argv], cwd=root, env=env, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[:2]} failed in {root}:\n{proc.stderr[-3000:]}")
+    if not valgrind:
+        return 0
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    assert found is not None, proc.stderr[-2000:]
+    return int(found.group(1))
+
+
+def _child(root: Path, kind: str, **args: object) -> list[str]:
+    return [str(root / "tests/bench/suite.py"), "--child", kind, json.dumps(args)]
+
+
+def count(
+    root: Path, tmp: Path, *, store: dict[str, int], valgrind: bool = True
+) -> dict[str, float]:
+    """The three counts for the checkout at ``root`` (see the module docstring)."""
+    out: dict[str, float] = {}
+    loops = {}
+    for rounds in (20, 220):
+        path = tmp / f"loop-{rounds}.sqlite"
+        loops[rounds] = _run(
+            root,
+            _child(root, "perdure_loop", path=str(path), rounds=rounds, replay="safe"),
+            valgrind=valgrind,
+        )
+    out["round"] = (loops[220] - loops[20]) / 200
+    out["import"] = _run(root, ["-c", "import tests.bench.perdure_side"], valgrind=valgrind)
+    built = tmp / "store.sqlite"
+    _run(root, _child(root, "perdure_store", path=str(built), **store), valgrind=False)
+    out["first_phase"] = _run(root, ["-c", FIRST_PHASE_CHILD, str(built)], valgrind=valgrind)
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, action="append", help="a checkout (repeatable)")
+    args = parser.parse_args(argv)
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    store = {"conversations": 1000, "entries": 100_000, "live": 500}
+    results: dict[str, dict[str, float]] = {}
+    for root in args.root or [ROOT]:
+        with tempfile.TemporaryDirectory() as tmp:
+            results[str(root)] = count(root.resolve(), Path(tmp), store=store)
+    first = next(iter(results.values()))
+    for name, counts in results.items():
+        cells = []
+        for key, value in counts.items():
+            change = f" ({(value / first[key] - 1) * 100:+.1f}%)" if counts is not first else ""
+            cells.append(f"{key}={value / 1e6:,.2f} M{change}")
+        print(f"{name}: " + "  ".join(cells))
+    return results
+
+
+if __name__ == "__main__":
+    main()

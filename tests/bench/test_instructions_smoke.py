@@ -1,0 +1,15 @@
+"""The instruction counter's children run (without valgrind, at a tiny size), so the
+figures in docs/performance.md can be measured again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.bench.instructions import ROOT, count
+
+
+def test_the_counted_children_run_to_the_first_resumed_phase(tmp_path: Path) -> None:
+    counts = count(
+        ROOT, tmp_path, store={"conversations": 3, "entries": 30, "live": 2}, valgrind=False
+    )
+    assert set(counts) == {"round", "import", "first_phase"}
