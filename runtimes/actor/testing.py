@@ -75,6 +75,7 @@ __all__ = [
     "KitTarget",
     "KitTools",
     "MemoryTarget",
+    "check_actor_listing_pages",
     "check_bad_input_writes_nothing",
     "check_client_script",
     "check_deltas_long_poll",
@@ -919,6 +920,109 @@ async def check_deltas_long_poll(target: KitTarget) -> None:
         assert target.digest("kit-d") == before and not target.exists("kit-nobody")
 
 
+LISTED_ACTORS = 1000
+"""How many actors :func:`check_actor_listing_pages` creates before it lists them."""
+
+
+async def _create_actor(host: KitHost, name: str) -> None:
+    """``name`` created as a first request creates it (its first commit: the root
+    conversation), then let go, so a thousand actors are not all held open at once."""
+    async with host.use(name, create=True) as harness:
+        await harness.root(agent=dict(KIT_AGENT))
+    await host.evict(name, force=True)
+
+
+async def _create_all(host: KitHost, names: Sequence[str], at_once: int) -> None:
+    queue = list(names)
+
+    async def worker() -> None:
+        while queue:
+            await _create_actor(host, queue.pop())
+
+    await asyncio.gather(*(worker() for _ in range(at_once)))
+
+
+async def _actor_pages(client: httpx.AsyncClient, limit: int) -> list[list[str]]:
+    pages: list[list[str]] = []
+    after: str | None = None
+    while True:
+        params: dict[str, Any] = {"limit": limit, **({"after": after} if after else {})}
+        r = await _bounded(client.get("/v1/actors", params=params))
+        assert r.status_code == 200, (r.status_code, r.text)
+        page = r.json()
+        assert set(page) == {"actors", "next_after"}, page
+        pages.append([a["id"] for a in page["actors"]])
+        after = page["next_after"]
+        if after is None:
+            return pages
+        assert after == pages[-1][-1], page
+
+
+async def check_actor_listing_pages(target: KitTarget) -> None:
+    """``GET /v1/actors?after=&limit=`` lists what the storage holds: every actor whose
+    first commit landed, ascending, paged by ``next_after``, never one a refused request
+    named. Paging a thousand actors a hundred at a time while more are created between
+    (and during) the page requests skips none that existed before the listing began,
+    lists none twice and none that is not stored; listed again afterwards, the pages
+    are exactly the stored actors. Bad paging parameters are ``422``; the name a
+    refused request named is listed once a good request has created it.
+
+    A target may set ``listed_actors`` (default :data:`LISTED_ACTORS`; pages are a tenth
+    of it) where creating an actor is slow (moto), and ``one_call_at_a_time = True``
+    where its storage takes one call at a time (moto's backends are not safe across
+    threads): each batch is then created between two page reads instead of during one.
+    """
+    count: int = getattr(target, "listed_actors", LISTED_ACTORS)
+    overlap = 1 if getattr(target, "one_call_at_a_time", False) else 8
+    limit = max(1, count // 10)
+    host = target.host(kit_config(), VirtualClock())
+    before = [f"kit-l-{i:04d}" for i in range(0, 2 * count, 2)]
+    during = [f"kit-l-{i:04d}" for i in range(1, 2 * count, 20)]  # spread over the range
+    async with _serving(host) as client:
+        await _create_all(host, before, overlap)
+        for body in ({"type": "nope"}, {**_hello, "conversation_id": 99}):
+            # Refused before the actor is opened, and after (no conversation 99).
+            r = await client.post("/v1/actors/kit-l-refused/submissions", json=body)
+            assert 400 <= r.status_code < 500, r.text
+        for bad in ({"limit": 0}, {"limit": 1001}, {"limit": "x"}, {"after": "no/id"}):
+            r = await client.get("/v1/actors", params=bad)
+            assert r.status_code == 422 and r.json()["error"]["code"] == "invalid", (bad, r.text)
+        pages: list[list[str]] = []
+        after: str | None = None
+        batches = [during[i : i + 10] for i in range(0, len(during), 10)]
+        while True:
+            batch = batches.pop() if batches else []
+            creating = asyncio.ensure_future(_create_all(host, batch, overlap))
+            if overlap == 1:
+                await creating
+            params: dict[str, str | int] = {"limit": limit, **({"after": after} if after else {})}
+            r = await _bounded(client.get("/v1/actors", params=params))
+            await creating
+            assert r.status_code == 200, (r.status_code, r.text)
+            page = [a["id"] for a in r.json()["actors"]]
+            assert 0 < len(page) <= limit, r.text
+            pages.append(page)
+            after = r.json()["next_after"]
+            if after is None:
+                break
+        await _create_all(host, [name for batch in batches for name in batch], overlap)
+        listed = [name for page in pages for name in page]
+        assert len(pages) >= 10, [len(p) for p in pages]
+        assert listed == sorted(set(listed)), "duplicates or out of order"
+        assert not set(before) - set(listed), sorted(set(before) - set(listed))[:5]
+        assert set(listed) <= set(before) | set(during), sorted(set(listed) - set(before))[:5]
+        created = before + during
+        assert all(target.exists(name) for name in created)
+        assert not target.exists("kit-l-refused") and "kit-l-refused" not in listed
+        again = await _actor_pages(client, limit)
+        assert [name for page in again for name in page] == sorted(created)
+        assert all(len(page) == limit for page in again[:-1]), [len(p) for p in again]
+        # The name a refused request left free is created by the next good one.
+        await _submit(client, "kit-l-refused", _hello)
+        r = await client.get("/v1/actors", params={"after": "kit-l-refuse", "limit": 1})
+        assert [a["id"] for a in r.json()["actors"]] == ["kit-l-refused"], r.text
+
+
 async def check_schedule_fires_each_occurrence_once(target: KitTarget) -> None:
     """``every: 60`` for ten virtual minutes, with an eviction (its wake delivered twice)
     after the third occurrence and a kill right after the seventh was admitted, submits
@@ -975,6 +1079,38 @@ async def check_schedule_fires_each_occurrence_once(target: KitTarget) -> None:
         r = await client.delete(f"{path}/{made['id']}")
         assert r.status_code == 200 and r.json()["status"] == "aborted", r.text
         assert (await client.get(path)).json()["schedules"] == []
+
+
+async def check_schedules_share_the_actor_s_one_wake(target: KitTarget) -> None:
+    """Two schedules and a reminder of one actor: evicted, the host keeps one wake-up,
+    at the earliest of their deadlines; delivered, it fires that one only and the host
+    re-arms at the next earliest."""
+    clock, actor = VirtualClock(), "kit-w"
+    host = target.host(kit_config(), clock)
+    async with _serving(host) as client:
+        await _settled(client, actor, (await _submit(client, actor, _hello))["id"])
+        path = f"/v1/actors/{actor}/conversations/1/schedules"
+        hourly = (await client.post(path, json={"message": "hourly", "every": "1h"})).json()
+        r = await client.post(path, json={"message": "five", "cron": "*/5 * * * *"})
+        five = r.json()
+        r = await client.post(
+            f"/v1/actors/{actor}/conversations/1/reminders", json={"message": "r", "after": 150}
+        )
+        reminder = r.json()["at"]
+        deadlines = sorted([hourly["next_at"], five["next_at"], reminder])
+        assert await host.evict(actor)
+        assert host.wakes.get(actor) == deadlines[0], (host.wakes, deadlines)
+        clock.set(deadlines[0])
+        assert await host.wake(actor)
+        async with host.use(actor) as harness:
+            await _bounded(harness.wait_for_idle())
+            await _eventually(lambda: harness.next_wake() not in (None, deadlines[0]))
+            expected = harness.next_wake()
+        assert await host.evict(actor)
+        assert host.wakes.get(actor) == expected == deadlines[1], (host.wakes, deadlines)
+        listed = (await client.get(path)).json()["schedules"]
+        fired = {s["message"]: s["fired"] for s in listed}
+        assert sum(fired.values()) == (0 if deadlines[0] == reminder else 1), fired
 
 
 async def _fired(client: httpx.AsyncClient, path: str, count: int) -> None:
@@ -1083,6 +1219,8 @@ HOST_CHECKS: list[Callable[[KitTarget], Awaitable[None]]] = [
     check_deltas_long_poll,
     check_forged_cursors_are_refused,
     check_schedule_fires_each_occurrence_once,
+    check_schedules_share_the_actor_s_one_wake,
     check_client_script,
+    check_actor_listing_pages,
 ]
 """Every check, for a host's test suite to parametrize over."""

@@ -397,9 +397,12 @@ class ActorFunction:
 
     def _api(self, context: LambdaContext) -> ApiConfig:
         """The API for this invocation: a long poll (submission or deltas) waits no longer
-        than the time left before the reserve, so it answers before Lambda's deadline."""
+        than the time left before the reserve, so it answers before Lambda's deadline; the
+        watch stream is refused (Lambda answers whole responses: it would be held until
+        the deadline), so clients watch by the long poll."""
         api = self.settings.api
-        return dataclasses.replace(api, max_wait_s=min(api.max_wait_s, self._budget_s(context)))
+        budget = min(api.max_wait_s, self._budget_s(context))
+        return dataclasses.replace(api, max_wait_s=budget, streams=False)
 
     def _budget_s(self, context: LambdaContext) -> float:
         return max(0.0, (context.get_remaining_time_in_millis() - self.settings.reserve_ms) / 1000)

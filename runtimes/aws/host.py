@@ -26,7 +26,7 @@ from runtimes.actor.errors import ActorLocked, UnknownActor
 from runtimes.actor.lifecycle import ActorPool, OpenActor
 from runtimes.aws.alarms import WakeSchedule
 from runtimes.aws.errors import LeaseHeld
-from runtimes.aws.keys import ActorKeys
+from runtimes.aws.keys import LISTING_INDEX, LISTING_KEY, LISTING_SORT, LISTING_VALUE, ActorKeys
 from runtimes.aws.lease import DEFAULT_LEASE_MS, Lease
 from runtimes.aws.pending import arm_durably
 from runtimes.aws.replica import ActorReplica, discard_working_copy, open_actor_replica
@@ -95,6 +95,34 @@ class AwsActorStore:
             raise ActorLocked(str(e), retry_after_s=self._retry_after_s(e)) from e
         self.leases[name] = replica.lease
         return _ReplicaLease(self, replica, fresh=replica.storage.seq == 0)
+
+    async def names(self, *, after: str | None, limit: int) -> list[str]:
+        """The actors with a commit, ascending, from the listing index (see
+        :mod:`~runtimes.aws.keys`): one ``Query`` from ``after`` on, never a scan, and no
+        lease taken. The index is eventually consistent: an actor whose first commit
+        has just landed may be listed a moment later."""
+        condition = "#l = :l" + (" AND #a > :after" if after is not None else "")
+        values = {":l": {"S": LISTING_VALUE}}
+        if after is not None:
+            values[":after"] = {"S": after}
+        request: dict[str, object] = {
+            "TableName": self.resources.table,
+            "IndexName": LISTING_INDEX,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": {"#l": LISTING_KEY, "#a": LISTING_SORT}
+            if after is not None
+            else {"#l": LISTING_KEY},
+            "ExpressionAttributeValues": values,
+        }
+        found: list[str] = []
+        while len(found) < limit:
+            # A page stops at 1 MB read even under Limit: continue from where it did.
+            out = await call(self.resources.dynamodb.query, **request, Limit=limit - len(found))
+            found += [item[LISTING_SORT]["S"] for item in out.get("Items", [])]
+            if "LastEvaluatedKey" not in out:
+                break
+            request["ExclusiveStartKey"] = out["LastEvaluatedKey"]
+        return found[:limit]
 
     def _retry_after_s(self, held: LeaseHeld) -> int:
         # A holder releases at the end of its invocation, mostly long before its lease

@@ -6,16 +6,27 @@ snapshot pointer — never deleted or TTL'd: losing it would reset the epoch) an
 ``<prefix>/<id>/snap/<seq>-<epoch>.sqlite`` and ``<prefix>/<id>/log/<seq>-<epoch>.json.z``;
 the epoch in the name keeps a paused former holder from ever writing the object a
 newer holder writes.
+
+The host's actors are listed from a sparse global secondary index, ``LISTING_INDEX``
+(keys only): a head gets ``listing = "actor"`` and ``actor = <id>`` in the same fenced
+write as its first commit, so an actor is listed once its first commit lands and never
+before (a refused first request leaves a head at seq 0, without them). One partition,
+sorted by id, so a page is one ``Query`` from where the last one ended.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ActorKeys"]
+__all__ = ["LISTING_INDEX", "LISTING_KEY", "LISTING_SORT", "LISTING_VALUE", "ActorKeys"]
 
 _SEQ_DIGITS = 20
 _PART_DIGITS = 4
+
+LISTING_INDEX = "actors"
+LISTING_KEY = "listing"  # the index's partition key: LISTING_VALUE on every committed head
+LISTING_SORT = "actor"  # the index's sort key: the actor's id
+LISTING_VALUE = "actor"
 
 
 @dataclass(frozen=True)
@@ -29,6 +40,10 @@ class ActorKeys:
 
     def head(self) -> dict[str, dict[str, str]]:
         return {"pk": {"S": self.pk}, "sk": {"S": "head"}}
+
+    def listing(self) -> dict[str, dict[str, str]]:
+        """The head's attributes that list it in :data:`LISTING_INDEX`."""
+        return {LISTING_KEY: {"S": LISTING_VALUE}, LISTING_SORT: {"S": self.actor}}
 
     def log_sk(self, seq: int, part: int) -> str:
         return f"log#{seq:0{_SEQ_DIGITS}d}#{part:0{_PART_DIGITS}d}"

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from runtimes.aws.errors import LeaseHeld, LeaseLost
-from runtimes.aws.keys import ActorKeys
+from runtimes.aws.keys import LISTING_KEY, ActorKeys
 from runtimes.aws.resources import AwsResources, call, error_code
 
 __all__ = ["DEFAULT_LEASE_MS", "FencedUpdate", "Lease", "LeaseGrant"]
@@ -51,6 +51,7 @@ class LeaseGrant:
     """The wake the previous holder armed and released with (``None``: no schedule)."""
     armed_known: bool = False
     """Whether :attr:`armed` is the previous holder's record (see the module docstring)."""
+    listed: bool = False  # the head carries the listing index's keys
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class FencedUpdate:
     seq: int
     expires_at: int
     snapshot: tuple[int, str] | None
+    lists: bool = False  # sets the listing index's keys
 
 
 def _n(value: int) -> dict[str, str]:
@@ -76,6 +78,7 @@ def _grant(item: dict[str, Any]) -> LeaseGrant:
         snapshot_key=item["snapshot_key"]["S"] if "snapshot_key" in item else None,
         armed=int(item["armed"]["N"]) if "armed" in item else None,
         armed_known=int(item.get("armed_epoch", {"N": "-1"})["N"]) == epoch - 1,
+        listed=LISTING_KEY in item,
     )
 
 
@@ -155,8 +158,12 @@ class Lease:
         """The head ``Update`` for a write made under this lease: accepted only while the
         head carries our epoch and owner and ``seq == expect_seq``. It sets
         ``seq = new_seq``, renews the lease and, with ``snapshot = (seq, key)``, moves
-        the snapshot pointer. Send ``.request`` as an ``UpdateItem`` or as a
-        ``TransactWriteItems`` action, then :meth:`adopt` it."""
+        the snapshot pointer. The first write with ``new_seq > 0`` to a head without the
+        listing keys (:meth:`ActorKeys.listing`) also sets them, so the first commit
+        lists the actor in the same write (and an actor committed before the index
+        existed is listed by its next write); later writes leave them, so the index is
+        written once per actor, not once per commit. Send ``.request`` as an
+        ``UpdateItem`` or as a ``TransactWriteItems`` action, then :meth:`adopt` it."""
         grant = self.grant
         until = self.now() + self.duration_ms
         sets = ["#s = :new", "#x = :until"]
@@ -172,6 +179,12 @@ class Lease:
             names |= {"#ps": "snapshot_seq", "#pk": "snapshot_key"}
             values |= {":ps": _n(snapshot[0]), ":pk": {"S": snapshot[1]}}
             sets += ["#ps = :ps", "#pk = :pk"]
+        lists = new_seq > 0 and not grant.listed
+        if lists:
+            for n, (attribute, value) in enumerate(self.keys.listing().items()):
+                names[f"#l{n}"] = attribute
+                values[f":l{n}"] = value
+                sets.append(f"#l{n} = :l{n}")
         request = {
             "TableName": self.resources.table,
             "Key": self.keys.head(),
@@ -180,11 +193,16 @@ class Lease:
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
-        return FencedUpdate(request, new_seq, until, snapshot)
+        return FencedUpdate(request, new_seq, until, snapshot, lists)
 
     def adopt(self, update: FencedUpdate) -> None:
         """Record that ``update`` was accepted by DynamoDB."""
-        grant = replace(self.grant, seq=update.seq, expires_at=update.expires_at)
+        grant = replace(
+            self.grant,
+            seq=update.seq,
+            expires_at=update.expires_at,
+            listed=self.grant.listed or update.lists,
+        )
         if update.snapshot is not None:
             grant = replace(grant, snapshot_seq=update.snapshot[0], snapshot_key=update.snapshot[1])
         self._grant = grant

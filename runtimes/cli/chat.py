@@ -1,7 +1,8 @@
 """``perdure chat``: talk to an actor over its HTTP API, in the terminal.
 
 Each typed line is submitted to the conversation; what the agent does shows up as it is
-committed, read from the conversation's watch (Server-Sent Events):
+committed, read from the conversation's watch (Server-Sent Events, or the long poll
+where the host cannot stream: :mod:`runtimes.client` chooses):
 
 * the answer streams from the ``live`` document's ``generation.partial`` and is finished
   by the assistant entry;
@@ -54,7 +55,7 @@ HISTORY = 10  # entries of the existing conversation shown when the chat starts
 _HELP = (
     "Enter sends a line (while the agent works, it steers the run). Ctrl-C aborts the "
     "run; Ctrl-C when idle, Ctrl-D or /quit exits. Commands: /abort, /compact "
-    "[instructions], /reset [handoff], /help, /quit."
+    "[instructions], /reset [handoff], /schedules (list; /schedules cancel ID), /help, /quit."
 )
 
 
@@ -298,6 +299,8 @@ class Chat:
         elif name == "/reset":
             body = {"handoff": rest} if rest else {}
             await self._post(f"{self.conversation_path}/reset", body)
+        elif name == "/schedules":
+            await self._schedules(rest)
         else:
             self.screen.line(f"unknown command {name}: try /help", "yellow")
         if not self.busy and not self.finished.done():
@@ -334,6 +337,42 @@ class Chat:
         self.created.set()
         if busy or accepted.get("status") == "queued":
             self.screen.line("(queued: it steers the current run at its next step)", "dim")
+
+    async def _schedules(self, rest: str) -> None:
+        """``/schedules``: the conversation's active schedules, each with its next
+        occurrences; ``/schedules cancel ID`` cancels one."""
+        path = f"{self.conversation_path}/schedules"
+        verb, _, which = rest.partition(" ")
+        if verb == "cancel":
+            if not which.strip().isdigit():
+                self.screen.line("usage: /schedules cancel ID", "yellow")
+            elif await self._call("DELETE", f"{path}/{which.strip()}") is not None:
+                self.screen.line(f"[schedule {which.strip()} cancelled]", "dim")
+            return
+        listed = await self._call("GET", path)
+        if listed is None:
+            return
+        if not listed["schedules"]:
+            self.screen.line("(no schedules)", "dim")
+        for item in listed["schedules"]:
+            when = (
+                f"cron {item['cron']} {item['timezone']}"
+                if item["cron"]
+                else (f"every {item['every']}")
+            )
+            upcoming = ", ".join(item["next"][:2]) or "none"
+            self.screen.line(
+                f"schedule {item['id']}: {when}: {item['message']!r} — next {upcoming}"
+                f" (fired {item['fired']}, skipped {item['skipped']})",
+                "dim",
+            )
+
+    async def _call(self, method: str, path: str) -> Any:
+        try:
+            return await self.client.request_json(method, path)
+        except ClientError as error:
+            self.screen.line(f"error: {_reason(error)}", "bold red")
+            return None
 
     async def _post(self, path: str, body: Mapping[str, Any]) -> Any:
         try:

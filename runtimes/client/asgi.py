@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import httpx
@@ -28,7 +28,9 @@ _DONE: _Message = {"type": "perdure.done"}  # the app returned (or raised: see _
 
 class StreamingASGITransport(httpx.AsyncBaseTransport):
     """Requests to ``app`` in this event loop; an exception the app raises before it
-    answers is raised to the caller (as ``httpx.ASGITransport`` does by default)."""
+    answers is raised to the caller (as ``httpx.ASGITransport`` does by default). Like
+    httpx's, it sends no lifespan events: start the app's host first (``await
+    host.start()``, or ``async with app.router.lifespan_context(app)``)."""
 
     def __init__(self, app: Any, *, client: tuple[str, int] = ("127.0.0.1", 123)) -> None:
         self.app: _App = app
@@ -91,18 +93,25 @@ class _Body(httpx.AsyncByteStream):
         self._sent = sent
         self._task = task
         self._gone = gone
+        self._ended = False
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        while True:
+    # An iterator, not an async generator: one left unfinished (the client closed the
+    # stream) would be finalized by the garbage collector, which Pyodide reports.
+    def __aiter__(self) -> _Body:
+        return self
+
+    async def __anext__(self) -> bytes:
+        while not self._ended:
             message = await self._sent.get()
             if message is _DONE:
+                self._ended = True
                 await self._task  # raises what the app raised mid-body
-                return
-            chunk = message.get("body", b"")
+                break
+            self._ended = not message.get("more_body", False)
+            chunk = bytes(message.get("body", b""))
             if chunk:
-                yield bytes(chunk)
-            if not message.get("more_body", False):
-                return
+                return chunk
+        raise StopAsyncIteration
 
     async def aclose(self) -> None:
         self._gone.set()

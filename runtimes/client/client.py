@@ -14,14 +14,15 @@ iterators over the host's pages (the cursors stay opaque). Every error status ra
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import aclosing, asynccontextmanager
 from typing import Any, Literal
 
 import httpx
 
 from runtimes.actor.ids import check_actor_id
 from runtimes.client.errors import (
+    AGAIN,
     ApiError,
     HostUnreachable,
     RequestRefused,
@@ -249,8 +250,9 @@ class ActorClient:
     ) -> SubmissionState:
         """Poll ``submission`` until it is ``done`` or ``unanswered``; its settled state
         (``answer``, or ``reason``). By id when known, else by request id (a ``mailed``
-        submission), switching to the id once the host admitted it. A ``423`` (the actor
-        held elsewhere) is waited out. ``TimeoutError`` after ``timeout`` seconds."""
+        submission), switching to the id once the host admitted it. An answer that asks to
+        come back (:data:`~runtimes.client.errors.AGAIN`: the actor held elsewhere, the
+        host restarting) is waited out. ``TimeoutError`` after ``timeout`` seconds."""
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         sid: int | None
@@ -277,8 +279,8 @@ class ActorClient:
                     state = await self.submission_by_request(
                         actor, request_id, conversation_id=cid, wait=hold
                     )
-            except RequestRefused as error:
-                if error.status != 423:
+            except ApiError as error:
+                if error.status not in AGAIN:
                     raise
                 await self.pause(error)
                 continue
@@ -345,7 +347,9 @@ class ActorClient:
             if after is None:
                 return
 
-    async def _pages(self, path: str, key: str, params: dict[str, Any]) -> AsyncIterator[Any]:
+    async def _pages(
+        self, path: str, key: str, params: dict[str, Any]
+    ) -> AsyncGenerator[Any, None]:
         cursor: str | None = None
         while True:
             query = {**params, "limit": self.page_size}
@@ -360,8 +364,10 @@ class ActorClient:
 
     async def conversations(self, actor: str) -> AsyncIterator[ConversationSummary]:
         """The actor's conversations, ascending by id: the root, forks and sub-agents."""
-        async for item in self._pages(f"{self._actor(actor)}/conversations", "conversations", {}):
-            yield ConversationSummary.model_validate(item)
+        path = f"{self._actor(actor)}/conversations"
+        async with aclosing(self._pages(path, "conversations", {})) as items:
+            async for item in items:
+                yield ConversationSummary.model_validate(item)
 
     async def submissions(
         self,
@@ -376,16 +382,18 @@ class ActorClient:
         params: dict[str, Any] = {"order": order}
         if status is not None:
             params["status"] = status
-        async for item in self._pages(path, "submissions", params):
-            yield SubmissionSummary.model_validate(item)
+        async with aclosing(self._pages(path, "submissions", params)) as items:
+            async for item in items:
+                yield SubmissionSummary.model_validate(item)
 
     async def entries(
         self, actor: str, conversation_id: int = 1, *, order: Order = "asc"
     ) -> AsyncIterator[dict[str, Any]]:
         """The conversation's whole transcript, entries as stored."""
         path = f"{self._actor(actor)}/conversations/{conversation_id}/entries"
-        async for item in self._pages(path, "entries", {"order": order}):
-            yield dict(item)
+        async with aclosing(self._pages(path, "entries", {"order": order})) as items:
+            async for item in items:
+                yield dict(item)
 
     # ------------------------------------------------------------------ control
 

@@ -3,7 +3,20 @@ own ``{"error": {"code", "message"}}``, or no answer at all."""
 
 from __future__ import annotations
 
-__all__ = ["ApiError", "ClientError", "HostUnreachable", "RequestRefused", "ServerError"]
+__all__ = [
+    "AGAIN",
+    "ApiError",
+    "ClientError",
+    "HostUnreachable",
+    "RequestRefused",
+    "ServerError",
+]
+
+AGAIN = frozenset({423, 502, 503, 504})
+"""Statuses after which a poll (``wait``, the watch's long poll) asks again, after the
+``Retry-After`` the answer gives (else a second): the actor held by another process or
+invocation (``423``), the host shutting down or not up yet behind its front door
+(``503``, ``502``, ``504``). The submission is durable: it settles all the same."""
 
 
 class ClientError(Exception):

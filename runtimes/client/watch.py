@@ -17,12 +17,13 @@ token, an unknown actor, ``423``) is raised, as the long poll would meet it too.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 import httpx
 
-from runtimes.client.errors import ClientError, RequestRefused
+from runtimes.client.errors import AGAIN, ApiError, ClientError
 from runtimes.client.models import Frame
 
 if TYPE_CHECKING:
@@ -32,10 +33,11 @@ __all__ = ["Via", "Watch"]
 
 Via: TypeAlias = Literal["auto", "sse", "poll"]
 
-# Answers that say the stream is not served here (the method or the media type refused,
-# a front door that fails or cannot pass a stream on: Lambda's answers 500). Any other
-# error — a refusal (bad token, unknown actor), 423 (held elsewhere), 503 (shutting
-# down) — is one the long poll would meet as well: it is raised, not fallen back on.
+# Answers that say the stream is not served here: the method or the media type refused,
+# the route not supported (AWS Lambda: 501), a front door that fails on a stream or cannot
+# pass one on (500, 502, 504). Any other error — a refusal (bad token, unknown actor),
+# 423 (held elsewhere), 503 (shutting down) — is one the long poll would meet as well:
+# it is raised, not fallen back on.
 _NOT_STREAMED = frozenset({405, 406, 500, 501, 502, 504})
 
 
@@ -95,16 +97,20 @@ class Watch:
             self.seq = frame.seq
 
     async def _run(self) -> AsyncGenerator[Frame, None]:
+        # Inner generators are closed here, not left to the garbage collector (which
+        # would run their cleanup — closing the stream — at some later time).
         if self._via != "poll":
-            async for frame in self._stream():  # under auto: nothing, if it fell back
-                yield frame
+            async with aclosing(self._stream()) as frames:  # under auto: none, if it fell back
+                async for frame in frames:
+                    yield frame
         if self._via == "poll":
-            async for frame in self._poll():
-                yield frame
+            async with aclosing(self._poll()) as frames:
+                async for frame in frames:
+                    yield frame
 
-    async def _stream(self) -> AsyncIterator[Frame]:
+    async def _stream(self) -> AsyncGenerator[Frame, None]:
         """Frames over SSE; returns without a frame when ``auto`` falls back."""
-        from remote_env.client.sse import parse_sse  # the project's one SSE parser
+        from remote_env.client.sse import SseEvent, parse_sse  # the project's one SSE parser
 
         http = self._client.http
         timeout = httpx.Timeout(self._client.timeout, read=self._client.stream_read_s)
@@ -126,13 +132,16 @@ class Watch:
                 return
             self._client.streams = True
             self._via = "sse"
-            async for event in parse_sse(response.aiter_lines()):
-                frame = Frame.model_validate(json.loads(event.data))
-                yield frame
-                if frame.type == "end":
-                    return
+            # parse_sse is an async generator (typed as the iterator it returns).
+            events = cast(AsyncGenerator[SseEvent, None], parse_sse(response.aiter_lines()))
+            async with aclosing(events):
+                async for event in events:
+                    frame = Frame.model_validate(json.loads(event.data))
+                    yield frame
+                    if frame.type == "end":
+                        return
 
-    async def _poll(self) -> AsyncIterator[Frame]:
+    async def _poll(self) -> AsyncGenerator[Frame, None]:
         self._via = "poll"
         after: int | None = None
         while True:
@@ -143,8 +152,8 @@ class Watch:
                 page = await self._client.get_json(
                     f"{self._path}/deltas", params, wait=self._client.poll_wait_s
                 )
-            except RequestRefused as error:
-                if error.status != 423:  # held elsewhere (AWS): ask again once it is free
+            except ApiError as error:
+                if error.status not in AGAIN:  # e.g. held elsewhere: ask again once free
                     raise
                 await self._client.pause(error)
                 continue

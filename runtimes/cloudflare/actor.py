@@ -20,7 +20,12 @@ one actor — this object's — and no Workers SDK import, so it runs on CPython
   parked actor's next wake before it closes;
 * :meth:`DurableActor.alarm` runs one delivery under the crash-loop guard: re-open if the
   isolate was evicted, ``resume()``, re-arm. A duplicate or late delivery only
-  recomputes the same alarm; ``resume()`` is idempotent.
+  recomputes the same alarm; ``resume()`` is idempotent;
+* with an :class:`~.index.ActorIndex`, the actor's id is added to the Worker's index once
+  its first commit has landed: before the request that committed it is answered, and
+  recorded in the object (``perdure_actor_indexed``) so it is added once. If the isolate
+  dies first or the index fails, the alarm stays at a heartbeat or sooner until an alarm
+  (or the next request) has added it; a refused first request is discarded, never added.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from runtimes.cloudflare.alarm import (
     AlarmSlot,
     SqlFailureStore,
 )
+from runtimes.cloudflare.index import ActorIndex
 from runtimes.cloudflare.storage import open_durable_object_storage
 
 __all__ = ["ActorStorage", "DurableActor", "DurableObjectStore"]
@@ -62,16 +68,22 @@ class ActorStorage(Protocol):
 
 
 _NAME_TABLE = "perdure_actor_name"
+_INDEXED_TABLE = "perdure_actor_indexed"  # exists once the Worker's index has the actor
 
 
 def _rows(storage: ActorStorage, query: str, *bindings: Any) -> list[list[Any]]:
     return [list(row) for row in storage.sql.exec(query, *bindings).raw()]
 
 
-def _tables(storage: ActorStorage) -> set[str]:
+def _tables(storage: ActorStorage, kind: str = "table") -> set[str]:
     # workerd's own tables (_cf_*) are not ours to list or drop.
-    rows = _rows(storage, "SELECT name FROM sqlite_master WHERE type = 'table'")
+    rows = _rows(storage, "SELECT name FROM sqlite_master WHERE type = ?", kind)
     return {str(r[0]) for r in rows if not str(r[0]).startswith(("_cf_", "sqlite_"))}
+
+
+def _schema(storage: ActorStorage) -> set[str]:
+    """Our tables and views (the harness schema has both)."""
+    return _tables(storage) | _tables(storage, "view")
 
 
 class _DurableLease:
@@ -104,6 +116,7 @@ class DurableObjectStore:
         self._storage = storage
         self.held = False
         self._name: str | None = None
+        self._indexed = False
 
     @property
     def name(self) -> str | None:
@@ -116,9 +129,23 @@ class DurableObjectStore:
     def exists(self, name: str) -> bool:
         return self.name == name
 
+    @property
+    def indexed(self) -> bool:
+        """Whether the Worker's index has this object's actor (:meth:`mark_indexed`)."""
+        if not self._indexed:
+            self._indexed = _INDEXED_TABLE in _tables(self._storage)
+        return self._indexed
+
+    def mark_indexed(self) -> None:
+        def write() -> None:
+            _rows(self._storage, f"CREATE TABLE IF NOT EXISTS {_INDEXED_TABLE} (at INTEGER) STRICT")
+
+        self._storage.transactionSync(write)
+        self._indexed = True
+
     async def names(self, *, after: str | None, limit: int) -> list[str]:
-        """The one actor this object holds (listing every actor of a Worker needs an
-        index outside the objects; the front door routes no ``GET /v1/actors``)."""
+        """The one actor this object holds (every actor of a Worker is listed by the
+        Worker, from its index: :mod:`~.index`)."""
         name = self.name
         return [name] if name is not None and (after is None or name > after) and limit else []
 
@@ -130,7 +157,7 @@ class DurableObjectStore:
             raise UnknownActor(f"no actor {name!r}")
         if self.held:
             raise ActorLocked(f"actor {name!r} is already open in this Durable Object")
-        before = _tables(self._storage) if bound is None else set()
+        before = _schema(self._storage) if bound is None else set()
         storage = await open_durable_object_storage(self._storage)
         if bound is None:
             try:
@@ -151,14 +178,19 @@ class DurableObjectStore:
         self._name = name
 
     def discard(self, before: set[str]) -> None:
-        """Drop every table created since ``before`` (a fresh actor left no record)."""
+        """Drop every table and view created since ``before`` (a fresh actor left no
+        record). The views too: one left behind would make the next creation's schema
+        fail ("view already exists"), so the object could never hold an actor again."""
+        views = sorted(_tables(self._storage, "view") - before)
         created = sorted(_tables(self._storage) - before)
 
         def drop() -> None:
+            for view in views:
+                _rows(self._storage, f'DROP VIEW "{view}"')
             for table in created:
                 _rows(self._storage, f'DROP TABLE "{table}"')
 
-        if created:
+        if created or views:
             self._storage.transactionSync(drop)
         self._name = None
 
@@ -169,7 +201,8 @@ class DurableActor(ActorPool):
     ``config`` is what the actor is opened with (models, extensions, env, settings).
     ``actor``: the object's actor id when the caller knows it (else it is read from
     storage, or bound by the first request). ``alarm_report`` hears about failing alarms
-    (see :class:`~.alarm.AlarmGuard`).
+    (see :class:`~.alarm.AlarmGuard`). ``index``: the Worker's index of its actors, which
+    this object adds its actor to (none: nothing is indexed; see the module docstring).
     """
 
     def __init__(
@@ -183,10 +216,12 @@ class DurableActor(ActorPool):
         registry: Registry | None = None,
         heartbeat_ms: int = HEARTBEAT_MS,
         max_alarm_failures: int = 8,
+        index: ActorIndex | None = None,
     ) -> None:
         self.durable = DurableObjectStore(storage)
         super().__init__(self.durable, config, clock=clock, registry=registry)
         self._hint = actor
+        self.index = index
         self.slot = AlarmSlot(storage, heartbeat_ms=heartbeat_ms)
         self.guard = AlarmGuard(
             SqlFailureStore(storage.sql), self.slot, alarm_report, max_failures=max_alarm_failures
@@ -215,8 +250,33 @@ class DurableActor(ActorPool):
     async def park(self, entry: OpenActor) -> int | None:
         # Armed before the actor closes (an async call, so not in the sync ``parked``
         # hook): the object is always either open or due to be woken by its alarm.
-        await self.slot.arm(entry.wake_at(), self.clock.now(), running=False)
+        await self.add_to_index()
+        await self.slot.arm(entry.wake_at(), self.clock.now(), running=self._unindexed())
         return await super().park(entry)
+
+    # ------------------------------------------------------------------ the index
+
+    def _unindexed(self) -> bool:
+        """The actor has a commit the Worker's index does not know of yet."""
+        name = self.durable.name
+        if self.index is None or name is None or self.durable.indexed:
+            return False
+        entry = self.current(name)
+        return entry is None or not entry.fresh
+
+    async def add_to_index(self) -> None:
+        """Add the actor to the Worker's index if it has a commit and is not there yet.
+        A failure is reported, not raised: the heartbeat (see :meth:`rearm`) brings the
+        object back to try again."""
+        name = self.durable.name
+        if self.index is None or name is None or not self._unindexed():
+            return
+        try:
+            await self.index.add(name)
+        except Exception as error:
+            self.report(name, error)
+            return
+        self.durable.mark_indexed()
 
     # ------------------------------------------------------------------ requests
 
@@ -231,6 +291,8 @@ class DurableActor(ActorPool):
                 yield harness
         finally:
             self._requests -= 1
+            # Before the answer: a client told its actor was created finds it listed.
+            await self.add_to_index()
             await self.rearm()
 
     def serving(self) -> contextlib.AbstractAsyncContextManager[Harness]:
@@ -262,8 +324,9 @@ class DurableActor(ActorPool):
             return self.slot.armed
         wake = entry.wake_at()
         # With the actor live here, "due now" means work is running or about to; a
-        # request in flight may still write, so it counts as running too.
-        running = (wake is not None and wake <= now) or self._requests > 0
+        # request in flight may still write, so it counts as running too, and so does
+        # an actor the index does not have yet (the heartbeat adds it).
+        running = (wake is not None and wake <= now) or self._requests > 0 or self._unindexed()
         return await self.slot.arm(wake, now, running=running)
 
     def _schedule_rearm(self) -> None:
@@ -292,6 +355,7 @@ class DurableActor(ActorPool):
                 await self.wake(name)  # re-opens after an eviction (and resumes)
             else:
                 entry.harness.resume()  # idempotent: an open actor just looks for due work
+            await self.add_to_index()
             await self.rearm()
 
         return await self.guard.run(work, self.clock.now())

@@ -211,6 +211,26 @@ class FrontDoor:
                 return refused
         return Forward(actor)
 
+    def admit_operator(self, method: str, path: str, headers: Mapping[str, str]) -> Refusal | None:
+        """A host-wide route the Worker answers itself (``GET /v1/actors``, answered from
+        the index): the host's API token only (``401``; a scoped token ``403``, as the
+        app's own check), ``GET`` only (``405``). ``None``: admitted."""
+        granted = self._auth(headers.get("authorization", ""))
+        if isinstance(granted, Refusal):
+            return granted
+        if granted is not None:
+            denied = _RIGHTS.check(granted, "GET", path)
+            assert denied is not None  # a host-wide route is the operator's
+            return Refusal(denied.status, denied.code, denied.message)
+        if method.upper() != "GET":
+            return Refusal(
+                405,
+                "method_not_allowed",
+                f"{method.upper()} is not allowed here",
+                (("allow", "GET"),),
+            )
+        return None
+
     def _body(
         self, method: str, rest: str, headers: Mapping[str, str], body: bytes
     ) -> Refusal | None:

@@ -1,8 +1,8 @@
 """Names the Worker's code and its wrangler configuration share.
 
 ``infra/cloudflare/wrangler.toml`` must use exactly these (a test reads it and checks):
-the Durable Object class, its binding, the entry class, and the variables and secrets
-the Worker reads from ``env``.
+the Durable Object classes (the actors' and the index's), their bindings, the entry
+class, and the variables and secrets the Worker reads from ``env``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ __all__ = [
     "DURABLE_OBJECT_BINDING",
     "DURABLE_OBJECT_CLASS",
     "ENTRY_CLASS",
+    "INDEX_BINDING",
+    "INDEX_CLASS",
     "MAX_BODY_BYTES_VAR",
     "MODEL_API_KEY_SECRET",
     "MODEL_BASE_URL_VAR",
@@ -29,6 +31,8 @@ __all__ = [
 DURABLE_OBJECT_CLASS = "PerdureActor"
 DURABLE_OBJECT_BINDING = "ACTORS"
 ENTRY_CLASS = "Default"
+INDEX_CLASS = "PerdureActorIndex"  # the index of the actors, sharded (runtimes/cloudflare/index.py)
+INDEX_BINDING = "ACTOR_INDEX"
 API_TOKEN_SECRET = "PERDURE_API_TOKEN"  # the bearer token clients send (a secret)
 MAX_BODY_BYTES_VAR = "PERDURE_MAX_BODY_BYTES"  # optional; 1 MiB when unset
 TOKEN_KEYS_SECRET = "PERDURE_TOKEN_KEYS"  # optional: scoped tokens' keys, newest first

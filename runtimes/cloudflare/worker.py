@@ -4,8 +4,9 @@
   :class:`~.front_door.FrontDoor` (auth, a scoped token's scope, body size, actor id,
   route, JSON; CORS preflights by :class:`~runtimes.actor.cors.CorsPolicy`) before any
   Durable Object is addressed; admitted requests go to ``ACTORS.getByName(actor)``,
-  i.e. the object ``idFromName(actor)``. It answers itself ``POST /v1/tokens``
-  (:mod:`~.minting`), which touches no actor, and the web inspector's static files
+  i.e. the object ``idFromName(actor)``. It answers itself, touching no actor,
+  ``POST /v1/tokens`` (:mod:`~.minting`), ``GET /v1/actors`` (:mod:`~.listing`, from
+  the index objects) and the web inspector's static files
   (``/``, ``/ui``, ``/ui/{name}``: :mod:`runtimes.actor.inspector_files`, from the
   package the build put in the bundle — through the app rather than Workers static
   assets, so every host serves the same bytes under the same CSP, and the Pyodide
@@ -55,8 +56,10 @@ from runtimes.actor.tokens import SigningKeys
 from runtimes.cloudflare.actor import DurableActor
 from runtimes.cloudflare.alarm import AlarmReport
 from runtimes.cloudflare.front_door import FrontDoor, Refusal, RouteTable, admit_request
+from runtimes.cloudflare.index import ActorIndex, IndexShard, shard_name
+from runtimes.cloudflare.listing import LISTING_PATH, list_at_door
 from runtimes.cloudflare.minting import TOKENS_PATH, mint_at_door
-from runtimes.cloudflare.names import DURABLE_OBJECT_BINDING
+from runtimes.cloudflare.names import DURABLE_OBJECT_BINDING, INDEX_BINDING
 from runtimes.cloudflare.settings import (
     MisconfiguredWorker,
     WorkerSettings,
@@ -68,6 +71,7 @@ from runtimes.cloudflare.watch import WatchHub
 __all__ = [
     "Default",
     "PerdureActor",
+    "PerdureActorIndex",
     "api_routes",
     "configure",
     "configure_from_env",
@@ -187,6 +191,31 @@ def _js(request: Any) -> Any:
     return getattr(request, "js_object", request)
 
 
+class _ShardRpc:
+    """An index object's stub as a :class:`~.index.ShardStub`. Only strings and numbers
+    cross: ``after`` is ``""`` for none, and the ids come back as one JSON string, so
+    no conversion of a JS array or of ``null`` is relied on."""
+
+    def __init__(self, stub: Any) -> None:
+        self._stub = stub
+
+    async def add(self, actor: str) -> None:
+        await self._stub.add(actor)
+
+    async def names(self, after: str | None, limit: int) -> list[str]:
+        found = json.loads(str(await self._stub.names(after or "", limit)))
+        return [str(name) for name in found]
+
+
+def _index(env: Any) -> ActorIndex | None:
+    """The index objects of the deployment, reached through ``env.ACTOR_INDEX``; ``None``
+    for a deployment without the binding (nothing is indexed, the listing is ``501``)."""
+    namespace = getattr(env, INDEX_BINDING, None)
+    if namespace is None:
+        return None
+    return ActorIndex(lambda n: _ShardRpc(namespace.getByName(shard_name(n))))
+
+
 class Default(WorkerEntrypoint):  # type: ignore[misc]
     """The front door (see the module docstring)."""
 
@@ -212,6 +241,18 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         door = _door(settings)
         if path == TOKENS_PATH:  # touches no actor: answered here
             return await self._mint(js_request, method, headers, settings, cors)
+        if path == LISTING_PATH:  # read from the index: no actor's object is addressed
+            index = _index(self.env)
+            if index is None:
+                message = f"this Worker has no {INDEX_BINDING} binding (see wrangler.toml)"
+                refusal = Refusal(501, "not_supported", message)
+                return _json_response(refusal, cors.response_headers(headers))
+            query = urlsplit(str(js_request.url)).query
+            listed = await list_at_door(door, method, query, headers, index)
+            if isinstance(listed, Refusal):
+                return _json_response(listed, cors.response_headers(headers))
+            extra = {"content-type": "application/json", **dict(cors.response_headers(headers))}
+            return Response(json.dumps(listed), status=200, headers=extra)
 
         async def read_body() -> bytes:
             # Read a clone: the original, unread, goes on to the Durable Object.
@@ -263,7 +304,11 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
             return
         config = _actor_config(self.settings)
         self.host = DurableActor(
-            self.ctx.storage, config, clock=SystemClock(), alarm_report=_report
+            self.ctx.storage,
+            config,
+            clock=SystemClock(),
+            alarm_report=_report,
+            index=_index(self.env),
         )
         self.hub = WatchHub(self.host, self.ctx)
         self._started = False
@@ -353,3 +398,20 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
         # is a failed attempt, counted and backed off, not an endless workerd retry.
         await self.host.alarm()
         self.hub.revive()
+
+
+class PerdureActorIndex(DurableObject):  # type: ignore[misc]
+    """One shard of the index of the actors (see the module docstring). Its methods are
+    called over RPC by the actors' objects (:meth:`add`) and the front door
+    (:meth:`names`); it serves no HTTP."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self.shard = IndexShard(self.ctx.storage)
+
+    async def add(self, actor: Any) -> None:
+        self.shard.add(str(actor))
+
+    async def names(self, after: Any, limit: Any) -> str:
+        # JSON text: see _ShardRpc.
+        return json.dumps(self.shard.names(str(after) or None, int(limit)))

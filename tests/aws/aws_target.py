@@ -77,7 +77,18 @@ def digest(aws: AwsResources, actor: str) -> str | None:
 
 
 class AwsTarget:
-    def __init__(self, aws: AwsResources, alarms: WakeSchedule, tmp: Path, lease: LeaseClock):
+    one_call_at_a_time = True  # moto's backends are not safe across threads (the kit)
+
+    def __init__(
+        self,
+        aws: AwsResources,
+        alarms: WakeSchedule,
+        tmp: Path,
+        lease: LeaseClock,
+        *,
+        listed_actors: int = 100,  # the kit's listing: ~0.2 s an actor on moto
+    ) -> None:
+        self.listed_actors = listed_actors
         self.aws = aws
         self.alarms = alarms
         self.tmp = tmp

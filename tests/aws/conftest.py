@@ -14,6 +14,7 @@ from moto import mock_aws
 from moto.server import ThreadedMotoServer
 
 from runtimes.aws import AwsResources
+from runtimes.aws.keys import LISTING_INDEX, LISTING_KEY, LISTING_SORT
 
 REGION = "us-east-1"
 TABLE = "perdure-actors"
@@ -42,8 +43,19 @@ def create_resources(endpoint_url: str | None = None) -> AwsResources:
             {"AttributeName": "sk", "KeyType": "RANGE"},
         ],
         AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
+            {"AttributeName": name, "AttributeType": "S"}
+            for name in ("pk", "sk", LISTING_KEY, LISTING_SORT)
+        ],
+        # As infra/aws/template.yaml declares it (tests/aws/test_template.py checks).
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": LISTING_INDEX,
+                "KeySchema": [
+                    {"AttributeName": LISTING_KEY, "KeyType": "HASH"},
+                    {"AttributeName": LISTING_SORT, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
         ],
         BillingMode="PAY_PER_REQUEST",
     )

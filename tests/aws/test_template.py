@@ -14,6 +14,7 @@ from typing import Any
 from cfnlint.decode import decode_str
 
 from runtimes.aws.config import SETTINGS
+from runtimes.aws.keys import LISTING_INDEX, LISTING_KEY, LISTING_SORT
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "infra" / "aws" / "template.yaml"
@@ -75,3 +76,23 @@ def test_the_functions_requirements_are_the_projects_own_specifiers() -> None:
     lines = (ROOT / "infra" / "aws" / "requirements.txt").read_text().splitlines()
     wanted = [line for line in lines if line and not line.startswith("#")]
     assert wanted and set(wanted) <= declared, set(wanted) - declared
+
+
+def test_the_table_has_the_listing_index_the_host_queries() -> None:
+    """The sparse index ``GET /v1/actors`` reads (runtimes/aws/keys.py), as the template
+    declares it, and the function may query it."""
+    template, _ = decode_str(TEMPLATE.read_text())
+    assert template is not None
+    table = template["Resources"]["ActorTable"]["Properties"]
+    (index,) = table["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == LISTING_INDEX
+    assert index["KeySchema"] == [
+        {"AttributeName": LISTING_KEY, "KeyType": "HASH"},
+        {"AttributeName": LISTING_SORT, "KeyType": "RANGE"},
+    ]
+    assert index["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+    declared = {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]}
+    assert declared == {"pk": "S", "sk": "S", LISTING_KEY: "S", LISTING_SORT: "S"}
+    statements = _function(template)["Properties"]["Policies"][0]["Statement"]
+    (dynamodb,) = [s for s in statements if "dynamodb:Query" in s["Action"]]
+    assert {"Fn::Sub": f"${{ActorTable.Arn}}/index/{LISTING_INDEX}"} in dynamodb["Resource"]

@@ -5,6 +5,7 @@ Playwright (the Playwright browser download is not used: ``CHROMIUM`` names the 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -12,13 +13,16 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 
 from remote_env.auth import write_new_secret
+from runtimes.client import ActorClient
 from tests.local.support import ROOT
 
 __all__ = [
@@ -28,6 +32,7 @@ __all__ = [
     "DevProcess",
     "Sandbox",
     "free_port",
+    "through_the_api",
     "wait_for",
 ]
 
@@ -52,6 +57,21 @@ def wait_for(what: str, probe: Callable[[], object], timeout: float = 30) -> Non
                 return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+T = TypeVar("T")
+
+
+def through_the_api(url: str, job: Callable[[ActorClient], Awaitable[T]]) -> T:
+    """Run ``job`` with the typed client (host token) against ``url``, for a test's
+    setup. In a thread of its own: Playwright's sync API keeps this thread's event loop."""
+
+    async def run() -> T:
+        async with ActorClient(url, TOKEN) as client:
+            return await job(client)
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, run()).result()
 
 
 def _env() -> dict[str, str]:

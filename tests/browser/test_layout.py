@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.browser.support import CHROMIUM, TOKEN, DevProcess, Sandbox
+from runtimes.client import ActorClient
+from tests.browser.support import CHROMIUM, TOKEN, DevProcess, Sandbox, through_the_api
 from tests.models.fake_openai import FakeOpenAI, Stream, finish, text, tool_call, usage
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -267,16 +267,12 @@ def test_a_token_for_one_actor_opens_it_directly(
     model.reset()
     model.script(Stream([text("hello from the scoped actor"), finish("stop")]))
     actor = f"scoped-{rights}"
-    headers = {"authorization": f"Bearer {TOKEN}"}
-    with httpx.Client(base_url=dev.url, headers=headers, timeout=30) as client:
-        r = client.post(
-            "/v1/actors/" + actor + "/submissions", json={"type": "input", "content": "hi"}
-        )
-        assert r.status_code == 202, r.text
-        client.get(f"/v1/actors/{actor}/submissions/{r.json()['id']}", params={"wait": 20})
-        minted = client.post("/v1/tokens", json={"actor": actor, "rights": rights, "ttl_s": 600})
-        assert minted.status_code == 201, minted.text
-        token = minted.json()["token"]
+
+    async def answered_then_minted(client: ActorClient) -> str:
+        await client.ask(actor, "hi", timeout=20)
+        return (await client.mint_token(actor, rights, 600)).token
+
+    token = through_the_api(dev.url, answered_then_minted)
     page, errors = open_page(browser, 375)
     try:
         # A tampered one is refused, with the host's reason.

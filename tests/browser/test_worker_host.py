@@ -137,3 +137,23 @@ def test_the_inspector_against_the_worker_in_pyodide(
         finally:
             browser.close()
     assert errors == [], errors
+
+
+def test_the_client_script_against_the_worker_in_pyodide(
+    worker_url: tuple[str, FakeOpenAI],
+) -> None:
+    """The kit's client script (``runtimes.client``) over real HTTP against the deployed
+    Worker: submit, poll by id, the watch streamed as SSE, the answer read back."""
+    import asyncio
+
+    from runtimes.actor.testing import client_script
+    from runtimes.client import ActorClient
+
+    url, model = worker_url
+    model.script(Stream([text("echo: hello"), usage(3, 2), finish("stop")]))
+
+    async def run() -> str:
+        async with ActorClient(url, TOKEN) as client:
+            return await client_script(client, "edge-client", "edge-client-1")
+
+    assert asyncio.run(run()) == "sse"

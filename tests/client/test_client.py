@@ -18,6 +18,7 @@ from runtimes.actor.memory import MemoryHost
 from runtimes.actor.testing import KIT_TOKEN, KitTools, client_script, kit_config
 from runtimes.client import (
     ActorClient,
+    ApiError,
     ClientError,
     HostUnreachable,
     RequestRefused,
@@ -127,11 +128,22 @@ async def test_wait_polls_until_settled_and_gives_up_at_its_timeout(
         accepted = await client.submit("carol", "tools", request_id="c-1")
         with pytest.raises(TimeoutError):
             await client.wait("carol", accepted, timeout=0.5)
+        steered = await client.steer("carol", "and hurry")  # joins the run after its tools
+        with pytest.raises(RequestRefused) as refused:
+            await client.submit("carol", "later", when_busy="reject")
+        assert (refused.value.status, refused.value.code) == (409, "conversation_busy")
         gate.set()
         state = await client.wait("carol", accepted, timeout=LIMIT_S)
         assert state.status == "done" and state.answer is not None
         by_request = await client.submission_by_request("carol", "c-1")
         assert by_request == state
+        assert (await client.wait("carol", steered, timeout=LIMIT_S)).status == "done"
+        users = [
+            e["message"]["content"]
+            for e in (await client.view("carol")).entries
+            if e["kind"] == "user"
+        ]
+        assert users == ["tools", "and hurry"], users
 
 
 async def test_listings_page_through_everything(running: Running) -> None:
@@ -224,5 +236,45 @@ async def test_auto_falls_back_to_the_long_poll_once_and_remembers(status: int) 
             if status != 200:
                 assert isinstance(failed.value, ServerError) and failed.value.status == status
                 assert failed.value.message == "no streams here"
+    finally:
+        await host.close()
+
+
+class Flaky(httpx.AsyncBaseTransport):
+    """A front door whose first ``times`` polls are answered ``status`` (with
+    ``Retry-After``), as a restarting host behind a proxy answers."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, status: int, times: int) -> None:
+        self.inner = inner
+        self.status = status
+        self.left = times
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and self.left > 0:
+            self.left -= 1
+            body = {"error": {"code": "busy", "message": "come back"}}
+            return httpx.Response(self.status, json=body, headers={"retry-after": "0.01"})
+        return await self.inner.handle_async_request(request)
+
+
+@pytest.mark.parametrize("status", [423, 502, 503, 504])
+async def test_polls_ask_again_when_the_host_says_come_back(status: int) -> None:
+    host = MemoryHost(kit_config(), clock=VirtualClock())
+    await host.start()
+    door = Flaky(StreamingASGITransport(create_app(host, ApiConfig(KIT_TOKEN))), status, 0)
+    try:
+        async with ActorClient("http://kit", KIT_TOKEN, transport=door) as client:
+            accepted = await client.submit("jo", "hello")
+            door.left = 3
+            state = await client.wait("jo", accepted, timeout=LIMIT_S)
+            assert state.status == "done" and door.left == 0
+            door.left = 2
+            async with client.watch("jo", via="poll") as watch:
+                frame = await asyncio.wait_for(anext(aiter(watch)), LIMIT_S)
+            assert frame.type == "view" and door.left == 0
+            door.left = 1  # a plain read is not retried: the caller sees the answer
+            with pytest.raises(ApiError) as failed:
+                await client.view("jo")
+            assert failed.value.status == status and failed.value.retry_after == 0.01
     finally:
         await host.close()

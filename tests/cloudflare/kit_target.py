@@ -8,7 +8,9 @@ own :class:`~tests.cloudflare.standin.DurableObjectHome`), creating the object o
 use, at most one live instance per name (a second "deployment" reaching an object that
 another one holds open is refused, as workerd never runs two). Wake-ups are the
 objects' alarms: ``wakes`` is what each home has armed, ``wake`` delivers an alarm the
-way workerd does (cleared, then ``alarm()``).
+way workerd does (cleared, then ``alarm()``). The Worker's index of its actors is a
+set of index objects on homes of their own (:class:`IndexObjects`): each actor object
+adds its actor there, and the host lists from there, as the Worker does.
 """
 
 from __future__ import annotations
@@ -27,11 +29,58 @@ from runtimes.actor import ActorConfig, ActorLocked, HostClosed, check_actor_id
 from runtimes.actor.testing import KitHost
 from runtimes.cloudflare.actor import DurableActor
 from runtimes.cloudflare.alarm import AlarmReport
+from runtimes.cloudflare.index import ActorIndex, IndexShard, shard_name
 from tests.cloudflare.standin import DurableObjectHome
 
-__all__ = ["DurableNamespace", "DurableNamespaceHost"]
+__all__ = ["DurableNamespace", "DurableNamespaceHost", "IndexObjects"]
 
 T = TypeVar("T")
+
+
+class _ShardObject:
+    """An index object as its stub reaches it (the Worker's stubs call the same two
+    methods over RPC)."""
+
+    def __init__(self, shard: IndexShard) -> None:
+        self.shard = shard
+        self.calls = 0
+
+    async def add(self, actor: str) -> None:
+        self.calls += 1
+        self.shard.add(actor)
+
+    async def names(self, after: str | None, limit: int) -> list[str]:
+        self.calls += 1
+        return self.shard.names(after, limit)
+
+
+class IndexObjects:
+    """The index objects of one namespace, each on its own home under ``root``, one
+    live instance each (as workerd runs them)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.homes: dict[int, DurableObjectHome] = {}
+        self.live: dict[int, _ShardObject] = {}
+
+    def shard(self, number: int) -> _ShardObject:
+        if number not in self.live:
+            home = self.homes.get(number)
+            if home is None:
+                self.root.mkdir(parents=True, exist_ok=True)
+                home = self.homes[number] = DurableObjectHome(
+                    self.root / f"{shard_name(number)}.sqlite"
+                )
+            self.live[number] = _ShardObject(IndexShard(home.open()))
+        return self.live[number]
+
+    def index(self) -> ActorIndex:
+        return ActorIndex(self.shard)
+
+    def close(self) -> None:
+        self.live.clear()
+        for home in self.homes.values():
+            home.close()
 
 
 class DurableNamespaceHost:
@@ -60,6 +109,7 @@ class DurableNamespaceHost:
                 alarm_report=self.alarm_reports.append,
                 actor=name,
                 registry=self.registry,
+                index=self._target.index.index(),
             )
             self._objects[name] = obj
             self._target.holders[name] = self
@@ -85,9 +135,8 @@ class DurableNamespaceHost:
             yield harness
 
     async def actors(self, *, after: str | None = None, limit: int = 100) -> list[str]:
-        # Each object lists its own actor; the stand-in asks every object it made.
-        names = [n for obj in self._objects.values() for n in await obj.actors(after=after)]
-        return sorted(names)[:limit]
+        # As the Worker lists them: from the index objects, waking no actor's object.
+        return await self._target.index.index().names(after=after, limit=limit)
 
     def accepting(self) -> AbstractContextManager[None]:
         # Each object paces its own actor (its pool's AcceptFirst); nothing is shared.
@@ -150,12 +199,16 @@ class DurableNamespaceHost:
 
 
 class DurableNamespace:
-    """The kit's target: a namespace of Durable Object homes under ``root``."""
+    """The kit's target: a namespace of Durable Object homes under ``root``.
+    ``listed_actors``: how many actors the kit's listing check creates (each is a
+    SQLite file written with full syncs: ~0.1 s an actor on a busy disk)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, listed_actors: int = 200) -> None:
         self.root = root
+        self.listed_actors = listed_actors
         self.homes: dict[str, DurableObjectHome] = {}
         self.holders: dict[str, DurableNamespaceHost] = {}
+        self.index = IndexObjects(root / "index")
 
     def home(self, actor: str) -> DurableObjectHome:
         home = self.homes.get(actor)
@@ -199,3 +252,4 @@ class DurableNamespace:
     def close(self) -> None:
         for home in self.homes.values():
             home.close()
+        self.index.close()

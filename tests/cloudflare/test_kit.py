@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.testing import VirtualClock
-from runtimes.actor.testing import HOST_CHECKS, KitTarget, kit_config
+from runtimes.actor.testing import HOST_CHECKS, KitTarget, check_actor_listing_pages, kit_config
 from tests.cloudflare.kit_target import DurableNamespace
 
 
@@ -25,6 +25,18 @@ async def test_durable_object_host(
     check: Callable[[KitTarget], Awaitable[None]], namespace: DurableNamespace
 ) -> None:
     await check(namespace)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_a_thousand_actors_are_listed_in_pages_of_a_hundred(tmp_path: Path) -> None:
+    """The kit's listing check at its full size: 1,000 actors, pages of 100, some
+    created during each page read, listed from the index objects (``slow``)."""
+    namespace = DurableNamespace(tmp_path, listed_actors=1000)
+    try:
+        await check_actor_listing_pages(namespace)
+    finally:
+        namespace.close()
 
 
 async def test_each_actor_is_its_own_object_bound_to_its_name(namespace: DurableNamespace) -> None:

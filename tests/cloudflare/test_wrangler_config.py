@@ -28,17 +28,22 @@ def _classes() -> dict[str, list[str]]:
     }
 
 
-def test_the_durable_object_binding_and_migration_name_the_class_the_code_defines() -> None:
+def test_the_durable_object_bindings_and_migrations_name_the_classes_the_code_defines() -> None:
     classes = _classes()
     assert classes[names.DURABLE_OBJECT_CLASS] == ["DurableObject"]
+    assert classes[names.INDEX_CLASS] == ["DurableObject"]
     assert classes[names.ENTRY_CLASS] == ["WorkerEntrypoint"]
-    (binding,) = CONFIG["durable_objects"]["bindings"]
-    assert binding == {
+    actors, index = CONFIG["durable_objects"]["bindings"]
+    assert actors == {
         "name": names.DURABLE_OBJECT_BINDING,
         "class_name": names.DURABLE_OBJECT_CLASS,
     }
-    (migration,) = CONFIG["migrations"]
-    assert migration["new_sqlite_classes"] == [names.DURABLE_OBJECT_CLASS]  # SQLite-backed
+    assert index == {"name": names.INDEX_BINDING, "class_name": names.INDEX_CLASS}
+    # Both SQLite-backed; the index's in a migration of its own, after the actors' (a
+    # deployed migration is never edited: a new class gets a new tag).
+    first, second = CONFIG["migrations"]
+    assert first == {"tag": "v1", "new_sqlite_classes": [names.DURABLE_OBJECT_CLASS]}
+    assert second == {"tag": "v2", "new_sqlite_classes": [names.INDEX_CLASS]}
 
 
 def test_the_entry_module_exports_the_classes_wrangler_binds() -> None:
@@ -50,7 +55,7 @@ def test_the_entry_module_exports_the_classes_wrangler_binds() -> None:
         if isinstance(node, ast.ImportFrom) and node.module == "runtimes.cloudflare.worker"
         for alias in node.names
     }
-    assert {names.ENTRY_CLASS, names.DURABLE_OBJECT_CLASS} <= imported
+    assert {names.ENTRY_CLASS, names.DURABLE_OBJECT_CLASS, names.INDEX_CLASS} <= imported
 
 
 def test_python_3_14_workers_and_the_documented_vars_and_secrets() -> None:
@@ -63,6 +68,7 @@ def test_python_3_14_workers_and_the_documented_vars_and_secrets() -> None:
         assert name in WRANGLER_TEXT  # set or documented there
         assert f"`{name}`" in README  # in the README's table
     assert f"`{names.DURABLE_OBJECT_BINDING}`" in README
+    assert f"`{names.INDEX_BINDING}`" in README
     # The code reads exactly these names.
     settings = (ROOT / "runtimes/cloudflare/settings.py").read_text()
     read = set(re.findall(r"names\.([A-Z_]+)", settings))

@@ -18,6 +18,6 @@ import runtimes.actor.api
 import runtimes.actor.sandbox
 import runtimes.cloudflare.fetch_transport
 import runtimes.models.openai_http  # noqa: F401
-from runtimes.cloudflare.worker import Default, PerdureActor
+from runtimes.cloudflare.worker import Default, PerdureActor, PerdureActorIndex
 
-__all__ = ["Default", "PerdureActor"]
+__all__ = ["Default", "PerdureActor", "PerdureActorIndex"]

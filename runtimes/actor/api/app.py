@@ -46,7 +46,9 @@ class ApiConfig:
     API from their pages; none by default. ``max_body_bytes``: larger bodies get
     ``413``. ``max_wait_s``: the cap on a long poll's ``wait``.
     ``heartbeat_s``: a watch stream sends a ``: ping`` comment after this long without an
-    event (keeps proxies and clients from timing the stream out)."""
+    event (keeps proxies and clients from timing the stream out). ``streams``: ``False``
+    for a front door that answers whole responses only (Lambda's): the watch stream is
+    refused ``501 not_supported`` at once instead of held until the deadline."""
 
     token: str = field(repr=False)  # a secret: kept out of reprs, logs and tracebacks
     max_body_bytes: int = 1024 * 1024
@@ -54,6 +56,7 @@ class ApiConfig:
     heartbeat_s: float = 15.0
     signing_keys: tuple[str, ...] = field(default=(), repr=False)
     cors_origins: tuple[str, ...] = ()
+    streams: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.token, str) or len(self.token) < 16:
@@ -214,7 +217,7 @@ def rebind_app(app: FastAPI, host: Host, config: ApiConfig) -> None:
     if getattr(app.state, "signing_keys", None) is None:
         app.state.signing_keys = SigningKeys.for_host(config.token, config.signing_keys)
     app.state.api_settings = ApiSettings(
-        max_wait_s=config.max_wait_s, heartbeat_s=config.heartbeat_s
+        max_wait_s=config.max_wait_s, heartbeat_s=config.heartbeat_s, streams=config.streams
     )
     app.state.delta_feeds = DeltaFeeds()
     app.state.cursors = CursorCodec(config.token)

@@ -60,10 +60,12 @@ _SETTLED = ("done", "unanswered")
 @dataclass(frozen=True)
 class ApiSettings:
     """``max_wait_s`` caps a long poll's ``wait``; ``heartbeat_s``: a watch stream sends a
-    ``: ping`` comment after this long without an event."""
+    ``: ping`` comment after this long without an event; ``streams``: whether the front
+    door passes a stream on (see :class:`~runtimes.actor.api.ApiConfig`)."""
 
     max_wait_s: float = 60.0
     heartbeat_s: float = 15.0
+    streams: bool = True
 
 
 # The dependencies are ``async def`` like the routes: FastAPI runs a plain ``def`` one
@@ -255,7 +257,10 @@ async def view(actor: ActorId, conversation_id: ConversationId, host: HostDep) -
     "/conversations/{conversation_id}/watch",
     status_code=200,
     response_class=WatchStream,
-    responses={200: {"content": {"text/event-stream": {}}, "description": "the event stream"}},
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "the event stream"},
+        501: {"model": ErrorResponse, "description": "the host cannot stream (Lambda)"},
+    },
 )
 async def watch(
     actor: ActorId, conversation_id: ConversationId, host: HostDep, settings: SettingsDep
@@ -275,7 +280,18 @@ async def watch(
     Resuming: a client that loses the stream reconnects and receives the current view
     again, then deltas from there (``Last-Event-ID`` is not needed and is ignored). The
     actor stays open while a watch is connected; the watch is stopped as soon as the
-    client disconnects."""
+    client disconnects.
+
+    ``501 not_supported`` at once on a host whose front door answers whole responses
+    only (AWS Lambda), which would otherwise hold the request until its deadline: watch
+    with ``GET .../deltas`` (the long poll) there."""
+    if not settings.streams:
+        raise ApiError(
+            501,
+            "not_supported",
+            "this host answers whole responses only and cannot stream the watch: "
+            f"poll GET /v1/actors/{actor}/conversations/{conversation_id}/deltas instead",
+        )
     return WatchStream(host, actor, conversation_id, heartbeat_s=settings.heartbeat_s)
 
 

@@ -14,7 +14,10 @@ a scripted server on 127.0.0.1, configured from the Worker's vars and secrets al
 a reminder that arms the alarm, an eviction, the alarm on a new instance, and the
 reminder's answer; a half configuration refused with ``503 misconfigured`` naming
 the variable, logged once, no Durable Object addressed; and the web inspector's page and
-files served from the bundle's package data.
+files served from the bundle's package data. Over an index namespace stand-in
+(``env.ACTOR_INDEX``: the entry's ``PerdureActorIndex`` objects, called as RPC stubs are):
+actors created through the front door are listed by ``GET /v1/actors`` from the index
+objects alone, paged, none listed for a refused request, a scoped token refused.
 """
 
 from __future__ import annotations
@@ -99,8 +102,49 @@ class _Stub:
         return await self.namespace.instance(self.name).fetch(request)
 
 
-async def _call(door: Any, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    response = await door.fetch(_request(method, path, body))
+class IndexNamespace:
+    """``env.ACTOR_INDEX``: ``getByName(shard)`` gives a stub whose RPC methods (``add``,
+    ``names``) reach the index object's live instance, made from the entry's class on
+    its own durable home."""
+
+    def __init__(self, scratch: str, cls: Any) -> None:
+        self.scratch = scratch
+        self.cls = cls
+        self.homes: dict[str, Any] = {}
+        self.live: dict[str, Any] = {}
+        self.calls: list[str] = []
+
+    def getByName(self, name: str) -> Any:  # the binding's JS name
+        return _IndexStub(self, name)
+
+    def instance(self, name: str) -> Any:
+        from perdure_do_standin import DurableObjectHome  # type: ignore[import-not-found]
+
+        if name not in self.homes:
+            self.homes[name] = DurableObjectHome.new(f"{self.scratch}/index-{name}.sqlite", name)
+        if name not in self.live:
+            self.live[name] = self.cls(self.homes[name].open(), _js({}))
+        return self.live[name]
+
+
+class _IndexStub:
+    def __init__(self, namespace: IndexNamespace, name: str) -> None:
+        self.namespace = namespace
+        self.name = name
+
+    async def add(self, actor: str) -> Any:
+        self.namespace.calls.append(f"add {actor}")
+        return await self.namespace.instance(self.name).add(actor)
+
+    async def names(self, after: str, limit: int) -> Any:
+        self.namespace.calls.append("names")
+        return await self.namespace.instance(self.name).names(after, limit)
+
+
+async def _call(
+    door: Any, method: str, path: str, body: Any = None, token: str = TOKEN
+) -> tuple[int, Any]:
+    response = await door.fetch(_request(method, path, body, token))
     text = await response.text()
     return int(response.status), json.loads(text) if text else None
 
@@ -228,6 +272,68 @@ async def half_configuration_is_refused(options: dict[str, Any]) -> dict[str, An
     return {"message": bodies[0]["error"]["message"], "log": lines[0]}
 
 
+async def listed_from_the_index(options: dict[str, Any]) -> dict[str, Any]:
+    """Actors created through the front door are listed from the index objects: each
+    actor's object adds its actor after its first commit; the listing reads the 16 index
+    objects and addresses no actor's object; a refused first request lists nothing."""
+    import entry  # type: ignore[import-not-found]
+
+    namespace = Namespace(options["scratch"], entry.PerdureActor)
+    index = IndexNamespace(options["scratch"], entry.PerdureActorIndex)
+    env = _js(
+        {
+            "ACTORS": namespace,
+            "ACTOR_INDEX": index,
+            "PERDURE_API_TOKEN": TOKEN,
+            "PERDURE_MODEL": "gpt-bundle",
+            "PERDURE_MODEL_BASE_URL": options["openai_base_url"],
+            "PERDURE_MODEL_API_KEY": "sk-bundle",
+        }
+    )
+    namespace.env = env
+    door = entry.Default(_js({}), env)
+    names = [f"listed-{n}" for n in range(5)]
+    for name in names:
+        status, body = await _call(
+            door,
+            "POST",
+            f"/v1/actors/{name}/submissions",
+            {"type": "write", "content": {"kind": "note"}},
+        )
+        assert status == 202, (status, body)
+    # Refused by the actor's object, after it opened: nothing is committed, nothing listed.
+    status, body = await _call(
+        door,
+        "POST",
+        "/v1/actors/listed-refused/submissions",
+        {"type": "input", "content": "x", "conversation_id": 99},
+    )
+    assert 400 <= status < 500, (status, body)
+    addressed = list(namespace.addressed)
+    listed: list[str] = []
+    after = ""
+    while True:
+        status, page = await _call(door, "GET", f"/v1/actors?limit=2{after}")
+        assert status == 200, (status, page)
+        listed += [a["id"] for a in page["actors"]]
+        if page["next_after"] is None:
+            break
+        after = f"&after={page['next_after']}"
+    assert listed == names, listed
+    assert namespace.addressed == addressed  # the listing woke no actor's object
+    status, body = await _call(door, "GET", "/v1/actors?limit=0")
+    assert status == 422 and body["error"]["code"] == "invalid", (status, body)
+    from runtimes.actor.tokens import SigningKeys
+
+    scoped = SigningKeys.for_host(TOKEN).mint(names[0], "admin", 600)
+    status, body = await _call(door, "GET", "/v1/actors", token=scoped)
+    assert status == 403 and body["error"]["code"] == "forbidden", (status, body)
+    for name in names:
+        with contextlib.suppress(Exception):
+            await namespace.evict(name)
+    return {"listed": len(listed), "index_objects": len(index.live)}
+
+
 async def the_inspector_is_served_from_the_bundle(options: dict[str, Any]) -> dict[str, Any]:
     """``/ui`` and its files through the entry's front door, from the package data the
     build copied: the page and its scripts with their CSP, ``/`` sent to it; answered
@@ -265,6 +371,7 @@ CHECKS = (
     served_from_the_bundle,
     half_configuration_is_refused,
     the_inspector_is_served_from_the_bundle,
+    listed_from_the_index,
 )
 
 

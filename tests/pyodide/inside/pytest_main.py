@@ -26,6 +26,8 @@ def main_sync(options: Any) -> dict[str, Any]:
             "-p",
             "tests.pyodide.inside.pytest_plugin",
             "-q",
+            "-m",
+            "not slow",  # as the repository's default run
             # Its local-host comparison needs runtimes.local (aiosqlite: CPython only).
             "--ignore=/perdure/tests/cloudflare/test_front_door.py",
             # Real servers on 127.0.0.1 (a uvicorn thread, a subprocess); the suite runs
