@@ -248,7 +248,13 @@ class ActorFunction:
             try:
                 opened = await host.wake(actor)
             except ActorLocked:
-                # The holder parks the actor when it ends, re-arming its schedule then.
+                # This schedule fired and deleted itself, and the holder may leave the
+                # schedule alone when its deadline did not change (AwsHost.park): arm
+                # a wake now, which comes back once the holder has let go.
+                s = self.settings
+                if s.alarms is not None:
+                    now = s.clock.now()
+                    await arm_durably(s.alarms, s.resources, actor, now, now)
                 return {"status": "busy", "actor": actor}
             if opened:
                 await self._run_due(host, actor, context)

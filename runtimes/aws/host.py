@@ -27,7 +27,7 @@ from runtimes.actor.lifecycle import ActorPool, OpenActor
 from runtimes.aws.alarms import WakeSchedule
 from runtimes.aws.errors import LeaseHeld
 from runtimes.aws.keys import LISTING_INDEX, LISTING_KEY, LISTING_SORT, LISTING_VALUE, ActorKeys
-from runtimes.aws.lease import DEFAULT_LEASE_MS
+from runtimes.aws.lease import DEFAULT_LEASE_MS, Lease
 from runtimes.aws.pending import arm_durably
 from runtimes.aws.replica import ActorReplica, discard_working_copy, open_actor_replica
 from runtimes.aws.resources import AwsResources, call
@@ -76,6 +76,8 @@ class AwsActorStore:
         self.lease_now = lease_now
         self.lease_ms = lease_ms
         self.crashed = False
+        self.leases: dict[str, Lease] = {}
+        """The lease of each actor this store opened last (parking reads its grant)."""
 
     async def open(self, name: str, *, create: bool) -> _ReplicaLease:
         if not create and not await self._stored(name):
@@ -91,6 +93,7 @@ class AwsActorStore:
             )
         except LeaseHeld as e:
             raise ActorLocked(str(e), retry_after_s=self._retry_after_s(e)) from e
+        self.leases[name] = replica.lease
         return _ReplicaLease(self, replica, fresh=replica.storage.seq == 0)
 
     async def names(self, *, after: str | None, limit: int) -> list[str]:
@@ -169,6 +172,15 @@ class AwsHost(ActorPool):
         """Actors whose work did not settle in the invocation: parked with a wake now."""
         self.pending_wakes: set[str] = set()
         """Actors parked without a schedule (the Scheduler refused): left to the sweep."""
+        self.woken: set[str] = set()
+        """Actors opened by a wake: their schedule fired (and deleted itself), or was
+        pulled forward by a mailer, so their park always arms."""
+        self.scheduler_skips = 0
+        """Parks that left the schedule alone: the deadline had not changed."""
+
+    async def wake(self, actor: str) -> bool:
+        self.woken.add(actor)
+        return await super().wake(actor)
 
     async def park(self, entry: OpenActor) -> int | None:
         # The schedule is armed while the lease is still held: a crash after it leaves
@@ -180,9 +192,27 @@ class AwsHost(ActorPool):
 
     async def _arm(self, name: str, wake: int | None) -> None:
         assert self.alarms is not None
+        lease = self.aws_store.leases.get(name)
+        grant = None if lease is None else lease.grant_or_none
+        if (
+            lease is not None
+            and grant is not None
+            and grant.armed_known
+            and grant.armed == wake
+            and name not in self.woken
+        ):
+            # The previous holder armed this very deadline and nothing since can have
+            # removed it: only a wake's firing deletes a schedule, and that invocation
+            # (in self.woken) always arms. A mailer only pulls it forward, to a wake
+            # that comes back here. So no Scheduler call (docs/design.md invariant 15).
+            self.scheduler_skips += 1
+            lease.record_armed(wake)
+            return
         resources = self.aws_store.resources
         if not await arm_durably(self.alarms, resources, name, wake, self.clock.now()):
             self.pending_wakes.add(name)
+        elif lease is not None:
+            lease.record_armed(wake)
 
     async def park_all(self) -> None:
         for name in sorted(self.active):

@@ -7,7 +7,12 @@
   (:meth:`Lease.fenced_update`) also pushes ``expires_at`` forward; :meth:`Lease.renew`
   does it alone for a holder with nothing to commit.
 * **release** — at the end of the invocation, so the next one need not wait out the
-  lease. The head item is never deleted: that would reset the epoch and unfence.
+  lease. The head item is never deleted: that would reset the epoch and unfence. The
+  release also records the wake the holder armed (``armed``, with ``armed_epoch`` = its
+  epoch), so the next holder can skip the Scheduler when the deadline did not change.
+  That record is trusted only when ``armed_epoch`` is the epoch just before the new
+  grant's: a holder that crashed (or could not arm) never released, so its successor
+  sees an older ``armed_epoch`` and arms anew.
 
 Safety comes from the epoch, not the clock: a write is accepted only while the head
 still carries our epoch and owner. Expiry (compared with the injected clock of whoever
@@ -42,6 +47,10 @@ class LeaseGrant:
     expires_at: int
     snapshot_seq: int
     snapshot_key: str | None
+    armed: int | None = None
+    """The wake the previous holder armed and released with (``None``: no schedule)."""
+    armed_known: bool = False
+    """Whether :attr:`armed` is the previous holder's record (see the module docstring)."""
     listed: bool = False  # the head carries the listing index's keys
 
 
@@ -59,13 +68,16 @@ def _n(value: int) -> dict[str, str]:
 
 
 def _grant(item: dict[str, Any]) -> LeaseGrant:
+    epoch = int(item["epoch"]["N"])
     return LeaseGrant(
         owner=item["owner"]["S"],
-        epoch=int(item["epoch"]["N"]),
+        epoch=epoch,
         seq=int(item.get("seq", {"N": "0"})["N"]),
         expires_at=int(item["expires_at"]["N"]),
         snapshot_seq=int(item.get("snapshot_seq", {"N": "0"})["N"]),
         snapshot_key=item["snapshot_key"]["S"] if "snapshot_key" in item else None,
+        armed=int(item["armed"]["N"]) if "armed" in item else None,
+        armed_known=int(item.get("armed_epoch", {"N": "-1"})["N"]) == epoch - 1,
         listed=LISTING_KEY in item,
     )
 
@@ -94,6 +106,7 @@ class Lease:
         self.now = now
         self.duration_ms = duration_ms
         self._grant: LeaseGrant | None = None
+        self._armed: tuple[int | None] | None = None  # see record_armed
 
     @property
     def grant(self) -> LeaseGrant:
@@ -132,6 +145,11 @@ class Lease:
                 int(held["expires_at"]["N"]) if "expires_at" in held else None,
             ) from None
         self._grant = _grant(out["Attributes"])
+        return self._grant
+
+    @property
+    def grant_or_none(self) -> LeaseGrant | None:
+        """The grant, or ``None`` once lost or released."""
         return self._grant
 
     def fenced_update(
@@ -205,24 +223,36 @@ class Lease:
             raise
         self.adopt(update)
 
+    def record_armed(self, wake: int | None) -> None:
+        """Note that the actor's schedule now says ``wake`` (``None``: no schedule): the
+        release records it for the next holder. Without it the next holder arms anew."""
+        self._armed = (wake,)
+
     async def release(self) -> bool:
         """Give the lease up; ``False`` if it was not ours any more (nothing to release)."""
         if self._grant is None:
             return False
         grant, self._grant = self._grant, None
+        armed = self._armed
+        names = {"#o": "owner", "#x": "expires_at", "#e": "epoch"}
+        values = {":me": {"S": self.owner}, ":epoch": _n(grant.epoch), ":zero": _n(0)}
+        update = "REMOVE #o SET #x = :zero"
+        if armed is not None:
+            names |= {"#ae": "armed_epoch", "#a": "armed"}
+            update = "REMOVE #o" + (", #a" if armed[0] is None else "") + " SET #x = :zero"
+            update += ", #ae = :epoch"
+            if armed[0] is not None:
+                values[":a"] = _n(armed[0])
+                update += ", #a = :a"
         try:
             await call(
                 self.resources.dynamodb.update_item,
                 TableName=self.resources.table,
                 Key=self.keys.head(),
-                UpdateExpression="REMOVE #o SET #x = :zero",
+                UpdateExpression=update,
                 ConditionExpression="#e = :epoch AND #o = :me",
-                ExpressionAttributeNames={"#o": "owner", "#x": "expires_at", "#e": "epoch"},
-                ExpressionAttributeValues={
-                    ":me": {"S": self.owner},
-                    ":epoch": _n(grant.epoch),
-                    ":zero": _n(0),
-                },
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
             )
         except Exception as e:
             if error_code(e) == "ConditionalCheckFailedException":

@@ -8,7 +8,9 @@ where the host cannot stream: :mod:`runtimes.client` chooses):
   by the assistant entry;
 * tool calls (``⚙ name {arguments}``) and their results (``↳ ...``) come from the tool
   round's assistant entry, the ``live.tools`` slots and the ``tool_result`` entries;
-* input from elsewhere (another client, a reminder) is shown as ``» text``.
+* input from elsewhere (another client, a reminder) is shown as ``» text``;
+* a tool call waiting for a decision is asked about inline, ``approve? [y/n/note]``: the
+  next line typed answers it (:mod:`runtimes.cli.asking`).
 
 The prompt is ``you> ``; the agent's lines start with ``agent> ``.
 
@@ -44,6 +46,7 @@ from rich.console import Console
 from core.docops import InvalidOp
 from core.jsonvalue import JsonObject, JsonValue
 from remote_env.client.sse import parse_sse
+from runtimes.cli.asking import QUESTION, Question, answer_of, questions
 from runtimes.cli.screen import Screen, interactive_terminal
 from runtimes.cli.transcript import Transcript, as_list, as_object
 from runtimes.client import ActorClient, ApiError, ClientError, HostUnreachable
@@ -54,8 +57,10 @@ _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 HISTORY = 10  # entries of the existing conversation shown when the chat starts
 _HELP = (
     "Enter sends a line (while the agent works, it steers the run). Ctrl-C aborts the "
-    "run; Ctrl-C when idle, Ctrl-D or /quit exits. Commands: /abort, /compact "
-    "[instructions], /reset [handoff], /help, /quit."
+    "run; Ctrl-C when idle, Ctrl-D or /quit exits. A tool call that needs your approval "
+    "asks approve? [y/n/note] (a note denies, and the agent reads it). Commands: /abort, "
+    "/compact [instructions], /reset [handoff], /schedules (list; /schedules cancel ID), "
+    "/help, /quit."
 )
 
 
@@ -102,6 +107,8 @@ class Chat:
         self.leave_when_idle = False
         self.finished: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._jobs: set[asyncio.Task[None]] = set()
+        self.question: Question | None = None  # the call the next typed line decides
+        self.asked: set[Question] = set()  # calls asked about (or queued to be)
 
     @property
     def busy(self) -> bool:
@@ -203,6 +210,7 @@ class Chat:
         for item in as_list(as_object(as_object(self.view.get("docs")).get("inbox")).get("items")):
             self.awaiting.discard(cast(int, as_object(item).get("id")))
         self.transcript.show(self.view, history=history)
+        self._ask()
         if self.aborted is not None and not self.transcript.busy:
             self._aborted()
         elif self.aborting is not None and not self.aborting.done():
@@ -211,6 +219,32 @@ class Chat:
             self.stop(0)
         elif (was_busy or self.screen.writes != writes) and not self.busy:
             self.screen.prompt()
+
+    def _ask(self) -> None:
+        """Ask about the next call waiting for a decision (one question at a time)."""
+        waiting = questions(self.view)
+        if self.question is not None and self.question not in waiting:
+            self.question = None  # decided (here or elsewhere): its event line says how
+        if self.question is not None:
+            return
+        fresh = [q for q in waiting if q not in self.asked]
+        if fresh:
+            self.question = fresh[0]
+            self.asked.add(fresh[0])
+            self.screen.line(fresh[0].text(), "bold yellow")
+            self.screen.prompt()
+
+    async def _decide(self, text: str) -> None:
+        question = self.question
+        assert question is not None
+        decision, note = answer_of(text)
+        try:  # the watch shows the decision (its event); an error is said here
+            await self.client.decide(self.options.actor, question.task, decision, note=note)
+        except ClientError as error:
+            self.screen.line(f"error: {_reason(error)}", "bold red")
+        if self.question is question:
+            self.question = None
+        self._ask()
 
     # progress -----------------------------------------------------------------
 
@@ -239,6 +273,8 @@ class Chat:
         if isinstance(at, int):
             left = max(0.0, at / 1000 - time.time())
             return f"retry {retry.get('attempt')} in {left:.0f} s", set()
+        if questions(self.view):
+            return f"waiting for your approval: {QUESTION}", set()
         running = sorted(
             (str(call_id), str(as_object(slot).get("name")))
             for call_id, slot in as_object(live.get("tools")).items()
@@ -277,7 +313,9 @@ class Chat:
                 if not self.busy:
                     self.screen.prompt()
                 continue
-            if text.startswith("/"):
+            if self.question is not None and not text.startswith("/"):
+                await self._decide(text)
+            elif text.startswith("/"):
                 await self._command(text)
             else:
                 await self._submit(text)
@@ -299,6 +337,8 @@ class Chat:
         elif name == "/reset":
             body = {"handoff": rest} if rest else {}
             await self._post(f"{self.conversation_path}/reset", body)
+        elif name == "/schedules":
+            await self._schedules(rest)
         else:
             self.screen.line(f"unknown command {name}: try /help", "yellow")
         if not self.busy and not self.finished.done():
@@ -335,6 +375,42 @@ class Chat:
         self.created.set()
         if busy or accepted.get("status") == "queued":
             self.screen.line("(queued: it steers the current run at its next step)", "dim")
+
+    async def _schedules(self, rest: str) -> None:
+        """``/schedules``: the conversation's active schedules, each with its next
+        occurrences; ``/schedules cancel ID`` cancels one."""
+        path = f"{self.conversation_path}/schedules"
+        verb, _, which = rest.partition(" ")
+        if verb == "cancel":
+            if not which.strip().isdigit():
+                self.screen.line("usage: /schedules cancel ID", "yellow")
+            elif await self._call("DELETE", f"{path}/{which.strip()}") is not None:
+                self.screen.line(f"[schedule {which.strip()} cancelled]", "dim")
+            return
+        listed = await self._call("GET", path)
+        if listed is None:
+            return
+        if not listed["schedules"]:
+            self.screen.line("(no schedules)", "dim")
+        for item in listed["schedules"]:
+            when = (
+                f"cron {item['cron']} {item['timezone']}"
+                if item["cron"]
+                else (f"every {item['every']}")
+            )
+            upcoming = ", ".join(item["next"][:2]) or "none"
+            self.screen.line(
+                f"schedule {item['id']}: {when}: {item['message']!r} — next {upcoming}"
+                f" (fired {item['fired']}, skipped {item['skipped']})",
+                "dim",
+            )
+
+    async def _call(self, method: str, path: str) -> Any:
+        try:
+            return await self.client.request_json(method, path)
+        except ClientError as error:
+            self.screen.line(f"error: {_reason(error)}", "bold red")
+            return None
 
     async def _post(self, path: str, body: Mapping[str, Any]) -> Any:
         try:

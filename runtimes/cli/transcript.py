@@ -117,6 +117,8 @@ class _Events:
             self.waiting_for.discard(cast(int, event.get("task")))
         elif kind == "abort" and event.get("scope") == "conversation" and self.own_abort:
             self.own_abort = False
+        elif kind == "approval" and event.get("state") == "pending":
+            pass  # the chat asks about it (runtimes/cli/asking.py)
         else:
             self.flush(screen)
             line = describe_event(event)

@@ -32,11 +32,14 @@ from runtimes.client.models import (
     Aborted,
     Accepted,
     AgentState,
+    ApprovalDecision,
+    Approvals,
     CompactionStarted,
     ConversationSummary,
     ConversationView,
     Forked,
     MintedToken,
+    PendingApproval,
     ReminderSet,
     SubmissionState,
     SubmissionSummary,
@@ -330,6 +333,30 @@ class ActorClient:
 
     async def timers(self, actor: str) -> Timers:
         return Timers.model_validate(await self.get_json(f"{self._actor(actor)}/timers"))
+
+    async def approvals(self, actor: str) -> list[PendingApproval]:
+        """The tool calls waiting for a decision across the actor's conversations."""
+        answer = Approvals.model_validate(await self.get_json(f"{self._actor(actor)}/approvals"))
+        return answer.approvals
+
+    async def decide(
+        self,
+        actor: str,
+        approval_id: int,
+        decision: Literal["approve", "deny"],
+        *,
+        note: str | None = None,
+        request_id: str | None = None,
+    ) -> ApprovalDecision:
+        """Approve or deny a pending call. The same decision again answers the recorded
+        one; another raises :class:`ApiError` ``409 approval_decided``."""
+        body: dict[str, Any] = {"decision": decision}
+        if note is not None:
+            body["note"] = note
+        if request_id is not None:
+            body["request_id"] = request_id
+        path = f"{self._actor(actor)}/approvals/{approval_id}"
+        return ApprovalDecision.model_validate(await self.request_json("POST", path, json=body))
 
     # ------------------------------------------------------------------ listings
 

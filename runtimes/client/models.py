@@ -18,12 +18,15 @@ __all__ = [
     "Accepted",
     "AgentState",
     "Answer",
+    "ApprovalDecision",
+    "Approvals",
     "CompactionStarted",
     "ConversationSummary",
     "ConversationView",
     "Forked",
     "Frame",
     "MintedToken",
+    "PendingApproval",
     "ReminderSet",
     "Status",
     "SubmissionState",
@@ -164,6 +167,39 @@ class Timer(_Wire):
 class Timers(_Wire):
     timers: list[Timer]
     next_wake: int | None
+
+
+class PendingApproval(_Wire):
+    """A tool call waiting for a decision; ``id`` is what :meth:`ActorClient.decide`
+    takes."""
+
+    id: int
+    conversation_id: int
+    tool: str
+    call_id: str
+    arguments: dict[str, Any]
+    asked_at: int
+    asked_at_iso: str
+    expires_at: int | None = None
+    expires_at_iso: str | None = None
+
+
+class Approvals(_Wire):
+    approvals: list[PendingApproval]
+
+
+class ApprovalDecision(_Wire):
+    id: int
+    decision: Literal["approve", "deny"]
+    by: Literal["person"]
+    decided_at: int
+    decided_at_iso: str
+    note: str | None = None
+    request_id: str | None = None
+    tool: str
+    call_id: str
+    asked_at: int
+    expires_at: int | None = None
 
 
 class TimerCancelled(_Wire):

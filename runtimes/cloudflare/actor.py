@@ -10,12 +10,16 @@ one actor — this object's — and no Workers SDK import, so it runs on CPython
   fresh isolate must know whom to wake before any request names it;
 * every commit re-arms the alarm from ``next_wake()`` (:class:`~.alarm.AlarmSlot` skips
   calls that would not change it); while tasks run, that is the ~30 s heartbeat;
-* each :meth:`DurableActor.use` (every API request goes through one) arms at least a
-  heartbeat *before* the request can write and keeps it while the request runs (an
-  intermediate commit that leaves nothing to do does not clear it), then re-arms
-  exactly. If the isolate dies between a commit and its re-arm, that alarm comes back,
-  re-opens the actor and ``resume()`` finds the work; a request that wrote nothing
-  costs at most one early alarm that finds nothing to do;
+* every write transaction arms at least a heartbeat *before* it commits (the storage
+  facade's ``before_write``); each :meth:`DurableActor.use` (every API request goes
+  through one) keeps it while the request runs (an intermediate commit that leaves
+  nothing to do does not clear it), then re-arms exactly. If the isolate dies between a
+  commit and its re-arm, that alarm comes back, re-opens the actor and ``resume()``
+  finds the work; a request that only reads costs no alarm call;
+* when the work ends, the heartbeat is left to fire instead of deleted: requests in
+  the next heartbeat need no ``setAlarm``, so an event costs an alarm call only when
+  the earliest deadline moves (docs/performance.md), and the delivery that finds the
+  actor open and idle here only looks (no write);
 * parking (an eviction the host decides, a poisoned session) arms the alarm at the
   parked actor's next wake before it closes;
 * :meth:`DurableActor.alarm` runs one delivery under the crash-loop guard: re-open if the
@@ -32,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 from core.clock import Clock
@@ -41,6 +45,7 @@ from core.storage import Storage
 from runtimes.actor import ActorConfig, ActorLocked, ActorPool, OpenActor, UnknownActor
 from runtimes.cloudflare.alarm import (
     HEARTBEAT_MS,
+    AlarmFailures,
     AlarmGuard,
     AlarmReport,
     AlarmSlot,
@@ -112,8 +117,14 @@ class DurableObjectStore:
     so a second open is :class:`ActorLocked`.
     """
 
-    def __init__(self, storage: ActorStorage) -> None:
+    def __init__(
+        self,
+        storage: ActorStorage,
+        *,
+        before_write: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self._storage = storage
+        self._before_write = before_write
         self.held = False
         self._name: str | None = None
         self._indexed = False
@@ -158,7 +169,7 @@ class DurableObjectStore:
         if self.held:
             raise ActorLocked(f"actor {name!r} is already open in this Durable Object")
         before = _schema(self._storage) if bound is None else set()
-        storage = await open_durable_object_storage(self._storage)
+        storage = await open_durable_object_storage(self._storage, before_write=self._before_write)
         if bound is None:
             try:
                 self._bind(name)
@@ -218,7 +229,7 @@ class DurableActor(ActorPool):
         max_alarm_failures: int = 8,
         index: ActorIndex | None = None,
     ) -> None:
-        self.durable = DurableObjectStore(storage)
+        self.durable = DurableObjectStore(storage, before_write=self._before_write)
         super().__init__(self.durable, config, clock=clock, registry=registry)
         self._hint = actor
         self.index = index
@@ -229,6 +240,7 @@ class DurableActor(ActorPool):
         self._rearm: asyncio.Task[None] | None = None
         self._rearm_again = False
         self._requests = 0
+        self._delivering = False
 
     @property
     def actor_name(self) -> str | None:
@@ -251,7 +263,9 @@ class DurableActor(ActorPool):
         # Armed before the actor closes (an async call, so not in the sync ``parked``
         # hook): the object is always either open or due to be woken by its alarm.
         await self.add_to_index()
-        await self.slot.arm(entry.wake_at(), self.clock.now(), running=self._unindexed())
+        await self.slot.arm(
+            entry.wake_at(), self.clock.now(), running=self._unindexed(), keep_near=False
+        )
         return await super().park(entry)
 
     # ------------------------------------------------------------------ the index
@@ -287,8 +301,7 @@ class DurableActor(ActorPool):
         self._requests += 1
         try:
             async with super().use(actor, create=create) as harness:
-                await self.rearm()  # before the request can write
-                yield harness
+                yield harness  # its first write arms the heartbeat (_before_write)
         finally:
             self._requests -= 1
             # Before the answer: a client told its actor was created finds it listed.
@@ -320,7 +333,7 @@ class DurableActor(ActorPool):
         if entry is None or entry.closed:
             if self.durable.name is None:
                 # A refused first request was discarded: nothing is left to wake.
-                return await self.slot.arm(None, now, running=False)
+                return await self.slot.arm(None, now, running=False, keep_near=False)
             return self.slot.armed
         wake = entry.wake_at()
         # With the actor live here, "due now" means work is running or about to; a
@@ -328,6 +341,18 @@ class DurableActor(ActorPool):
         # an actor the index does not have yet (the heartbeat adds it).
         running = (wake is not None and wake <= now) or self._requests > 0 or self._unindexed()
         return await self.slot.arm(wake, now, running=running)
+
+    async def _before_write(self) -> None:
+        # Before every write transaction of the harness: a heartbeat, unless an alarm is
+        # armed that soon already (then no call). If the isolate dies between the commit
+        # and its re-arm, this alarm comes back and ``resume()`` finds the work. Armed
+        # here rather than when a request starts, a request that reads costs no call.
+        # Inside an alarm delivery it is not needed: if the isolate dies before the
+        # handler returns, workerd delivers the alarm again.
+        if self._delivering:
+            return
+        now = self.clock.now()
+        await self.slot.arm(now, now, running=True)
 
     def _schedule_rearm(self) -> None:
         # Called on the commit's line: coalesce into one re-arm task at a time.
@@ -345,6 +370,10 @@ class DurableActor(ActorPool):
 
     async def alarm(self) -> bool:
         """One alarm delivery; ``True`` if it ran (see :class:`~.alarm.AlarmGuard`)."""
+        if self._nothing_to_do():
+            # The heartbeat the slot left armed when the work ended: a look, no writes.
+            self.slot.consumed()
+            return True
 
         async def work() -> None:
             name = self.durable.name
@@ -358,7 +387,25 @@ class DurableActor(ActorPool):
             await self.add_to_index()
             await self.rearm()
 
-        return await self.guard.run(work, self.clock.now())
+        self._delivering = True
+        try:
+            return await self.guard.run(work, self.clock.now())
+        finally:
+            self._delivering = False
+
+    def _nothing_to_do(self) -> bool:
+        # Open here, idle, no request in flight and no failed attempts on record (those
+        # go through the guard, so that a success clears them).
+        name = self.durable.name
+        entry = self.current(name) if name is not None else None
+        return (
+            entry is not None
+            and not entry.closed
+            and self._requests == 0
+            and entry.wake_at() is None
+            and not self._unindexed()  # that heartbeat is there to add it to the index
+            and self.guard.failures == AlarmFailures()
+        )
 
     async def settle(self) -> None:
         """Wait for a pending re-arm (tests and shutdown)."""

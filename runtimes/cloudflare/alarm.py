@@ -93,15 +93,38 @@ class AlarmSlot:
     def consumed(self) -> None:
         self._armed, self._known = None, True
 
-    async def arm(self, wake: int | None, now: int, *, running: bool) -> int | None:
-        """Arm the time :func:`alarm_time` computes; return what is armed afterwards."""
+    async def arm(
+        self, wake: int | None, now: int, *, running: bool, keep_near: bool = True
+    ) -> int | None:
+        """Arm the time :func:`alarm_time` computes; return what is armed afterwards.
+
+        ``keep_near``: when there is nothing left to wake for, an alarm armed at most a
+        heartbeat ahead is left to fire rather than deleted. Its delivery finds nothing
+        to do (the isolate is still resident a heartbeat later: idle objects are evicted
+        after 70 s or more), and the next request within that heartbeat needs no
+        ``setAlarm`` of its own: a request costs no alarm call unless the deadline moves.
+        A parked or discarded actor passes ``False``: a fresh isolate would have to
+        open the actor only to find nothing.
+        """
+        when = alarm_time(wake, now, running=running, heartbeat_ms=self._heartbeat_ms)
         return await self.arm_at(
-            alarm_time(wake, now, running=running, heartbeat_ms=self._heartbeat_ms),
+            when,
             now,
             heartbeat=running,
+            keep_until=now + self._heartbeat_ms if keep_near and when is None else None,
         )
 
-    async def arm_at(self, when: int | None, now: int, *, heartbeat: bool = False) -> int | None:
+    async def arm_at(
+        self,
+        when: int | None,
+        now: int,
+        *,
+        heartbeat: bool = False,
+        keep_until: int | None = None,
+    ) -> int | None:
+        """Arm ``when`` (``None``: no alarm). ``heartbeat``: an alarm armed sooner and
+        still ahead is soon enough. ``keep_until``: with ``when`` ``None``, an armed
+        alarm due by then is left rather than deleted (see :meth:`arm`)."""
         if not self._known:
             armed = await self._storage.getAlarm()
             self._armed = None if armed is None else int(armed)
@@ -109,6 +132,10 @@ class AlarmSlot:
         current = self._armed
         # A heartbeat only has to come soon enough: one armed sooner (still ahead) stays.
         if heartbeat and when is not None and current is not None and now < current <= when:
+            return current
+        # Nothing to wake for, and the armed one is due soon: let it fire (see arm()).
+        keep = keep_until is not None and current is not None and current <= keep_until
+        if when is None and keep:
             return current
         if when == current:
             return current

@@ -28,7 +28,7 @@ when a JavaScript storage is behind that object, it imports them to talk to it d
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from core.errors import StorageClosed
@@ -198,10 +198,18 @@ class DurableObjectDatabase:
     SDK's per-call converters; ``native=False`` keeps every call on the given object
     (the tests run the storage kit both ways). ``close()`` only stops this handle: a
     Durable Object's database has no connection to close, and it outlives every isolate
-    that opens it.
+    that opens it. ``before_write`` is awaited before every write transaction (the actor
+    arms its heartbeat there, so no commit can be durable with no alarm to follow it).
     """
 
-    def __init__(self, storage: DurableObjectStorage, *, native: bool = True) -> None:
+    def __init__(
+        self,
+        storage: DurableObjectStorage,
+        *,
+        native: bool = True,
+        before_write: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self._before_write = before_write
         js = _javascript(storage) if native else None
         self.native = js is not None
         self._transaction_sync: Callable[[Callable[[], Any]], Any]
@@ -225,6 +233,9 @@ class DurableObjectDatabase:
         self._check()
         if not write:
             return fn(self._executor)
+        if self._before_write is not None:
+            await self._before_write()
+            self._check()
         results: list[T] = []
         failures: list[BaseException] = []
 
@@ -257,10 +268,15 @@ class DurableObjectDatabase:
 
 
 async def open_durable_object_storage(
-    storage: DurableObjectStorage, *, native: bool = True
+    storage: DurableObjectStorage,
+    *,
+    native: bool = True,
+    before_write: Callable[[], Awaitable[None]] | None = None,
 ) -> SqliteStorage:
     """Open (creating and migrating if needed) the harness storage in ``ctx.storage``."""
-    return await SqliteStorage.open(DurableObjectDatabase(storage, native=native))
+    return await SqliteStorage.open(
+        DurableObjectDatabase(storage, native=native, before_write=before_write)
+    )
 
 
 if TYPE_CHECKING:  # mypy proves the adapter satisfies its port

@@ -92,7 +92,20 @@ def describe_event(event: JsonObject) -> str:
         return f"compaction {state}{reason} (task {event.get('task')})"
     if kind == "abort":
         return _describe_abort(event)
+    if kind == "approval":
+        return _describe_approval(event)
     return str(kind)
+
+
+def _describe_approval(event: JsonObject) -> str:
+    """An ``approval`` event: a call waiting for a decision, or how that wait settled."""
+    tool, state = event.get("tool"), event.get("state")
+    if state == "pending":
+        expires = event.get("expires_at")
+        until = f", denied at {iso_time(expires)} if undecided" if isinstance(expires, int) else ""
+        return f"{tool} waits for approval (task {event.get('task')}{until})"
+    note = f": {event.get('note')}" if event.get("note") else ""
+    return f"{tool}: {state}{note}"
 
 
 def _describe_abort(event: JsonObject) -> str:
@@ -101,6 +114,8 @@ def _describe_abort(event: JsonObject) -> str:
     what = event.get("tool") or event.get("task_kind") or "task"
     if scope == "timer":
         return f"reminder {task} cancelled"
+    if scope == "schedule":
+        return f"schedule {task} cancelled"
     if scope == "submission" and event.get("withdrawn"):
         return f"submission {event.get('submission')} withdrawn before it started"
     if scope == "submission":

@@ -46,12 +46,12 @@ from core.testing import VirtualClock  # noqa: E402
 from runtimes.actor.api import ApiConfig, create_app  # noqa: E402
 from runtimes.actor.testing import KIT_TOKEN, kit_config  # noqa: E402
 from runtimes.aws import AwsResources  # noqa: E402
-from runtimes.aws.gate import item_bytes  # noqa: E402
 from runtimes.local.host import ActorHost, HostConfig  # noqa: E402
 from tests.aws.aws_target import create_alarms  # noqa: E402
 from tests.aws.conftest import create_resources  # noqa: E402
 from tests.aws.lambda_support import answer, context, function, url_event  # noqa: E402
 from tests.bench.bench_aws_replica import cold_start  # noqa: E402
+from tests.bench.edge_aws import write_units  # noqa: E402
 
 
 def _count(calls: Counter[str], client: Any, service: str) -> None:
@@ -59,34 +59,11 @@ def _count(calls: Counter[str], client: Any, service: str) -> None:
         calls[f"{service}.{model.name}"] += 1
 
     def payload(params: dict[str, Any], model: Any, **_: Any) -> None:
-        calls["~wru"] += _write_units(model.name, params)  # the API's own parameters
+        calls["~wru"] += write_units(model.name, params)  # the API's own parameters
 
     client.meta.events.register("before-call", hook)
     if service == "dynamodb":
         client.meta.events.register("before-parameter-build.dynamodb", payload)
-
-
-def _written(action: dict[str, Any]) -> dict[str, Any]:
-    """The attributes a write action sends (an update: its key and new values)."""
-    if "Item" in action:
-        return dict(action["Item"])
-    values = {k.lstrip(":"): v for k, v in action.get("ExpressionAttributeValues", {}).items()}
-    return {**action.get("Key", {}), **values}
-
-
-def _write_units(operation: str, params: dict[str, Any]) -> int:
-    def units(action: dict[str, Any]) -> int:
-        return -(-max(1, item_bytes(_written(action))) // 1024)
-
-    if operation == "TransactWriteItems":
-        actions = [next(iter(a.values())) for a in params["TransactItems"]]
-        return 2 * sum(units(a) for a in actions)
-    if operation in ("PutItem", "UpdateItem", "DeleteItem"):
-        return units(params)
-    if operation == "BatchWriteItem":
-        requests = [r for rs in params["RequestItems"].values() for r in rs]
-        return sum(units(next(iter(r.values()))) for r in requests)
-    return 0
 
 
 async def _local(rounds: int, actors: int) -> float:

@@ -24,6 +24,9 @@ and one tool execution returning 2 KB, each durably recorded):
   submitting inputs the scripted model answers at once and long-polling them to
   ``done``: submissions/s and acceptance latency p50/p99.
 * ``floor``       raw sqlite3, one small INSERT + UPDATE per transaction.
+* ``edge``        what a tool round costs at the edge, counted (not timed): on the AWS
+  host on moto (``tests/bench/edge_aws.py``), per Lambda invocation calling one safe or
+  one unsafe tool, DynamoDB calls, transactions and write units, S3 and Scheduler calls.
 
 Everyone runs on SQLite, WAL, ``synchronous=NORMAL``; each system's connection is
 asked for both settings and the answers are printed. Each timed measurement runs in a
@@ -54,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 __all__ = ["Config", "main", "run_suite"]
 
-WORKLOADS = ("floor", "agent_loop", "long_run", "recovery", "concurrency", "host")
+WORKLOADS = ("floor", "agent_loop", "long_run", "recovery", "concurrency", "host", "edge")
 
 
 @dataclass
@@ -73,6 +76,7 @@ class Config:
     host_clients: int = 100
     host_rounds: int = 20
     floor_commits: int = 3000
+    edge_rounds: int = 10
     peers: bool = True
     only: tuple[str, ...] = WORKLOADS
 
@@ -92,6 +96,7 @@ class Config:
             host_clients=5,
             host_rounds=2,
             floor_commits=200,
+            edge_rounds=2,
         )
 
 
@@ -477,6 +482,33 @@ def floor_rows(cfg: Config, tmp: Path) -> list[Row]:
     return [row.finish()]
 
 
+def edge_rows(cfg: Config) -> list[Row]:
+    """Counts, so one run is exact: the AWS host's calls per tool round (moto)."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        os.environ.setdefault(name, value)  # fake: moto answers, botocore must not look
+    from moto import mock_aws
+
+    from tests.bench.edge_aws import measure
+
+    rows: list[Row] = []
+    for tool in ("safe", "unsafe"):
+        with mock_aws():
+            cost = asyncio.run(measure(tool, rounds=cfg.edge_rounds, actors=2))
+        row = Row("edge", f"perdure on AWS (moto), {tool} tool")
+        row.add(**{k: cost[k] for k in ("dynamodb_calls", "transactions", "wru")})
+        row.notes["per_round"] = {
+            k: round(v, 2) for k, v in cost.items() if k in ("s3_calls", "scheduler_calls")
+        }
+        row.notes["operations"] = {k: round(v, 2) for k, v in cost.items() if "." in k}
+        row.notes["pragmas"] = {"journal_mode": "WAL", "synchronous": "NORMAL (replica default)"}
+        rows.append(row.finish())
+    return rows
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -505,6 +537,7 @@ def run_suite(cfg: Config) -> dict[str, Any]:
             "recovery": lambda: recovery_rows(cfg, tmp),
             "concurrency": lambda: concurrency_rows(cfg, tmp),
             "host": lambda: host_rows(cfg),
+            "edge": lambda: edge_rows(cfg),
         }
         for workload, measure in workloads.items():
             if workload in cfg.only:
@@ -585,6 +618,20 @@ def targets(rows: list[Row]) -> list[dict[str, Any]]:
         le=False,
     )
     check("host acceptance p99 ms <= 100", _metric(rows, "host", "perdure", "accept_p99_ms"), 100.0)
+    for tool, transactions, wru in (("safe", 2.0, 12.0), ("unsafe", 3.0, 20.0)):
+        edge = f"perdure on AWS (moto), {tool} tool"
+        check(
+            f"AWS {tool} tool round: DynamoDB transactions <= {transactions:.0f}",
+            _metric(rows, "edge", edge, "transactions"),
+            transactions,
+        )
+        check(f"AWS {tool} tool round: WRU <= {wru:.0f}", _metric(rows, "edge", edge, "wru"), wru)
+        calls = next((r.notes["per_round"] for r in rows if r.system == edge), None)
+        check(
+            f"AWS {tool} tool round: Scheduler calls = 0 (deadline unchanged)",
+            None if calls is None else calls["scheduler_calls"],
+            0.0,
+        )
     return out
 
 

@@ -32,6 +32,9 @@ PAIRS: list[tuple[type[BaseModel], tuple[str, ...]]] = [
     (models.Timers, ("Timers",)),
     (models.TimerCancelled, ("TimerCancelled",)),
     (models.MintedToken, ("MintedToken",)),
+    (models.PendingApproval, ("PendingApproval",)),
+    (models.Approvals, ("Approvals",)),
+    (models.ApprovalDecision, ("ApprovalDecision",)),
 ]
 
 

@@ -48,7 +48,13 @@ class SqlStorageError(Exception):
 
 
 class SqlStorageCursor:
-    """An eagerly materialised cursor (workerd's is lazy; the facade drains it anyway)."""
+    """An eagerly materialised cursor (workerd's is lazy; the facade drains it anyway).
+
+    ``rowsRead`` counts the rows the statement returned and ``rowsWritten`` the rows it
+    inserted, updated or deleted (SQLite's change count). workerd's bill counts more: rows
+    a query scans without returning them, and each index a written row updates; so these
+    are lower bounds, good for comparing one change against another, not for a bill.
+    """
 
     def __init__(self, columns: list[str], rows: list[tuple[Any, ...]], written: int) -> None:
         self.columnNames = columns
@@ -101,6 +107,8 @@ class SqlStorage:
         self._conn = conn
         self._owner = owner
         self.statements = 0
+        self.rows_read = 0  # totals of the cursors' rowsRead / rowsWritten
+        self.rows_written = 0
 
     def exec(self, query: str, /, *bindings: Any) -> SqlStorageCursor:
         self._owner._check_open()
@@ -119,9 +127,12 @@ class SqlStorage:
                 raise SqlStorageError(self._owner._refused.pop()) from None
             raise SqlStorageError(f"{e}: SQLITE_ERROR") from None
         columns = [d[0] for d in cur.description or ()]
-        return SqlStorageCursor(
+        cursor = SqlStorageCursor(
             columns, [_as_js(r) for r in rows], self._conn.total_changes - before
         )
+        self.rows_read += cursor.rowsRead
+        self.rows_written += cursor.rowsWritten
+        return cursor
 
     @property
     def databaseSize(self) -> int:
@@ -199,6 +210,7 @@ class DurableObjectStorage:
     async def deleteAlarm(self) -> None:
         self._check_open()
         self._home.alarm = None
+        self._home.alarm_deletes += 1
 
     def _check_open(self) -> None:
         if self._closed:
@@ -223,7 +235,8 @@ class DurableObjectHome:
         if alarm_file is not None and alarm_file.exists():
             text = alarm_file.read_text().strip()
             self._alarm = int(text) if text else None
-        self.alarm_sets = 0
+        self.alarm_sets = 0  # setAlarm / deleteAlarm calls, from every isolate
+        self.alarm_deletes = 0
         self.current: DurableObjectStorage | None = None
 
     @property

@@ -132,6 +132,13 @@ class Rig:
 
         unsubscribe = harness.session.subscribe(die)
 
+    async def idle(self) -> None:
+        """Deliver the heartbeat an ended run leaves armed, so that nothing is armed."""
+        if self.home.alarm is not None:
+            self.clock.set(self.home.alarm)
+            assert await self.deliver()
+        assert self.home.alarm is None
+
     async def deliver(self) -> bool:
         """workerd delivers the alarm: cleared, then ``alarm()``."""
         assert self.actor is not None
@@ -190,7 +197,13 @@ async def test_eviction_mid_tools_then_the_heartbeat_alarm_resumes_the_work(rig:
     assert results["book"].is_error and "interrupted" in str(results["book"].content)
     await until(lambda: harness.next_wake() is None)
     await actor.rearm()
-    assert rig.home.alarm is None  # idle: no alarm left armed
+    # Idle: the heartbeat is left to fire, not deleted; its delivery only looks.
+    assert rig.home.alarm is not None and rig.home.alarm_deletes == 0
+    storage = rig.home.current
+    assert storage is not None
+    written = storage.sql.rows_written
+    await rig.idle()
+    assert storage.sql.rows_written == written and rig.home.alarm_deletes == 0
     await actor.close()
 
 
@@ -249,12 +262,12 @@ async def test_a_crash_between_a_commit_and_its_rearm_is_recovered_by_the_alarm(
 ) -> None:
     rig.gate.set()
     actor = await rig.isolate()
-    harness = await actor.harness()  # idle: nothing armed
+    harness = await actor.harness()
     await actor.settle()
-    assert rig.home.alarm is None
-    request = contextlib.AsyncExitStack()  # a request arrives: a heartbeat before it can write
+    await rig.idle()  # nothing armed
+    request = contextlib.AsyncExitStack()  # a request arrives: no alarm call until it writes
     await request.enter_async_context(actor.serving())
-    assert rig.home.alarm == rig.clock.now() + HEARTBEAT_MS
+    assert rig.home.alarm is None
     root = await harness.root(agent={"model": MODEL})  # a commit with nothing to run...
     await actor.settle()
     assert rig.home.alarm == rig.clock.now() + HEARTBEAT_MS  # ...keeps the heartbeat
@@ -327,17 +340,25 @@ async def test_a_long_model_call_is_kept_alive_by_the_heartbeat(tmp_path: Path) 
         rig.home.close()
 
 
-async def test_without_the_early_heartbeat_that_crash_would_lose_the_wake(rig: Rig) -> None:
-    """The control for the test above: the same crash outside ``serving()``."""
+async def test_the_same_crash_outside_a_request_is_recovered_too(rig: Rig) -> None:
+    """The heartbeat is armed before every write, not when a request starts: a commit
+    made outside ``serving()`` (a task's, the alarm's) with nothing armed is covered too."""
     rig.gate.set()
     actor = await rig.isolate()
     harness = await actor.harness()
-    await actor.settle()
     root = await harness.root(agent={"model": MODEL})
+    await actor.settle()
+    await rig.idle()  # nothing armed
     rig.crash_after_next_commit(harness)
-    await root.submit("go", request_id="r1")
-    await rig.isolate()
-    assert rig.home.alarm is None  # nothing would ever wake the object again
+    sub = await root.submit("go", request_id="r1")  # committed, then the isolate died
+    actor = await rig.isolate()
+    assert rig.home.alarm == rig.clock.now() + HEARTBEAT_MS  # armed before that commit
+    rig.clock.advance(HEARTBEAT_MS)
+    assert await rig.deliver()
+    harness = await actor.harness()
+    record = await (await (await harness.root()).submit("go", request_id="r1")).wait()
+    assert record.id == sub.id and record.status == "done"
+    await actor.close()
 
 
 async def test_parking_mid_tools_arms_the_alarm_for_the_work_left(rig: Rig) -> None:
@@ -373,3 +394,54 @@ async def test_a_durable_object_lists_only_the_actor_it_holds(rig: Rig) -> None:
     assert await actor.actors(limit=0) == []
     actor = await rig.isolate()  # a new isolate reads the name back from storage
     assert await actor.actors() == ["tree-1"]
+
+
+async def test_an_event_calls_the_alarm_api_only_when_the_earliest_deadline_moves(
+    rig: Rig,
+) -> None:
+    """Alarm churn: at most one ``setAlarm``/``deleteAlarm`` per event (a request, an
+    alarm delivery) that moves the earliest deadline, none otherwise; the heartbeat a
+    finished run leaves is delivered as a look that writes nothing."""
+    rig.gate.set()
+    actor = await rig.isolate()
+    storage = rig.home.current
+    assert storage is not None
+
+    async def alarm_calls(event: Callable[[], Any]) -> int:
+        before = rig.home.alarm_sets + rig.home.alarm_deletes
+        await event()
+        harness = await actor.harness()
+        await until(lambda: harness.next_wake() is None or harness.next_wake() > rig.clock.now())
+        await actor.settle()
+        return rig.home.alarm_sets + rig.home.alarm_deletes - before
+
+    async def submission() -> None:
+        async with actor.serving() as harness:
+            sub = await (await harness.root(agent={"model": MODEL})).submit("Find and book")
+        assert (await sub.wait()).status == "done"  # a safe and an unsafe tool ran
+
+    async def read() -> None:
+        async with actor.serving() as harness:
+            await harness.session.storage.entry(1)
+
+    async def remind() -> None:
+        async with actor.serving() as harness:
+            await (await harness.root()).remind("ping", after=600)
+
+    async def deliver() -> None:
+        assert await rig.deliver()
+
+    assert await alarm_calls(submission) == 1  # work runs: the heartbeat
+    assert await alarm_calls(submission) == 0  # the heartbeat armed is soon enough
+    assert await alarm_calls(read) == 0
+    assert await alarm_calls(remind) == 1  # the deadline moves to the reminder
+    assert rig.home.alarm == rig.clock.now() + 600_000
+    rig.clock.set(rig.home.alarm)
+    assert await alarm_calls(deliver) == 1  # the reminder's run: the heartbeat
+    assert rig.effects.count("book") == 3
+    written = storage.sql.rows_written
+    rig.clock.set(rig.home.alarm)
+    assert await alarm_calls(deliver) == 0  # the heartbeat left armed: only a look
+    assert storage.sql.rows_written == written and rig.home.alarm is None
+    assert rig.home.alarm_deletes == 0
+    await actor.close()

@@ -59,8 +59,12 @@ async def test_the_slot_arms_deletes_and_skips_what_would_not_change(
     assert home.alarm_sets == 2
     await slot.arm(NOW + 31_000, NOW + 31_000, running=True)  # the armed one has passed
     assert (home.alarm, home.alarm_sets) == (NOW + 61_000, 3)
+    # Nothing left to wake for: an alarm due within a heartbeat is left to fire (its
+    # delivery only looks); with keep_near=False (parking, a discarded actor) it goes.
     await slot.arm(None, NOW + 32_000, running=False)
-    assert home.alarm is None
+    assert (home.alarm, home.alarm_sets, home.alarm_deletes) == (NOW + 61_000, 3, 0)
+    await slot.arm(None, NOW + 32_000, running=False, keep_near=False)
+    assert (home.alarm, home.alarm_deletes) == (None, 1)
     # A new isolate reads what is armed before deciding (no duplicate setAlarm).
     await AlarmSlot(home.open()).arm(None, NOW, running=False)
     assert home.alarm_sets == 3
@@ -71,6 +75,10 @@ async def test_the_slot_arms_deletes_and_skips_what_would_not_change(
     fresh.consumed()  # the alarm fired: workerd cleared it
     await fresh.arm(NOW + 5, NOW, running=False)
     assert home.alarm_sets == 4
+    # An alarm further out than a heartbeat is deleted: it could wake a fresh isolate.
+    await fresh.arm(NOW + 3_600_000, NOW, running=False)
+    await fresh.arm(None, NOW, running=False)
+    assert (home.alarm, home.alarm_sets, home.alarm_deletes) == (None, 5, 2)
 
 
 def test_backoff_doubles_from_two_seconds_and_is_capped() -> None:

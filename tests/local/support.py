@@ -139,7 +139,8 @@ def scripted_model() -> FauxModel:
             name = "guarded" if text.startswith("guard:") else "expiring"
             if rounds == 0:
                 path = text.partition(":")[2]
-                return faux_message(faux_tool_call(name, {"path": path}, id="call_guard"))
+                call_id = f"call_guard_{len(users)}"  # one per input: ids stay unique
+                return faux_message(faux_tool_call(name, {"path": path}, id=call_id))
             result = next(m for m in reversed(request.messages) if isinstance(m, ToolResultMessage))
             return faux_message(f"{name} finished: {result.content}")
         if text.startswith("tools:"):

@@ -5,6 +5,7 @@ bad input is a clear 422."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ import httpx
 import pytest
 
 from core.times import iso_time
+from runtimes.client import ActorClient, ApiError
 from tests.local.support import (
     APPROVAL_AGENT,
+    TOKEN,
     Running,
     approval_extension,
     echo_extension,
@@ -132,3 +135,26 @@ def test_an_unknown_approval_is_404(client: httpx.Client, tmp_path: Path) -> Non
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
     r = client.get("/v1/actors/nobody/approvals")
     assert r.status_code == 404
+
+
+async def test_the_typed_client_lists_and_decides(running: Running, tmp_path: Path) -> None:
+    effects = tmp_path / "effects.txt"
+    async with ActorClient(running.url, TOKEN) as client:
+        accepted = await client.submit(ACTOR, f"guard:{effects}")
+        while not (pending := await client.approvals(ACTOR)):  # noqa: ASYNC110 - polls a host
+            await asyncio.sleep(0.02)
+        (one,) = pending
+        assert (one.tool, one.arguments, one.expires_at) == (
+            "guarded",
+            {"path": str(effects)},
+            None,
+        )
+        decided = await client.decide(ACTOR, one.id, "approve", request_id="k")
+        assert (decided.decision, decided.by, decided.id) == ("approve", "person", one.id)
+        assert accepted.id is not None
+        state = await client.wait(ACTOR, accepted.id)
+        assert state.status == "done" and effects.read_text() == "ran\n"
+        with pytest.raises(ApiError) as refused:
+            await client.decide(ACTOR, one.id, "deny", note="too late")
+        assert (refused.value.status, refused.value.code) == (409, "approval_decided")
+        assert await client.approvals(ACTOR) == []

@@ -124,6 +124,10 @@ export class SqlStorage {
     this._owner = owner;
     this._cache = new Map();
     this.statements = 0;
+    // Totals of the cursors' rowsRead / rowsWritten: rows returned and rows changed,
+    // lower bounds of workerd's (which also counts rows scanned and index updates).
+    this.rowsRead = 0;
+    this.rowsWritten = 0;
   }
   _prepare(query) {
     let stmt = this._cache.get(query);
@@ -143,6 +147,7 @@ export class SqlStorage {
     const stmt = this._prepare(query);
     if (!stmt.reader) {
       const info = stmt.run(...values);
+      this.rowsWritten += info.changes;
       return new SqlStorageCursor([], [], info.changes);
     }
     const columns = stmt.columns().map((c) => c.name);
@@ -157,6 +162,7 @@ export class SqlStorage {
       if (total > MAX_VALUE_BYTES) throw tooBig();
       return out;
     });
+    this.rowsRead += rows.length;
     return new SqlStorageCursor(columns, rows, 0);
   }
   get databaseSize() {
@@ -214,6 +220,7 @@ export class DurableObjectStorage {
   async deleteAlarm() {
     this._db();
     this._home.alarm = null;
+    this._home.alarmDeletes += 1;
   }
   evict() {
     this._evicted = true;
@@ -259,7 +266,8 @@ export class DurableObjectHome {
     this.path = path;
     this.name = name;
     this.alarm = null;
-    this.alarmSets = 0;
+    this.alarmSets = 0; // setAlarm / deleteAlarm calls, from every isolate
+    this.alarmDeletes = 0;
     this.current = null;
     this.sockets = [];
     this.object = null; // the instance hibernatable sockets deliver to

@@ -30,7 +30,8 @@
    actor (the target: <= 1 s, Pyodide's load excluded), then, reported apart, the
    first HTTP request (the app imported and built) and the default adapters; each
    step with its compile time; CPython's fresh-process figures in the same run.
-   Fails if the import + open path imports FastAPI or httpx, or if the best sample
+   Fails if the import + open path imports FastAPI or httpx, if an alarm wake on a
+   new object (before any request) imports FastAPI or the actor API, or if the best sample
    exceeds ``IMPORT_OPEN_FAIL_MS`` (5x the target: the target itself is reported, met
    or not, since a loaded machine measures 2-5x its idle time); ``--importtime`` adds
    one cold start's per-module import times.
@@ -197,11 +198,59 @@ async def cpython_side(scratch: Path, entries: int, rounds: int) -> dict[str, An
     )
     local["memory_storage_ms_per_round"] = memory
     return {
+        "round_costs": await cpython_round_costs(scratch, rounds=50),
         "long_actor_entries": count,
         "long_actor_build_s": built,
         "cold_start_10k": cold,
         "tool_rounds": local,
     }
+
+
+async def cpython_round_costs(scratch: Path, rounds: int) -> dict[str, Any]:
+    """``workload.durable_rounds`` on CPython over the Python stand-in, for the ratios."""
+    from tests.cloudflare.standin import DurableObjectHome
+    from tests.pyodide.inside import workload
+
+    out: dict[str, Any] = {}
+    for replay in ("warm-up", "safe", "unsafe"):  # as inside Pyodide
+        home = DurableObjectHome(scratch / f"costs-{replay}.sqlite")
+        storage = home.open()
+
+        def counters(storage: Any = storage, home: Any = home) -> dict[str, int]:
+            return {
+                "statements": storage.sql.statements,
+                "rows_read": storage.sql.rows_read,
+                "rows_written": storage.sql.rows_written,
+                "transactions": storage.transactions,
+                "alarm_calls": home.alarm_sets + home.alarm_deletes,
+            }
+
+        out[replay] = await workload.durable_rounds(
+            storage, counters, rounds, replay=replay.replace("warm-up", "safe")
+        )
+        home.close()
+    del out["warm-up"]
+    return out
+
+
+def report_round_costs(cpython: dict[str, Any], inside: dict[str, Any]) -> None:
+    """Per tool round on the Durable Object: Pyodide (JS stand-in) and CPython side by side."""
+    print("\n=== per tool round on the Durable Object (stand-in counts; issue 36) ===")
+    keys = ("statements", "rows_read", "rows_written", "transactions", "alarm_calls")
+    print(f"{'tool':8} {'host':8} " + " ".join(f"{k:>13}" for k in keys) + "   cpu ms   wall ms")
+    for replay in ("safe", "unsafe"):
+        for host, r in (("pyodide", inside.get(replay)), ("cpython", cpython.get(replay))):
+            if not r:
+                continue
+            print(
+                f"{replay:8} {host:8} "
+                + " ".join(f"{r[k]:13.2f}" for k in keys)
+                + f" {r['cpu_ms_per_round']:8.2f} {r['ms_per_round']:9.2f}"
+            )
+        p, c = inside.get(replay), cpython.get(replay)
+        if p and c:
+            ratio = p["cpu_ms_per_round"] / c["cpu_ms_per_round"]
+            print(f"{'':8} Pyodide / CPython CPU per round: {ratio:.1f}x (target <= 3x)")
 
 
 _COLD_START = """
@@ -276,6 +325,16 @@ def run_in_pyodide(
     return proc.wait(), result
 
 
+def bind_actor_name(path: Path, name: str) -> None:
+    """Bind the actor file at ``path`` to ``name`` as a Durable Object's first request
+    does (``runtimes.cloudflare.actor``'s one-row table), so an alarm knows whom to wake."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("CREATE TABLE perdure_actor_name (name TEXT NOT NULL) STRICT")
+        conn.execute("INSERT INTO perdure_actor_name (name) VALUES (?)", (name,))
+
+
 def pyodide_cold_starts(
     samples: int,
     scratch: Path,
@@ -291,9 +350,10 @@ def pyodide_cold_starts(
     failures: dict[str, str] = {}
     for i in range(samples):
         copies = {}
-        for key in ("long_actor", "first_request_actor", "second_request_actor"):
+        for key in ("long_actor", "first_request_actor", "second_request_actor", "alarm_actor"):
             copies[key] = str(scratch / f"{variant}-{i}-{key}.sqlite")
             shutil.copy(scratch / "long-actor.sqlite", copies[key])
+        bind_actor_name(Path(copies["alarm_actor"]), "long")
         code, result = run_in_pyodide(
             "tests.pyodide.inside.cold_start",
             {
@@ -308,6 +368,11 @@ def pyodide_cold_starts(
         if code != 0 or not result.get("ok"):
             failures[f"{variant}_start_sample_{i}"] = f"exit {code}: {result}"
             continue
+        if result["alarm_wake_imports"]:
+            failures[f"{variant}_start_sample_{i}"] = (
+                f"an alarm wake imported {result['alarm_wake_imports']}: only an HTTP"
+                " request may build the app"
+            )
         if result["open_path_imports"] or result["runtime_modules_not_imported"]:
             failures[f"{variant}_start_sample_{i}"] = (
                 f"import + open imported {result['open_path_imports']} (the HTTP app and"
@@ -364,11 +429,14 @@ def import_profile(scratch: Path, wheels: Path, top: int = 25) -> None:
     from collections import Counter
 
     shutil.copy(scratch / "long-actor.sqlite", scratch / "profile-long.sqlite")
+    shutil.copy(scratch / "long-actor.sqlite", scratch / "profile-alarm.sqlite")
+    bind_actor_name(scratch / "profile-alarm.sqlite", "long")
     options = {
         "python_args": ["-X", "importtime"],
         "long_actor": str(scratch / "profile-long.sqlite"),
         "first_request_actor": str(scratch / "profile-long.sqlite"),
         "second_request_actor": str(scratch / "profile-long.sqlite"),
+        "alarm_actor": str(scratch / "profile-alarm.sqlite"),
         "new_actor": str(scratch / "profile-new.sqlite"),
         "scratch": str(scratch),
     }
@@ -557,6 +625,9 @@ def report(cpython: dict[str, Any], inside: dict[str, Any]) -> None:
             f" {rounds['memory_storage_ms_per_round']:.2f} ms on MemoryStorage (no SQL at all;"
             f" CPython: {local['memory_storage_ms_per_round']:.2f} ms)"
         )
+    costs = checks.get("durable_object_round_costs")
+    if costs:
+        report_round_costs(cpython["round_costs"], costs)
     busy = checks.get("busy_durable_object_memory")
     if busy:
         print(
@@ -705,6 +776,22 @@ def cold_start_samples(
     return runs, cold_failures, cached, cached_failures
 
 
+def only_round_costs(wheels: Path) -> int:
+    with tempfile.TemporaryDirectory(prefix="perdure-pyodide-") as tmp:
+        scratch = Path(tmp)
+        cpython = asyncio.run(cpython_round_costs(scratch, rounds=50))
+        check = "durable_object_round_costs"
+        code, inside = run_in_pyodide(
+            "tests.pyodide.inside.suite", {"scratch": str(scratch), "only": [check]}, wheels
+        )
+        for name, trace in inside.get("failures", {}).items():
+            print(f"\nFAILED {name}\n{trace}")
+        if code != 0 or not inside.get("ok"):
+            return 1
+        report_round_costs(cpython, inside["checks"][check])
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=200)
@@ -729,6 +816,11 @@ def main() -> int:
     parser.add_argument(
         "--only-worker", action="store_true", help="run only the Worker bundle step (6)"
     )
+    parser.add_argument(
+        "--only-round-costs",
+        action="store_true",
+        help="run only the Durable Object's per-round counts, Pyodide and CPython",
+    )
     args = parser.parse_args()
     install_node_packages()
     if args.only_worker:
@@ -736,6 +828,8 @@ def main() -> int:
             return 0 if worker_bundle(args.worker, Path(tmp)) else 1
     wheels = HERE / "wheels"
     fetch_wheels(wheels)
+    if args.only_round_costs:
+        return only_round_costs(wheels)
     failed = False
     with tempfile.TemporaryDirectory(prefix="perdure-pyodide-") as tmp:
         scratch = Path(tmp)

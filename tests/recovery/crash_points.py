@@ -115,6 +115,28 @@ def result(call_id: str) -> Match:
     return match
 
 
+def approval(*, decided: bool) -> Match:
+    """The ``ask_t`` call parked for approval: its question (``decided=False``) or the
+    person's decision (``True``; the decision's commit may reserve the task at once, so
+    it is ``running`` there), committed before the tool runs."""
+
+    def match(writes: Sequence[Write]) -> bool:
+        for t in _tasks(writes):
+            record = _get(getattr(t.state, "checkpoint", None), "approval")
+            if (
+                t.kind == TOOL
+                and _call_id(t) == "call_ask"
+                and _phase(t) == "approval"
+                and isinstance(record, dict)
+                and ("decision" in record) == decided
+                and (decided or isinstance(t.state, Waiting))
+            ):
+                return True
+        return False
+
+    return match
+
+
 def handover(writes: Sequence[Write]) -> bool:
     """The tool round's generation ending as a new generation task takes the run."""
     gens = [t for t in _tasks(writes) if t.kind == GENERATION]
@@ -214,6 +236,11 @@ POINTS: tuple[CrashPoint, ...] = (
     _C("fork.answer", "the fork's input answered", answer("f1")),
     _C("abort.marked", "the abort mark committed", abort_marked, quick=("local",)),
     _C("abort.ended", "an aborted task's outcome committed", abort_ended),
+    _C("approval.asked", "the call's question committed: parked, no intent",
+       approval(decided=False)),
+    _C("approval.decided.before", "the approval not written", approval(decided=True), "before"),
+    _C("approval.decided", "the approval committed, the tool not yet run",
+       approval(decided=True), quick=("local",)),
     # Durable Object: the commit landed, the isolate dies before the alarm is re-armed.
     _C("do.commit_before_rearm", "tool round committed, alarm not re-armed", tool_round,
        hosts=("do",), quick=("do",)),

@@ -10,7 +10,8 @@ The scenario is one conversation turn with everything in it: the input ``r1`` (a
 compaction asked for while it runs); a first tool round with a ``safe``, an ``unsafe``
 and a ``recoverable`` tool (the last one on a real sandbox server); a second round with a
 sub-agent and a reminder; the answer; the reminder firing and being answered; a fork with
-its own input ``f1``; an input ``r2`` whose slow tool is aborted. On the Lambda host a
+its own input ``f1``; an input ``r2`` whose slow tool is aborted; an input ``r3`` whose
+tool waits for approval, which the client gives. On the Lambda host a
 mailed input ``mail-1`` is drained first. The client script is idempotent (it looks
 before it acts, and resubmits with the same request ids), so the recovery process just
 runs it again.
@@ -72,7 +73,7 @@ from tests.remote_env.support import SECRET
 LEASE_MS = 60_000
 AGENT: JsonObject = {
     "model": "faux/faux-1",
-    "tools": ["safe_t", "unsafe_t", "rec_t", "slow_t", "subagent", "remind"],
+    "tools": ["safe_t", "unsafe_t", "rec_t", "slow_t", "ask_t", "subagent", "remind"],
 }
 REC_COMMAND = "echo run >> rec_effects.txt; sleep 0.4; echo rec-output"
 
@@ -252,6 +253,8 @@ def model(killer: Killer) -> Any:
                 )
             if text == "slow":
                 return faux_message(faux_tool_call("slow_t", {"text": "d"}, id="call_slow"))
+            if text == "ask":
+                return faux_message(faux_tool_call("ask_t", {"text": "e"}, id="call_ask"))
             if text == "sub task":
                 return faux_message("sub answer")
             return faux_message(f"noted: {text}")
@@ -300,6 +303,11 @@ def extension(killer: Killer, effects: Path, spec: Spec) -> Any:
         killer.at("tool.effect.recoverable.done")
         return result.output.strip()
 
+    async def ask_t(args: Note, ctx: ToolContext) -> str:
+        effect(f"ask start {ctx.task_id}")
+        effect(f"ask end {ctx.task_id}")
+        return "ask done"
+
     async def slow_t(args: Note, ctx: ToolContext) -> str:
         effect(f"slow start {ctx.task_id}")
         await ctx.signal.wait()
@@ -310,6 +318,7 @@ def extension(killer: Killer, effects: Path, spec: Spec) -> Any:
         define_tool("unsafe_t", description="u", parameters=Note, execute=unsafe_t),
         define_tool("rec_t", description="r", parameters=Note, execute=rec_t, replay="recoverable"),
         define_tool("slow_t", description="w", parameters=Note, execute=slow_t, replay="safe"),
+        define_tool("ask_t", description="a", parameters=Note, execute=ask_t, approval="always"),
         subagent_tool(),
     ]
     return define_extension("matrix", tools=tools)
@@ -534,6 +543,20 @@ async def drive(h: Harness, spec: Spec, request: Request) -> None:
         async with request():
             await root.abort()
     await asyncio.wait_for(s2.wait(), 30)
+
+    async with request():
+        s3 = await root.submit("ask", request_id="r3")
+
+    async def asked_or_settled() -> bool:
+        record = await h.session.storage.submission(s3.id)
+        settled = record is not None and record.status in ("done", "unanswered")
+        return settled or bool(h.approvals())
+
+    await _until(asked_or_settled)
+    for pending in h.approvals():  # not decided before a kill: the person approves
+        async with request():
+            await h.decide_approval(pending["id"], "approve", request_id="approve-r3")
+    await asyncio.wait_for(s3.wait(), 30)
     await h.wait_for_idle()
 
 

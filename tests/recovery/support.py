@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from core.errors import ApprovalDecided
 from core.faux import (
     FAUX_MODEL,
     FauxModel,
@@ -21,6 +22,7 @@ from core.faux import (
 )
 from core.harness import Harness, HarnessSettings, Registry, ToolContext
 from core.harness.models import ModelInfo, ModelRequest
+from core.harness.schedules import SCHEDULE
 from core.storage import MemoryState, MemoryStorage, Storage
 from core.testing.clock import VirtualClock
 from core.testing.consistency import SettlementLog, check_consistency
@@ -122,6 +124,10 @@ class World:
             effects.record("risky", ctx)
             return "risky done"
 
+        async def asks(args: Args, ctx: ToolContext) -> str:
+            effects.record("asks", ctx)
+            return "asked and done"
+
         async def slow(args: Args, ctx: ToolContext) -> str:
             effects.record("slow", ctx)
             wait = asyncio.ensure_future(world.gate.wait())
@@ -139,6 +145,10 @@ class World:
                 tool("quick", quick, replay=quick_replay),
                 tool("risky", risky),
                 tool("slow", slow, replay="safe"),
+                # Approvals: ``asks`` waits for a decision; ``asks_exp`` is denied
+                # after a minute undecided. Both unsafe: a run is at most once.
+                tool("asks", asks, approval="always"),
+                tool("asks_exp", asks, approval="always", approval_expires_s=60),
             )
         )
 
@@ -196,12 +206,33 @@ class World:
                 await db.close()
         found += self.log.problems
         found += [f"unsafe tool ran twice: {k}" for k in self.effects.twice("risky")]
+        found += [f"approved tool ran twice: {k}" for k in self.effects.twice("asks")]
+        found += await self._unapproved_runs()
+        return found
+
+    async def _unapproved_runs(self) -> list[str]:
+        """Runs of an ``asks`` call whose recorded decision is not an approval (invariant
+        17): read from the task's checkpoint while live, its outcome once settled."""
+        storage = await self.storage()
+        found = []
+        try:
+            for _name, task_id, call_id in (k for k in self.effects.runs if k[0] == "asks"):
+                task = await storage.task(task_id)
+                value = task.checkpoint if task is not None and task.checkpoint else None
+                if task is not None and value is None and task.outcome is not None:
+                    value = getattr(task.outcome, "result", None)
+                approval = value.get("approval") if isinstance(value, dict) else None
+                if not isinstance(approval, dict) or approval.get("decision") != "approve":
+                    found.append(f"tool call {call_id} of task {task_id} ran unapproved")
+        finally:
+            await storage.close()
         return found
 
     async def settle(self, timeout: float = 4.0) -> None:
         """Let everything finish: slow tools and requests released, the clock moved to
         every durable deadline, until no foreground work is left and nothing waits for a
-        time. ``timeout`` (real seconds) bounds it: not settling is a liveness failure."""
+        time but recurring schedules. ``timeout`` (real seconds) bounds it: not settling is
+        a liveness failure."""
         assert self.harness is not None
         h = self.harness
         self.gate.set()
@@ -210,8 +241,17 @@ class World:
         deadline = loop.time() + timeout
         while loop.time() < deadline:
             await asyncio.sleep(0)
+            for pending in h.approvals():  # a person answers what is still asked
+                with contextlib.suppress(ApprovalDecided):
+                    await h.decide_approval(pending["id"], "approve")
             wake = h.next_wake()
             if wake is None and h.engine.scheduler.idle():
+                return
+            # A recurring schedule always has a next occurrence: settled is when nothing
+            # else is live and none of its occurrences is due.
+            recurring = all(t.kind == SCHEDULE for t in h.session.tasks.values())
+            due = wake is not None and wake <= self.clock.now()
+            if recurring and not due and h.engine.scheduler.idle():
                 return
             if wake is not None and wake > self.clock.now():
                 self.clock.set(wake)

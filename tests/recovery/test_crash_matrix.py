@@ -4,7 +4,8 @@ fresh process on the same storage runs the client script to idle and reports.
 
 For every case: the crash process really died of SIGKILL exactly at the point; every
 accepted input settled exactly once (one submission per request id, settled, never
-rewritten after it settled — across both processes); the unsafe tool ran at most once
+rewritten after it settled — across both processes); the tool that waits for approval
+ran exactly once, after the approval; the unsafe tool ran at most once
 (and the model was told it was interrupted when it did not finish); the safe tool
 finished at least once; the recoverable command ran exactly once on the sandbox (a real
 server process); one sub-agent, one fork, one reminder that fired once; every task
@@ -289,6 +290,7 @@ def test_a_kill_at_the_point_loses_nothing_and_repeats_nothing(
         assert len(statuses) == 1, f"request {request_id} has submissions {statuses}"
         assert statuses[0] in ("done", "unanswered"), (request_id, statuses)
     assert subs["r1"] == ["done"] and subs["f1"] == ["done"] and subs["r2"] == ["unanswered"]
+    assert subs["r3"] == ["done"], subs
     for prefix in ("subagent:", "reminder:"):
         found = [s for r, s in subs.items() if r.startswith(prefix)]
         assert found == [["done"]], (prefix, subs)
@@ -306,6 +308,9 @@ def test_a_kill_at_the_point_loses_nothing_and_repeats_nothing(
         assert results["call_unsafe"] is True, results  # told it was interrupted
     assert any(e.startswith("safe end") for e in effects), effects  # safe: at least once
     assert results["call_safe"] is False, report["tool_texts"]
+    asks = [e for e in effects if e.startswith("ask start")]
+    assert len(asks) == 1, effects  # approved once: the tool ran exactly once (invariant 17)
+    assert results["call_ask"] is False, report["tool_texts"]
     marker = sandbox.root / case.slug / "rec_effects.txt"
     rec = marker.read_text().splitlines() if marker.exists() else []
     if results["call_rec"]:

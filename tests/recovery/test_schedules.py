@@ -1,13 +1,15 @@
 """Randomized schedules (hypothesis stateful testing) against one durable actor.
 
 A machine drives a harness over memory storage or a real SQLite file with interleavings
-of submit (follow-up / steer / reject, with and without reused request ids), application
+of submit (follow-up / steer / reject, with and without reused request ids), tool calls
+that wait for approval and decisions on them (repeated, conflicting), application
 writes, scripted model behaviour (answers, tool rounds, retryable and fatal errors,
 deferred answers, requests that hang until released or aborted), abort of a conversation
-or one submission, fork, compact, reset, reminders, clock advances, uncertain storage
-failures (the step then reopens like a host), crash-and-reopen, clean close-and-reopen,
-registry replacement (the same extension name with changed or removed tools) and
-letting the loop run for a while.
+or one submission, fork, compact, reset, reminders, recurring schedules, clock
+advances, uncertain storage failures (the step then reopens like a host), crash-and-reopen,
+clean close-and-reopen, registry replacement (the same extension name with changed or
+removed tools) and letting the loop run for a while. A schedule's submissions are checked
+after every step to be exactly the occurrences it counts as fired (invariant 19).
 
 After every step the invariants that hold at any time are checked against what was
 committed (see :mod:`core.testing.consistency`); at the end the machine settles to idle
@@ -38,16 +40,22 @@ from hypothesis.stateful import (
     rule,
 )
 
-from core.errors import ConversationBusy, RequestIdConflict, SessionPoisoned
+from core.errors import ApprovalDecided, ConversationBusy, RequestIdConflict, SessionPoisoned
 from core.faux import faux_deferred, faux_error, faux_message
 from core.harness import HarnessSettings
+from core.harness.schedules import SCHEDULE
 from core.harness.settings import CompactionSettings
+from core.storage import SubmissionQuery, TaskQuery
 from core.testing.wrappers import CommitFault
 from tests.core.harness.support import echo, extension, tool
 from tests.recovery.support import MODEL, World
 
 REQUEST_IDS = st.sampled_from([None, None, None, "r1", "r2", "r3"])
-TOOLS = st.lists(st.sampled_from(["quick", "risky", "slow", "missing"]), min_size=1, max_size=3)
+TOOLS = st.lists(
+    st.sampled_from(["quick", "risky", "slow", "missing", "asks", "asks_exp"]),
+    min_size=1,
+    max_size=3,
+)
 STEP_TIMEOUT = 5.0  # real seconds: a step that takes longer is a hang (a liveness bug)
 
 
@@ -65,6 +73,7 @@ class Schedule(RuleBasedStateMachine):
         self.accepted: dict[int, int] = {}  # submission id -> conversation id
         self.requests: dict[tuple[int, str], int] = {}
         self.crashes = 0
+        self.decided: dict[int, tuple[str, str | None]] = {}  # approval -> first decision
 
     # ------------------------------------------------------------------ plumbing
 
@@ -231,6 +240,48 @@ class Schedule(RuleBasedStateMachine):
 
         self.run(go())
 
+    @precondition(lambda self: len(self.h.schedules()) < 3)
+    @rule(
+        index=st.integers(0, 7),
+        when=st.sampled_from([{"every": 60}, {"every": "2m"}, {"cron": "*/5 * * * *"}]),
+        overlap=st.sampled_from(["skip", "queue"]),
+        catch_up=st.sampled_from(["none", "latest"]),
+    )
+    def schedule(self, index: int, when: dict[str, Any], overlap: str, catch_up: str) -> None:
+        async def go() -> None:
+            conv = await self.h.conversation(self.conv(index))
+            await conv.schedule("scheduled", overlap=overlap, catch_up=catch_up, **when)
+
+        self.run(go())
+
+    @invariant()
+    def occurrences_commit_with_their_schedule(self) -> None:
+        """Invariant 19: every schedule's submissions are exactly the occurrences it
+        counts as fired, each before its next due time, whatever crashed or failed."""
+        self.run(self._occurrences_match())
+
+    async def _occurrences_match(self) -> None:
+        h = self.world.harness
+        if h is None or h.session.poisoned is not None:
+            return
+        storage = h.session.storage
+        page = await storage.scan_tasks(TaskQuery(kind=SCHEDULE, limit=100))
+        for task in page.items:
+            checkpoint = task.checkpoint or {}
+            if task.outcome is not None or not isinstance(checkpoint.get("due"), int):
+                continue
+            subs = await storage.scan_submissions(
+                SubmissionQuery(conversation_id=task.conversation_id, limit=1000)
+            )
+            prefix = f"schedule:{task.id}:"
+            times = [
+                int(s.request_id[len(prefix) :])
+                for s in subs.items
+                if s.request_id and s.request_id.startswith(prefix)
+            ]
+            assert len(times) == checkpoint.get("fired"), (task, times)
+            assert all(t < checkpoint["due"] for t in times), (task, times)
+
     # ------------------------------------------------------------------ control
 
     @rule(index=st.integers(0, 7), background=st.booleans())
@@ -251,6 +302,36 @@ class Schedule(RuleBasedStateMachine):
             sub = await self.h.submission(sub_id)
             assert sub is not None, f"accepted submission {sub_id} is gone"
             await sub.abort()
+
+        self.run(go())
+
+    @rule(
+        pick=st.integers(0, 1000),
+        decision=st.sampled_from(["approve", "approve", "deny"]),
+        note=st.sampled_from([None, "not now"]),
+    )
+    def decide(self, pick: int, decision: str, note: str | None) -> None:
+        """A person decides a pending tool call (a decided one again: the same decision
+        is answered from the record, another is refused and writes nothing)."""
+
+        async def go() -> None:
+            h = self.h
+            pending = [a["id"] for a in h.approvals()] + sorted(self.decided)
+            if not pending:
+                return
+            task_id = pending[pick % len(pending)]
+            before = self.world.faulty.commits if self.world.faulty else 0
+            first = self.decided.get(task_id)
+            try:
+                await h.decide_approval(task_id, decision, note=note)
+            except ApprovalDecided:
+                assert first is None or first != (decision, note), "same decision refused"
+                assert self.world.faulty is None or self.world.faulty.commits == before
+                return
+            if first is not None:
+                assert first == (decision, note), f"approval {task_id} decided twice"
+                assert self.world.faulty is None or self.world.faulty.commits == before
+            self.decided.setdefault(task_id, (decision, note))
 
         self.run(go())
 
@@ -367,6 +448,7 @@ class Schedule(RuleBasedStateMachine):
             event(name)
         event(f"reopens:{min(self.crashes, 3)}+")
         event(f"tool runs:{min(sum(self.world.effects.runs.values()), 5)}+")
+        event(f"approvals decided:{min(len(self.decided), 3)}+")
         event(f"faults:{min(self.faults, 2)}+")
         event(f"steps:{self.steps // 10 * 10}+")
         event(f"model calls:{min(self.world.faux.state.call_count, 5)}+")

@@ -15,12 +15,15 @@ times. Nothing of perdure is imported before ``main`` starts the clock; then, in
 1-4 are the benchmark's "import + open" (the target: <= 1 s, Pyodide's own load and the
 wheels' install excluded). Then, reported apart so the cost that moved is visible:
 
-5. **the first HTTP request** of a new ``PerdureActor`` on another copy of the actor: the
+5. **an alarm wake** of a new ``PerdureActor`` on another copy of the actor (bound to
+   its name): ``alarm()`` re-opens the actor and resumes it. run.py fails if it imported
+   FastAPI or the actor API (``alarm_wake_imports``): an alarm never builds the app;
+6. **the first HTTP request** of a new ``PerdureActor`` on another copy of the actor: the
    host opens it inside ``blockConcurrencyWhile``, the object imports FastAPI and the
    actor API and builds the app, and ``POST /submissions`` is served through the SDK's
    ASGI bridge (202); then the same on a third copy, the app already imported, and on
    a new, empty actor;
-6. **the default configuration's adapters** (``workload.ADAPTER_MODULES``: the model
+7. **the default configuration's adapters** (``workload.ADAPTER_MODULES``: the model
    over httpx, the sandbox client, the coding tools), which an object opened from the
    Worker's vars and secrets imports on its first event.
 
@@ -98,6 +101,11 @@ async def main(options: Any) -> dict[str, Any]:
     leaked = [m for m in NOT_ON_THE_OPEN_PATH if m in sys.modules]
     unused = [m for m in RUNTIME_MODULES if m not in sys.modules]
 
+    steps.restart()
+    await _alarm_wake(opts["alarm_actor"], Home)
+    steps.mark("alarm_wake")
+    alarm_imports = [m for m in ("fastapi", "starlette", "runtimes.actor.api") if m in sys.modules]
+
     # The requests are timed from the object's construction to the 202 (imports and
     # compiling included); the model turn they start is awaited afterwards, untimed.
     steps.restart()
@@ -124,6 +132,7 @@ async def main(options: Any) -> dict[str, Any]:
         "second_request_parts": again,
         "new_actor_request_parts": fresh,
         "open_path_imports": leaked,
+        "alarm_wake_imports": alarm_imports,
         "runtime_modules_not_imported": unused,
         "compiled_through_open": compiled_by_origin(compiled),
         "pycache_prefix": sys.pycache_prefix,
@@ -145,11 +154,8 @@ def compiled_by_origin(paths: list[str]) -> dict[str, list[str]]:
     return origins
 
 
-async def _first_request(path: str, home_class: Any, js_request: Any) -> dict[str, float]:
-    """A new ``PerdureActor`` on the actor at ``path``, its first request ``POST
-    /submissions``; the answer is checked after the timing (through the same app)."""
-    import json
-
+def _configure() -> Any:
+    """The faux configuration every object of this process opens with; the env."""
     from js import Object  # type: ignore[import-not-found]
     from pyodide.ffi import to_js  # type: ignore[import-not-found]
 
@@ -165,7 +171,28 @@ async def _first_request(path: str, home_class: Any, js_request: Any) -> dict[st
             default_agent={"model": MODEL},
         )
     )
-    env = to_js({names.API_TOKEN_SECRET: TOKEN}, dict_converter=Object.fromEntries)
+    return to_js({names.API_TOKEN_SECRET: TOKEN}, dict_converter=Object.fromEntries)
+
+
+async def _alarm_wake(path: str, home_class: Any) -> None:
+    """A new ``PerdureActor`` on the actor at ``path`` woken by its alarm."""
+    from runtimes.cloudflare import worker
+
+    env = _configure()
+    obj = worker.PerdureActor(home_class(path, "long").js.open(), env)
+    await obj.alarm()
+    assert obj.host.is_open, "the alarm did not open the actor"
+    await obj.host.close()
+
+
+async def _first_request(path: str, home_class: Any, js_request: Any) -> dict[str, float]:
+    """A new ``PerdureActor`` on the actor at ``path``, its first request ``POST
+    /submissions``; the answer is checked after the timing (through the same app)."""
+    import json
+
+    from runtimes.cloudflare import worker
+
+    env = _configure()
     home = home_class(path, "long")
     headers = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
     body = json.dumps({"type": "input", "content": "hello"})

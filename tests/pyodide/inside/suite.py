@@ -336,6 +336,33 @@ async def tool_rounds(options: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@check
+async def durable_object_round_costs(options: dict[str, Any]) -> dict[str, Any]:
+    """What a tool round costs the Durable Object (workload.durable_rounds), counted by
+    the JS stand-in behind the real SDK: a safe and an unsafe tool."""
+    rounds = int(options.get("cost_rounds", 50))
+    out: dict[str, Any] = {}
+    for replay in ("warm-up", "safe", "unsafe"):  # the first run compiles; not reported
+        home = Home(_path(options, f"costs-{replay}.sqlite"))
+        state = home.state()
+
+        def counters(js: Any = home.js) -> dict[str, int]:
+            storage = js.current.storage
+            return {
+                "statements": int(storage.sql.statements),
+                "rows_read": int(storage.sql.rowsRead),
+                "rows_written": int(storage.sql.rowsWritten),
+                "transactions": int(storage.transactions),
+                "alarm_calls": int(js.alarmSets) + int(js.alarmDeletes),
+            }
+
+        out[replay] = await workload.durable_rounds(
+            state.storage, counters, rounds, replay=replay.replace("warm-up", "safe")
+        )
+    del out["warm-up"]
+    return out
+
+
 TOKEN = "pyodide-suite-token-0123456789"
 ROUTES = [  # a few of the actor API's routes (its router is not importable here yet)
     ("POST", "/v1/actors/{actor}/submissions", True),  # needs a body

@@ -2,7 +2,9 @@
 
 Pure: the caller hands in an opened storage. ``tool_rounds`` is the agent-loop benchmark
 (one scripted model response asking for one no-op tool, the tool task, the hand-over;
-then the answer); ``long_actor`` fills a root conversation with ``entries`` entries by
+then the answer); ``durable_rounds`` is the same loop on a Durable Object's host (the
+``DurableActor`` over ``ctx.storage``), counting what each round costs there;
+``long_actor`` fills a root conversation with ``entries`` entries by
 real submit/answer rounds; ``cold_open`` is what an isolate does on its first request:
 open the harness, take the root conversation, ``resume()``.
 """
@@ -37,6 +39,7 @@ __all__ = [
     "NOT_ON_THE_OPEN_PATH",
     "RUNTIME_MODULES",
     "cold_open",
+    "durable_rounds",
     "long_actor",
     "noop_extension",
     "noop_registry",
@@ -125,6 +128,54 @@ async def tool_rounds(storage: Storage, rounds: int) -> dict[str, Any]:
     assert record.status == "done", record
     await harness.close()
     return {"seconds": elapsed, "commits": commits, "ms_per_round": elapsed / rounds * 1000}
+
+
+async def durable_rounds(
+    storage: Any, counters: Callable[[], dict[str, int]], rounds: int, *, replay: str
+) -> dict[str, Any]:
+    """Per tool round of a ``replay`` tool on a Durable Object's host over ``storage``
+    (``ctx.storage``; the submission is posted in one request and its rounds run after
+    it, as through the API): the growth of each of ``counters()`` (the
+    stand-in's SQL statements, rows read and written, ``transactionSync`` and alarm
+    calls) divided by ``rounds``, and the wall and process CPU milliseconds per round
+    (the stand-in's own SQLite work included; its fsyncs only in the wall time). The
+    first request (creating the actor) is not counted."""
+    from runtimes.actor import ActorConfig
+    from runtimes.cloudflare.actor import DurableActor
+
+    def step(request: ModelRequest, state: FauxState) -> AssistantMessage:
+        if request.messages[-1].role == "user" or state.call_count % (rounds + 1):
+            return faux_message(faux_tool_call("noop", {}, id=f"call_{state.call_count}"))
+        return faux_message("done")
+
+    tool = define_tool(
+        "noop", description="does nothing", parameters=NoArgs, execute=_noop, replay=replay
+    )
+    config = ActorConfig(
+        models=FauxModel(fallback=step, record_requests=False),
+        extensions=[define_extension("bench", tools=[tool])],
+    )
+    actor = DurableActor(storage, config, clock=VirtualClock(), alarm_report=print, actor="a")
+    async with actor.serving() as harness:  # the actor's first request: not counted
+        await harness.root(agent={"model": MODEL})
+    await actor.settle()
+    before = counters()
+    start, cpu = time.perf_counter(), time.process_time()
+    async with actor.serving() as harness:
+        submission = await (await harness.root()).submit("loop")
+    record = await submission.wait()
+    await actor.settle()
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    after = counters()
+    assert record.status == "done", record
+    await actor.close()
+    per_round = {k: (after[k] - before[k]) / rounds for k in after}
+    return {
+        "rounds": rounds,
+        "ms_per_round": elapsed / rounds * 1000,
+        "cpu_ms_per_round": cpu / rounds * 1000,
+        **per_round,
+    }
 
 
 async def long_actor(storage: Storage, entries: int) -> int:

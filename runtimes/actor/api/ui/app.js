@@ -3,6 +3,7 @@
 // Everything goes through the public actor API with the bearer token the person gave.
 
 import { Api, ApiError } from "/ui/api.js";
+import { approvalItems } from "/ui/approvals.js";
 import { applyOps } from "/ui/ops.js";
 import { compactionCounts, eventsOf, liveTools, partialOf, transcriptRows, usagePerRun } from "/ui/history.js";
 import { elapsed, h, isoTime, money, replaceChildren, short } from "/ui/render.js";
@@ -21,6 +22,7 @@ const state = {
   view: null,
   tasks: null,
   timers: null,
+  approvals: null,
   watchStop: null,
   pollTimer: null,
   renderQueued: false,
@@ -293,13 +295,15 @@ async function poll() {
     return;
   }
   try {
-    const [tasks, timers] = await Promise.all([
+    const [tasks, timers, approvals] = await Promise.all([
       state.api.get(`/v1/actors/${actor}/tasks`),
       state.api.get(`/v1/actors/${actor}/timers`),
+      state.api.get(`/v1/actors/${actor}/approvals`),
     ]);
     if (actor !== state.actor) return;
     state.tasks = tasks;
     state.timers = timers;
+    state.approvals = approvals.approvals;
     for (const task of tasks.tasks) {
       if (task.tool && task.attempt > 1 && !state.resumed.has(task.id)) {
         state.resumed.set(task.id, {
@@ -334,6 +338,8 @@ function render() {
   renderTranscript();
   renderTasks();
   renderTimers();
+  const reads = state.scope && state.scope.rights === "read"; // deciding needs submit
+  replaceChildren($("approvals"), approvalItems(state.approvals || [], reads ? null : decide));
   renderUsage();
   renderEvents();
 }
@@ -433,7 +439,9 @@ function renderTimers() {
       ` ${t.message ? `“${t.message}” ` : ""}due ${isoTime(t.at)} (in ${elapsed(t.at - Date.now()) || "now"})`,
       t.kind === "perdure.reminder"
         ? h("button", { type: "button", class: "cancel-timer", disabled: $("remind").disabled, onclick: () => act("cancel reminder", "DELETE", `/v1/actors/${state.actor}/timers/${t.task}`) }, "cancel")
-        : null,
+        : t.kind === "perdure.schedule"
+          ? h("button", { type: "button", class: "cancel-timer", disabled: $("remind").disabled, onclick: () => act("cancel schedule", "DELETE", `/v1/actors/${state.actor}/conversations/${t.conversation_id}/schedules/${t.task}`) }, "cancel")
+          : null,
     ),
   );
   if (!items.length) items.push(h("li", { class: "muted" }, "no pending timers"));
@@ -469,6 +477,11 @@ function renderEvents() {
 }
 
 // ------------------------------------------------------------------ actions
+
+function decide(approval, decision, note) {
+  const body = note ? { decision, note } : { decision };
+  return act(`${decision} ${approval.tool}`, "POST", `/v1/actors/${state.actor}/approvals/${approval.id}`, body);
+}
 
 async function act(label, method, path, body) {
   try {

@@ -165,6 +165,10 @@ function describe(item) {
       return `${rest.state}${rest.reason ? ` (${rest.reason})` : ""}${rest.task ? ` · task ${rest.task}` : ""}`;
     case "abort":
       return describeAbort(rest);
+    case "approval":
+      return rest.state === "pending"
+        ? `${rest.tool} waits for approval${rest.expires_at ? ` (denied at ${new Date(rest.expires_at).toISOString()} if undecided)` : ""}`
+        : `${rest.tool}: ${rest.state}${rest.note ? ` — ${rest.note}` : ""}`;
     default:
       return JSON.stringify(rest);
   }
@@ -176,6 +180,8 @@ function describeAbort(rest) {
   switch (rest.scope) {
     case "timer":
       return `reminder ${rest.task} cancelled`;
+    case "schedule":
+      return `schedule ${rest.task} cancelled`;
     case "submission":
       return rest.withdrawn
         ? `submission ${rest.submission} withdrawn before it started`
