@@ -26,7 +26,9 @@ and one tool execution returning 2 KB, each durably recorded):
 * ``floor``       raw sqlite3, one small INSERT + UPDATE per transaction.
 * ``edge``        what a tool round costs at the edge, counted (not timed): on the AWS
   host on moto (``tests/bench/edge_aws.py``), per Lambda invocation calling one safe or
-  one unsafe tool, DynamoDB calls, transactions and write units, S3 and Scheduler calls.
+  one unsafe tool, DynamoDB calls, transactions and write units, S3 and Scheduler calls;
+  on a Durable Object (the CPython ``ctx.storage`` stand-in), SQL statements, rows
+  written and read, ``transactionSync`` and alarm calls.
 
 Everyone runs on SQLite, WAL, ``synchronous=NORMAL``; each system's connection is
 asked for both settings and the answers are printed. Each timed measurement runs in a
@@ -506,6 +508,32 @@ def edge_rows(cfg: Config) -> list[Row]:
         row.notes["operations"] = {k: round(v, 2) for k, v in cost.items() if "." in k}
         row.notes["pragmas"] = {"journal_mode": "WAL", "synchronous": "NORMAL (replica default)"}
         rows.append(row.finish())
+    rows.extend(durable_object_edge_rows(cfg))
+    return rows
+
+
+def durable_object_edge_rows(cfg: Config) -> list[Row]:
+    """The Durable Object's counts per tool round on the CPython ``ctx.storage`` stand-in
+    (the same workload ``tests/pyodide/run.py --only-round-costs`` runs in Pyodide)."""
+    from tests.pyodide.run import cpython_round_costs
+
+    with tempfile.TemporaryDirectory(prefix="perdure-edge-") as tmp:
+        costs = asyncio.run(cpython_round_costs(Path(tmp), rounds=max(10, cfg.edge_rounds * 5)))
+    rows: list[Row] = []
+    for tool in ("safe", "unsafe"):
+        cost = costs[tool]
+        row = Row("edge", f"perdure on a Durable Object (stand-in), {tool} tool")
+        # Names of their own: a transactionSync is no DynamoDB transaction to compare to.
+        row.add(
+            sql_statements=cost["statements"],
+            rows_written=cost["rows_written"],
+            transaction_syncs=cost["transactions"],
+        )
+        row.notes["per_round"] = {
+            k: round(cost[k], 2) for k in ("alarm_calls", "rows_read", "cpu_ms_per_round")
+        }
+        row.notes["pragmas"] = {"journal_mode": "WAL", "synchronous": "NORMAL (the stand-in's)"}
+        rows.append(row.finish())
     return rows
 
 
@@ -630,6 +658,13 @@ def targets(rows: list[Row]) -> list[dict[str, Any]]:
         check(
             f"AWS {tool} tool round: Scheduler calls = 0 (deadline unchanged)",
             None if calls is None else calls["scheduler_calls"],
+            0.0,
+        )
+        durable = f"perdure on a Durable Object (stand-in), {tool} tool"
+        alarms = next((r.notes["per_round"] for r in rows if r.system == durable), None)
+        check(
+            f"Durable Object {tool} tool round: alarm calls = 0 (deadline unchanged)",
+            None if alarms is None else alarms["alarm_calls"],
             0.0,
         )
     return out
