@@ -24,7 +24,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.errors import InvalidInput
 from core.harness.registry import Extension, define_extension, define_tool
-from core.harness.schedule_tools import schedule_tools
 from core.harness.schedules import SCHEDULE
 from core.harness.tools import ToolContext, ToolResult
 from core.jsonvalue import JsonObject
@@ -134,6 +133,11 @@ def _delay(ms: int) -> str:
 
 
 def reminders_extension() -> Extension:
+    # Imported here, not at the top: the harness imports this module for the reminder
+    # task, and a recovering process that installs no tools of its own should not pay
+    # for the schedule tools' models (docs/performance.md).
+    from core.harness.schedule_tools import schedule_tools
+
     return define_extension(
         "perdure.reminders",
         tools=[

@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.errors import InvalidInput, RequestIdConflict
-from core.harness.cadence import Cadence
 from core.harness.submission import admit_input
 from core.jsonvalue import JsonObject, JsonValue, json_equal
 from core.records import Completed, Task, Waiting
@@ -53,6 +52,7 @@ from core.tasks.runtime import TaskRuntime
 from core.times import iso_time
 
 if TYPE_CHECKING:
+    from core.harness.cadence import Cadence
     from core.harness.services import HarnessServices
 
 __all__ = [
@@ -125,6 +125,11 @@ class ScheduleArgs(BaseModel):
 
     def cadence(self, anchor: int) -> Cadence:
         """The checked cadence (:class:`InvalidInput` naming the field)."""
+        # Imported on first use: the harness imports this module for the schedule task,
+        # and a recovering process with no schedule need not build the Cadence record
+        # (docs/performance.md).
+        from core.harness.cadence import Cadence
+
         return Cadence.of(cron=self.cron, every=self.every, timezone=self.timezone, anchor=anchor)
 
     def stored(self) -> JsonObject:

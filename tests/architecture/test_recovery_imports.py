@@ -18,3 +18,18 @@ def test_the_harness_loads_the_execution_env_port_with_the_first_tool_call() -> 
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_the_harness_loads_schedule_tools_and_cadences_when_used() -> None:
+    # The schedule task and the reminder task are on the recovery path; the model's
+    # schedule tools (a reminders_extension) and the Cadence record (a schedule's
+    # occurrences) are not, so they load where they are used.
+    probe = (
+        "import sys, core.harness; "
+        "print(sorted(m for m in ('core.harness.schedule_tools', 'core.harness.cadence') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
