@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from core.errors import InvalidInput
 from core.harness.registry import Extension, define_extension, define_tool
 from core.harness.schedule_tools import schedule_tools
+from core.harness.schedules import SCHEDULE
 from core.harness.tools import ToolContext, ToolResult
 from core.jsonvalue import JsonObject
 from core.records import Task, Waiting
@@ -154,8 +155,8 @@ def reminders_extension() -> Extension:
 
 
 def pending_timers(tasks: list[Task]) -> list[JsonObject]:
-    """Live tasks waiting for a time, soonest first: reminders (with their message) and
-    the harness's own waits (retry backoff, deferred polls)."""
+    """Live tasks waiting for a time, soonest first: reminders and recurring schedules
+    (with their message) and the harness's own waits (retry backoff, deferred polls)."""
     timers: list[JsonObject] = []
     for task in tasks:
         state = task.state
@@ -170,6 +171,10 @@ def pending_timers(tasks: list[Task]) -> list[JsonObject]:
         }
         if task.kind == REMINDER and isinstance(task.input, dict):
             timer["message"] = task.input.get("message")
+        elif task.kind == SCHEDULE and isinstance(task.input, dict):
+            # A recurring schedule waits for its next occurrence: shown with its message.
+            args = task.input.get("args")
+            timer["message"] = args.get("message") if isinstance(args, dict) else None
         timers.append(timer)
     timers.sort(key=lambda t: (t["at"], t["task"]))
     return timers

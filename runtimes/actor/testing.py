@@ -1081,6 +1081,38 @@ async def check_schedule_fires_each_occurrence_once(target: KitTarget) -> None:
         assert (await client.get(path)).json()["schedules"] == []
 
 
+async def check_schedules_share_the_actor_s_one_wake(target: KitTarget) -> None:
+    """Two schedules and a reminder of one actor: evicted, the host keeps one wake-up,
+    at the earliest of their deadlines; delivered, it fires that one only and the host
+    re-arms at the next earliest."""
+    clock, actor = VirtualClock(), "kit-w"
+    host = target.host(kit_config(), clock)
+    async with _serving(host) as client:
+        await _settled(client, actor, (await _submit(client, actor, _hello))["id"])
+        path = f"/v1/actors/{actor}/conversations/1/schedules"
+        hourly = (await client.post(path, json={"message": "hourly", "every": "1h"})).json()
+        r = await client.post(path, json={"message": "five", "cron": "*/5 * * * *"})
+        five = r.json()
+        r = await client.post(
+            f"/v1/actors/{actor}/conversations/1/reminders", json={"message": "r", "after": 150}
+        )
+        reminder = r.json()["at"]
+        deadlines = sorted([hourly["next_at"], five["next_at"], reminder])
+        assert await host.evict(actor)
+        assert host.wakes.get(actor) == deadlines[0], (host.wakes, deadlines)
+        clock.set(deadlines[0])
+        assert await host.wake(actor)
+        async with host.use(actor) as harness:
+            await _bounded(harness.wait_for_idle())
+            await _eventually(lambda: harness.next_wake() not in (None, deadlines[0]))
+            expected = harness.next_wake()
+        assert await host.evict(actor)
+        assert host.wakes.get(actor) == expected == deadlines[1], (host.wakes, deadlines)
+        listed = (await client.get(path)).json()["schedules"]
+        fired = {s["message"]: s["fired"] for s in listed}
+        assert sum(fired.values()) == (0 if deadlines[0] == reminder else 1), fired
+
+
 async def _fired(client: httpx.AsyncClient, path: str, count: int) -> None:
     """Return once the conversation's one schedule has fired ``count`` occurrences."""
     while True:
@@ -1187,6 +1219,7 @@ HOST_CHECKS: list[Callable[[KitTarget], Awaitable[None]]] = [
     check_deltas_long_poll,
     check_forged_cursors_are_refused,
     check_schedule_fires_each_occurrence_once,
+    check_schedules_share_the_actor_s_one_wake,
     check_client_script,
     check_actor_listing_pages,
 ]

@@ -59,7 +59,8 @@ _HELP = (
     "Enter sends a line (while the agent works, it steers the run). Ctrl-C aborts the "
     "run; Ctrl-C when idle, Ctrl-D or /quit exits. A tool call that needs your approval "
     "asks approve? [y/n/note] (a note denies, and the agent reads it). Commands: /abort, "
-    "/compact [instructions], /reset [handoff], /help, /quit."
+    "/compact [instructions], /reset [handoff], /schedules (list; /schedules cancel ID), "
+    "/help, /quit."
 )
 
 
@@ -336,6 +337,8 @@ class Chat:
         elif name == "/reset":
             body = {"handoff": rest} if rest else {}
             await self._post(f"{self.conversation_path}/reset", body)
+        elif name == "/schedules":
+            await self._schedules(rest)
         else:
             self.screen.line(f"unknown command {name}: try /help", "yellow")
         if not self.busy and not self.finished.done():
@@ -372,6 +375,42 @@ class Chat:
         self.created.set()
         if busy or accepted.get("status") == "queued":
             self.screen.line("(queued: it steers the current run at its next step)", "dim")
+
+    async def _schedules(self, rest: str) -> None:
+        """``/schedules``: the conversation's active schedules, each with its next
+        occurrences; ``/schedules cancel ID`` cancels one."""
+        path = f"{self.conversation_path}/schedules"
+        verb, _, which = rest.partition(" ")
+        if verb == "cancel":
+            if not which.strip().isdigit():
+                self.screen.line("usage: /schedules cancel ID", "yellow")
+            elif await self._call("DELETE", f"{path}/{which.strip()}") is not None:
+                self.screen.line(f"[schedule {which.strip()} cancelled]", "dim")
+            return
+        listed = await self._call("GET", path)
+        if listed is None:
+            return
+        if not listed["schedules"]:
+            self.screen.line("(no schedules)", "dim")
+        for item in listed["schedules"]:
+            when = (
+                f"cron {item['cron']} {item['timezone']}"
+                if item["cron"]
+                else (f"every {item['every']}")
+            )
+            upcoming = ", ".join(item["next"][:2]) or "none"
+            self.screen.line(
+                f"schedule {item['id']}: {when}: {item['message']!r} — next {upcoming}"
+                f" (fired {item['fired']}, skipped {item['skipped']})",
+                "dim",
+            )
+
+    async def _call(self, method: str, path: str) -> Any:
+        try:
+            return await self.client.request_json(method, path)
+        except ClientError as error:
+            self.screen.line(f"error: {_reason(error)}", "bold red")
+            return None
 
     async def _post(self, path: str, body: Mapping[str, Any]) -> Any:
         try:

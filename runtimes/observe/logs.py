@@ -114,6 +114,8 @@ def _describe_abort(event: JsonObject) -> str:
     what = event.get("tool") or event.get("task_kind") or "task"
     if scope == "timer":
         return f"reminder {task} cancelled"
+    if scope == "schedule":
+        return f"schedule {task} cancelled"
     if scope == "submission" and event.get("withdrawn"):
         return f"submission {event.get('submission')} withdrawn before it started"
     if scope == "submission":

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.browser.support import (
@@ -261,5 +262,30 @@ def test_a_reminder_is_shown_pending_then_fires_and_one_is_cancelled(
             re.compile(r"reminder \d+ cancelled")
         )
         shot(page, "reminder-cancelled")
+    finally:
+        dev.stop()
+
+
+def test_a_schedule_is_listed_with_its_message_and_next_occurrence(
+    tmp_path: Path, browser: Browser, page: Page, model: FakeOpenAI
+) -> None:
+    model.reset()
+    model.script(Stream([text("Hello."), finish("stop")]))
+    dev = DevProcess(tmp_path / "data", model.base_url)
+    dev.start()
+    try:
+        with httpx.Client(base_url=dev.url, headers={"authorization": f"Bearer {TOKEN}"}) as c:
+            r = c.post("/v1/actors/cal/submissions", json={"type": "input", "content": "hi"})
+            assert r.status_code == 202, r.text
+            body = {"message": "Daily report", "cron": "0 9 * * *", "timezone": "Europe/Vienna"}
+            made = c.post("/v1/actors/cal/conversations/1/schedules", json=body).json()
+        sign_in(page, dev, "cal")
+        timer = page.locator("#timers li[data-kind='perdure.schedule']", has_text="Daily report")
+        expect(timer).to_be_visible(timeout=15_000)
+        expect(timer).to_have_attribute("data-timer", str(made["id"]))
+        shot(page, "schedule-listed")
+        timer.locator("button.cancel-timer").click()
+        expect(timer).to_have_count(0, timeout=10_000)
+        expect(page.locator("#notice")).to_contain_text(f"schedule {made['id']} cancelled")
     finally:
         dev.stop()

@@ -378,3 +378,30 @@ def test_the_transcript_shows_every_abort_path_and_labels_an_answer_cut_after_on
         "agent> [aborted]",
         "[reminder 8 cancelled]",
     ]
+
+
+def test_the_schedules_command_lists_and_cancels_the_conversation_s_schedules(
+    host: tuple[str, Path],
+) -> None:
+    url, _gate = host
+    with api(url) as c:
+        r = c.post("/v1/actors/sam/submissions", json={"type": "input", "content": "hi"})
+        assert r.status_code == 202, r.text
+        body = {"message": "Daily report", "cron": "0 9 * * *", "timezone": "Europe/Vienna"}
+        made = c.post("/v1/actors/sam/conversations/1/schedules", json=body).json()
+    child = chat(url, "sam")
+    try:
+        child.expect_exact("you> ")
+        child.sendline("/schedules")
+        child.expect_exact(
+            f"schedule {made['id']}: cron 0 9 * * * Europe/Vienna: 'Daily report' — next "
+            f"{made['next'][0]}, {made['next'][1]} (fired 0, skipped 0)"
+        )
+        child.sendline(f"/schedules cancel {made['id']}")
+        child.expect_exact(f"[schedule {made['id']} cancelled]")
+        child.sendline("/schedules")
+        child.expect_exact("(no schedules)")
+        child.sendline("/quit")
+        assert finish(child) == 0
+    finally:
+        child.close(force=True)

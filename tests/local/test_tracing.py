@@ -253,10 +253,12 @@ async def test_each_abort_path_is_a_log_line_saying_what_was_aborted(tmp_path: P
             }
         ),
         describe_event({"kind": "abort", "scope": "task", "task": 12, "tool": "bash"}),
+        describe_event({"kind": "abort", "scope": "schedule", "task": 4, "tasks": 1}),
     ]
     assert said == [
         "conversation aborted: 2 task(s), background work too",
         "submission 7 withdrawn before it started",
         "submission 7 aborted: its run (generation task 9)",
         "bash task 12 aborted",
+        "schedule 4 cancelled",
     ]

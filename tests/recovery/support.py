@@ -22,6 +22,7 @@ from core.faux import (
 )
 from core.harness import Harness, HarnessSettings, Registry, ToolContext
 from core.harness.models import ModelInfo, ModelRequest
+from core.harness.schedules import SCHEDULE
 from core.storage import MemoryState, MemoryStorage, Storage
 from core.testing.clock import VirtualClock
 from core.testing.consistency import SettlementLog, check_consistency
@@ -230,7 +231,8 @@ class World:
     async def settle(self, timeout: float = 4.0) -> None:
         """Let everything finish: slow tools and requests released, the clock moved to
         every durable deadline, until no foreground work is left and nothing waits for a
-        time. ``timeout`` (real seconds) bounds it: not settling is a liveness failure."""
+        time but recurring schedules. ``timeout`` (real seconds) bounds it: not settling is
+        a liveness failure."""
         assert self.harness is not None
         h = self.harness
         self.gate.set()
@@ -244,6 +246,12 @@ class World:
                     await h.decide_approval(pending["id"], "approve")
             wake = h.next_wake()
             if wake is None and h.engine.scheduler.idle():
+                return
+            # A recurring schedule always has a next occurrence: settled is when nothing
+            # else is live and none of its occurrences is due.
+            recurring = all(t.kind == SCHEDULE for t in h.session.tasks.values())
+            due = wake is not None and wake <= self.clock.now()
+            if recurring and not due and h.engine.scheduler.idle():
                 return
             if wake is not None and wake > self.clock.now():
                 self.clock.set(wake)

@@ -5,10 +5,11 @@ of submit (follow-up / steer / reject, with and without reused request ids), too
 that wait for approval and decisions on them (repeated, conflicting), application
 writes, scripted model behaviour (answers, tool rounds, retryable and fatal errors,
 deferred answers, requests that hang until released or aborted), abort of a conversation
-or one submission, fork, compact, reset, reminders, clock advances, uncertain storage
-failures (the step then reopens like a host), crash-and-reopen, clean close-and-reopen,
-registry replacement (the same extension name with changed or removed tools) and
-letting the loop run for a while.
+or one submission, fork, compact, reset, reminders, recurring schedules, clock
+advances, uncertain storage failures (the step then reopens like a host), crash-and-reopen,
+clean close-and-reopen, registry replacement (the same extension name with changed or
+removed tools) and letting the loop run for a while. A schedule's submissions are checked
+after every step to be exactly the occurrences it counts as fired (invariant 19).
 
 After every step the invariants that hold at any time are checked against what was
 committed (see :mod:`core.testing.consistency`); at the end the machine settles to idle
@@ -42,7 +43,9 @@ from hypothesis.stateful import (
 from core.errors import ApprovalDecided, ConversationBusy, RequestIdConflict, SessionPoisoned
 from core.faux import faux_deferred, faux_error, faux_message
 from core.harness import HarnessSettings
+from core.harness.schedules import SCHEDULE
 from core.harness.settings import CompactionSettings
+from core.storage import SubmissionQuery, TaskQuery
 from core.testing.wrappers import CommitFault
 from tests.core.harness.support import echo, extension, tool
 from tests.recovery.support import MODEL, World
@@ -236,6 +239,48 @@ class Schedule(RuleBasedStateMachine):
             await conv.remind(f"reminder after {after}s", after=after)
 
         self.run(go())
+
+    @precondition(lambda self: len(self.h.schedules()) < 3)
+    @rule(
+        index=st.integers(0, 7),
+        when=st.sampled_from([{"every": 60}, {"every": "2m"}, {"cron": "*/5 * * * *"}]),
+        overlap=st.sampled_from(["skip", "queue"]),
+        catch_up=st.sampled_from(["none", "latest"]),
+    )
+    def schedule(self, index: int, when: dict[str, Any], overlap: str, catch_up: str) -> None:
+        async def go() -> None:
+            conv = await self.h.conversation(self.conv(index))
+            await conv.schedule("scheduled", overlap=overlap, catch_up=catch_up, **when)
+
+        self.run(go())
+
+    @invariant()
+    def occurrences_commit_with_their_schedule(self) -> None:
+        """Invariant 19: every schedule's submissions are exactly the occurrences it
+        counts as fired, each before its next due time, whatever crashed or failed."""
+        self.run(self._occurrences_match())
+
+    async def _occurrences_match(self) -> None:
+        h = self.world.harness
+        if h is None or h.session.poisoned is not None:
+            return
+        storage = h.session.storage
+        page = await storage.scan_tasks(TaskQuery(kind=SCHEDULE, limit=100))
+        for task in page.items:
+            checkpoint = task.checkpoint or {}
+            if task.outcome is not None or not isinstance(checkpoint.get("due"), int):
+                continue
+            subs = await storage.scan_submissions(
+                SubmissionQuery(conversation_id=task.conversation_id, limit=1000)
+            )
+            prefix = f"schedule:{task.id}:"
+            times = [
+                int(s.request_id[len(prefix) :])
+                for s in subs.items
+                if s.request_id and s.request_id.startswith(prefix)
+            ]
+            assert len(times) == checkpoint.get("fired"), (task, times)
+            assert all(t < checkpoint["due"] for t in times), (task, times)
 
     # ------------------------------------------------------------------ control
 

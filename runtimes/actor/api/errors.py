@@ -8,6 +8,7 @@ refuse bad input before an actor is even opened.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 
 from fastapi import FastAPI, Request
@@ -118,7 +119,30 @@ async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _HTTP_CODES.get(exc.status_code, "http_error")
     # Keep the exception's headers: a 405 must say what is allowed (RFC 9110 §15.5.6).
-    return _response(exc.status_code, code, str(exc.detail), headers=exc.headers)
+    headers = exc.headers
+    allowed = _allowed(request) if exc.status_code == 405 else None
+    if allowed is not None:
+        kept = {k: v for k, v in (headers or {}).items() if k.lower() != "allow"}
+        headers = {**kept, "allow": ", ".join(allowed)}
+    return _response(exc.status_code, code, str(exc.detail), headers=headers)
+
+
+_METHODS = {"get", "put", "post", "delete", "patch", "options", "head"}
+
+
+def _allowed(request: Request) -> list[str] | None:
+    """Every method the API documents at this path (``None``: no documented path
+    matches). Starlette's own 405 names only the methods of the first route whose path
+    matched, and a path can have several routes (``GET`` and ``POST`` .../schedules)."""
+    app: FastAPI = request.app
+    for template, operations in app.openapi().get("paths", {}).items():
+        if _template(template).fullmatch(request.url.path):
+            return sorted(m.upper() for m in operations if m in _METHODS)
+    return None
+
+
+def _template(template: str) -> re.Pattern[str]:
+    return re.compile(re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)))
 
 
 async def _on_crash(request: Request, exc: Exception) -> JSONResponse:

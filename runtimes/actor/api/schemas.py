@@ -381,11 +381,14 @@ class ReminderSet(BaseModel):
 
 class Timer(BaseModel):
     task: int
-    kind: str = Field(description="perdure.reminder, or the harness's own waits (retry, poll)")
+    kind: str = Field(
+        description="perdure.reminder, perdure.schedule (its next occurrence), or the "
+        "harness's own waits (retry, poll)"
+    )
     conversation_id: int
     at: int = Field(description="epoch ms")
     at_iso: str = Field(description="``at`` as ISO-8601 (UTC), for people")
-    message: str | None = Field(None, description="a reminder's message")
+    message: str | None = Field(None, description="a reminder's or a schedule's message")
 
 
 class Timers(BaseModel):

@@ -410,3 +410,14 @@ async def test_invariant_19_an_occurrence_commits_with_the_schedules_next_occurr
             s.id for s in event.submissions
         }
     await h.close()
+
+
+async def test_a_schedule_is_listed_among_the_timers_with_its_message(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    made = await root.schedule("Daily report", cron="0 9 * * *", timezone="Europe/Vienna")
+    (timer,) = h.timers()
+    assert timer["kind"] == SCHEDULE and timer["task"] == made.id
+    assert timer["message"] == "Daily report" and timer["at"] == made.next_at
+    await h.close()

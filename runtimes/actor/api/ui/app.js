@@ -439,7 +439,9 @@ function renderTimers() {
       ` ${t.message ? `“${t.message}” ` : ""}due ${isoTime(t.at)} (in ${elapsed(t.at - Date.now()) || "now"})`,
       t.kind === "perdure.reminder"
         ? h("button", { type: "button", class: "cancel-timer", disabled: $("remind").disabled, onclick: () => act("cancel reminder", "DELETE", `/v1/actors/${state.actor}/timers/${t.task}`) }, "cancel")
-        : null,
+        : t.kind === "perdure.schedule"
+          ? h("button", { type: "button", class: "cancel-timer", disabled: $("remind").disabled, onclick: () => act("cancel schedule", "DELETE", `/v1/actors/${state.actor}/conversations/${t.conversation_id}/schedules/${t.task}`) }, "cancel")
+          : null,
     ),
   );
   if (!items.length) items.push(h("li", { class: "muted" }, "no pending timers"));

@@ -180,6 +180,8 @@ function describeAbort(rest) {
   switch (rest.scope) {
     case "timer":
       return `reminder ${rest.task} cancelled`;
+    case "schedule":
+      return `schedule ${rest.task} cancelled`;
     case "submission":
       return rest.withdrawn
         ? `submission ${rest.submission} withdrawn before it started`

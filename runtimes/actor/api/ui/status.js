@@ -1,5 +1,6 @@
 // What the top bar says after an action: a sentence for people, never the raw answer.
-// ``label`` names the action (submit, steer, abort, compact, remind, cancel reminder);
+// ``label`` names the action (submit, steer, abort, compact, remind, cancel reminder,
+// cancel schedule);
 // ``answer`` is the API's JSON answer to it.
 
 import { isoTime } from "/ui/render.js";
@@ -21,6 +22,8 @@ export function describeAnswer(label, answer) {
       return `reminder set for ${isoTime(a.at)} (task ${a.task})`;
     case "cancel reminder":
       return `reminder ${a.task} cancelled`;
+    case "cancel schedule":
+      return `schedule ${a.id} cancelled`;
     default:
       return a.task !== undefined ? `${label}: done (task ${a.task})` : `${label}: done`;
   }
