@@ -186,6 +186,14 @@ def reminder_fired(writes: Sequence[Write]) -> bool:
     )
 
 
+def occurrence(writes: Sequence[Write]) -> bool:
+    """The commit that admits a schedule's occurrence and moves the schedule on."""
+    return any(
+        isinstance(w, SubmissionRecord) and (w.request_id or "").startswith("schedule:")
+        for w in writes
+    )
+
+
 def owned_conversation(writes: Sequence[Write]) -> bool:
     return any(isinstance(w, ConversationRecord) and w.owner is not None for w in writes)
 
@@ -241,6 +249,9 @@ POINTS: tuple[CrashPoint, ...] = (
     _C("approval.decided.before", "the approval not written", approval(decided=True), "before"),
     _C("approval.decided", "the approval committed, the tool not yet run",
        approval(decided=True), quick=("local",)),
+    _C("schedule.due", "the occurrence due, its commit not written", occurrence, "before"),
+    _C("schedule.fired", "the occurrence admitted and the schedule moved on", occurrence,
+       quick=("do",)),
     # Durable Object: the commit landed, the isolate dies before the alarm is re-armed.
     _C("do.commit_before_rearm", "tool round committed, alarm not re-armed", tool_round,
        hosts=("do",), quick=("do",)),

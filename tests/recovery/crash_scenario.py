@@ -11,7 +11,9 @@ compaction asked for while it runs); a first tool round with a ``safe``, an ``un
 and a ``recoverable`` tool (the last one on a real sandbox server); a second round with a
 sub-agent and a reminder; the answer; the reminder firing and being answered; a fork with
 its own input ``f1``; an input ``r2`` whose slow tool is aborted; an input ``r3`` whose
-tool waits for approval, which the client gives. On the Lambda host a
+tool waits for approval, which the client gives; a schedule ``every: 60s`` whose first
+occurrence the client brings due by moving the process's virtual clock (no real
+waiting), answered once, the next occurrence armed. On the Lambda host a
 mailed input ``mail-1`` is drained first. The client script is idempotent (it looks
 before it acts, and resubmits with the same request ids), so the recovery process just
 runs it again.
@@ -55,6 +57,7 @@ from core.harness import (
 )
 from core.harness.compaction import COMPACTION
 from core.harness.reminders import REMINDER
+from core.harness.schedules import SCHEDULE
 from core.harness.settings import CompactionSettings
 from core.harness.subagents import subagent_tool
 from core.records import SubmissionRecord
@@ -83,6 +86,47 @@ Request = Callable[[], AbstractAsyncContextManager[Any]]
 alarm before the request writes); elsewhere nothing."""
 
 
+class VirtualClock(SystemClock):
+    """The wall clock plus an offset the client script moves forward (:meth:`advance_to`),
+    firing the timers that became due: virtual minutes without real waiting."""
+
+    def __init__(self) -> None:
+        self.offset_ms = 0
+        self._timers: set[_Timer] = set()
+
+    def now(self) -> int:
+        return super().now() + self.offset_ms
+
+    def call_at(self, when: int, callback: Callable[[], None]) -> _Timer:
+        timer = _Timer(when, callback, self._timers)
+        timer.real = super().call_at(when, timer.run)  # the delay is taken from now()
+        self._timers.add(timer)
+        return timer
+
+    def advance_to(self, when: int) -> None:
+        self.offset_ms += max(0, when - self.now())
+        loop = asyncio.get_running_loop()
+        for timer in list(self._timers):
+            if timer.when <= self.now():
+                loop.call_soon(timer.run)
+
+
+class _Timer:
+    def __init__(self, when: int, callback: Callable[[], None], pending: set[_Timer]) -> None:
+        self.when, self.callback, self.pending = when, callback, pending
+        self.real: Any = None
+
+    def run(self) -> None:
+        if self in self.pending:
+            self.pending.discard(self)
+            self.callback()
+
+    def cancel(self) -> None:
+        self.pending.discard(self)
+        if self.real is not None:
+            self.real.cancel()
+
+
 def say(**fields: object) -> None:
     print(json.dumps(fields), flush=True)
 
@@ -100,6 +144,7 @@ class Spec:
         self.trace: bool = raw.get("trace", False)
         self.workspace: str = raw["workspace"]
         self.actor: str = raw.get("actor", self.workspace)
+        self.clock = VirtualClock()
 
 
 class Killer:
@@ -371,7 +416,7 @@ async def local_rig(spec: Spec, config: ActorConfig, wrap: Any) -> Rig:
         HostConfig(
             data_dir=data,
             actor=config,
-            clock=SystemClock(),
+            clock=spec.clock,
             idle_evict_s=3600,
             recover_on_start=False,
         )
@@ -395,7 +440,7 @@ async def do_rig(spec: Spec, config: ActorConfig, wrap: Any) -> DoRig:
     actor = DurableActor(
         rig.home.open(),
         config,
-        clock=SystemClock(),
+        clock=spec.clock,
         alarm_report=lambda report: say(alarm_report=str(report)),
         actor=spec.actor,
     )
@@ -449,7 +494,7 @@ async def lambda_rig(spec: Spec, config: ActorConfig, wrap: Any, killer: Killer)
     dynamodb = boto3.client("dynamodb", region_name=REGION, endpoint_url=spec.moto)
     s3 = boto3.client("s3", region_name=REGION, endpoint_url=spec.moto)
     rig.resources = AwsResources(_Watched(dynamodb, killer), _Watched(s3, killer), TABLE, BUCKET)
-    clock = SystemClock()
+    clock = SystemClock()  # the lease's: a virtual minute must not expire it
     workdir = spec.dir / f"tmp-{spec.attempt}-{spec.lease_offset_ms}"  # a cold container
     workdir.mkdir(exist_ok=True)
     store = AwsActorStore(
@@ -459,7 +504,7 @@ async def lambda_rig(spec: Spec, config: ActorConfig, wrap: Any, killer: Killer)
         lease_now=lambda: clock.now() + spec.lease_offset_ms,
         lease_ms=LEASE_MS,
     )
-    host = AwsHost(config, store=store, clock=clock)
+    host = AwsHost(config, store=store, clock=spec.clock)
     host.store = KillingStore(host.store, wrap)
     rig.pool, rig.host, rig.db_path = host, host, workdir / f"{spec.actor}.sqlite"
     return rig
@@ -557,6 +602,23 @@ async def drive(h: Harness, spec: Spec, request: Request) -> None:
         async with request():
             await h.decide_approval(pending["id"], "approve", request_id="approve-r3")
     await asyncio.wait_for(s3.wait(), 30)
+
+    async with request():
+        schedule = await root.schedule("tick", every="60s", request_id="sched-1")
+    world = await _world(h)
+    if not any((s.request_id or "").startswith("schedule:") for s in world.submissions.values()):
+        # Not fired before a kill: a virtual minute passes and the occurrence is due.
+        task = world.tasks[schedule.id]
+        due = task.checkpoint.get("due") if isinstance(task.checkpoint, dict) else None
+        assert isinstance(due, int), task
+        spec.clock.advance_to(due + 1)
+
+    async def occurrence_answered() -> bool:
+        w = await _world(h)
+        fired = [s for s in w.submissions.values() if (s.request_id or "").startswith("schedule:")]
+        return bool(fired) and all(s.status in ("done", "unanswered") for s in fired)
+
+    await _until(occurrence_answered)
     await h.wait_for_idle()
 
 
@@ -604,6 +666,11 @@ async def report(h: Harness, rig: Rig, spec: Spec) -> JsonObject:
         "owned": sum(1 for c in world.conversations.values() if c.owner is not None),
         "forks": sum(1 for c in world.conversations.values() if c.parent is not None),
         "reminders": sum(1 for t in world.tasks.values() if t.kind == REMINDER),
+        "schedules": [
+            {"id": t.id, "status": t.status, "checkpoint": t.checkpoint}
+            for t in world.tasks.values()
+            if t.kind == SCHEDULE
+        ],
         "compactions": sum(1 for e in world.entries.values() if e.kind == "compaction"),
         "tool_results": {
             str(e.data.get("call_id")): e.message.get("is_error")  # type: ignore[union-attr]

@@ -5,7 +5,8 @@ fresh process on the same storage runs the client script to idle and reports.
 For every case: the crash process really died of SIGKILL exactly at the point; every
 accepted input settled exactly once (one submission per request id, settled, never
 rewritten after it settled — across both processes); the tool that waits for approval
-ran exactly once, after the approval; the unsafe tool ran at most once
+ran exactly once, after the approval; the schedule's occurrence was submitted exactly
+once (by its request id) and the next one armed; the unsafe tool ran at most once
 (and the model was told it was interrupted when it did not finish); the safe tool
 finished at least once; the recoverable command ran exactly once on the sandbox (a real
 server process); one sub-agent, one fork, one reminder that fired once; every task
@@ -294,6 +295,16 @@ def test_a_kill_at_the_point_loses_nothing_and_repeats_nothing(
     for prefix in ("subagent:", "reminder:"):
         found = [s for r, s in subs.items() if r.startswith(prefix)]
         assert found == [["done"]], (prefix, subs)
+    # The schedule's first occurrence submitted exactly once, by its request id, and the
+    # next one armed a minute later (killed before or after the occurrence's commit).
+    (schedule,) = report["schedules"]
+    fired = [r for r in subs if r.startswith("schedule:")]
+    assert len(fired) == 1 and subs[fired[0]] == ["done"], subs
+    _, task_id, at = fired[0].split(":")
+    assert int(task_id) == schedule["id"], (fired, schedule)
+    assert schedule["status"] == "waiting", schedule
+    assert schedule["checkpoint"]["due"] == int(at) + 60_000, schedule
+    assert schedule["checkpoint"]["fired"] == 1, schedule
     if case.host == "lambda":
         assert subs["mail-1"] == ["done"], subs
     assert (report["owned"], report["forks"], report["reminders"]) == (1, 1, 1), report
