@@ -304,7 +304,7 @@ def test_a_kill_at_the_point_loses_nothing_and_repeats_nothing(
     assert int(task_id) == schedule["id"], (fired, schedule)
     assert schedule["status"] == "waiting", schedule
     assert schedule["checkpoint"]["due"] == int(at) + 60_000, schedule
-    assert schedule["checkpoint"]["fired"] == 1, schedule
+    assert (schedule["checkpoint"]["fired"], schedule["checkpoint"]["skipped"]) == (1, 0), schedule
     if case.host == "lambda":
         assert subs["mail-1"] == ["done"], subs
     assert (report["owned"], report["forks"], report["reminders"]) == (1, 1, 1), report
