@@ -55,6 +55,11 @@ Order = Literal["asc", "desc"]
 _MAILED_PAUSE_S = (0.05, 1.0)  # a mailed submission's poll answers at once: back off
 
 
+def _given(**fields: Any) -> dict[str, Any]:
+    """A request body of the fields given: ``None`` means left out (the host's default)."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
 class ActorClient:
     """A client of the host at ``url`` (``http://127.0.0.1:8787``, a Worker's or a
     Function URL's address) with a ``token``: the host's API token or a scoped one
@@ -209,11 +214,7 @@ class ActorClient:
     ) -> Accepted:
         """Append an application entry (``kind``; ``message`` joins the context) without
         asking for an answer."""
-        entry: dict[str, Any] = {"kind": kind}
-        if message is not None:
-            entry["message"] = dict(message)
-        if data is not None:
-            entry["data"] = data
+        entry = _given(kind=kind, message=None if message is None else dict(message), data=data)
         return await self._submit(
             actor, {"type": "write", "content": entry}, conversation_id, request_id
         )
@@ -221,10 +222,7 @@ class ActorClient:
     async def _submit(
         self, actor: str, body: dict[str, Any], conversation_id: int | None, request_id: str | None
     ) -> Accepted:
-        if conversation_id is not None:
-            body["conversation_id"] = conversation_id
-        if request_id is not None:
-            body["request_id"] = request_id
+        body |= _given(conversation_id=conversation_id, request_id=request_id)
         answer = await self.request_json("POST", f"{self._actor(actor)}/submissions", json=body)
         return Accepted.model_validate(answer)
 
@@ -350,11 +348,7 @@ class ActorClient:
     ) -> ApprovalDecision:
         """Approve or deny a pending call. The same decision again answers the recorded
         one; another raises :class:`ApiError` ``409 approval_decided``."""
-        body: dict[str, Any] = {"decision": decision}
-        if note is not None:
-            body["note"] = note
-        if request_id is not None:
-            body["request_id"] = request_id
+        body = _given(decision=decision, note=note, request_id=request_id)
         path = f"{self._actor(actor)}/approvals/{approval_id}"
         return ApprovalDecision.model_validate(await self.request_json("POST", path, json=body))
 
@@ -448,11 +442,7 @@ class ActorClient:
         conversation_id: int = 1,
     ) -> ReminderSet:
         """Submit ``message`` later: ``after`` seconds, or ``at`` epoch milliseconds."""
-        body: dict[str, Any] = {"message": message}
-        if after is not None:
-            body["after"] = after
-        if at is not None:
-            body["at"] = at
+        body = _given(message=message, after=after, at=at)
         path = f"{self._actor(actor)}/conversations/{conversation_id}/reminders"
         return ReminderSet.model_validate(await self.request_json("POST", path, json=body))
 
@@ -476,11 +466,7 @@ class ActorClient:
         request_id: str | None = None,
     ) -> Accepted:
         """Start a new context range: the model then sees only ``handoff`` and what follows."""
-        body: dict[str, Any] = {}
-        if handoff is not None:
-            body["handoff"] = handoff
-        if request_id is not None:
-            body["request_id"] = request_id
+        body = _given(handoff=handoff, request_id=request_id)
         path = f"{self._actor(actor)}/conversations/{conversation_id}/reset"
         return Accepted.model_validate(await self.request_json("POST", path, json=body))
 
@@ -492,9 +478,7 @@ class ActorClient:
         conversation_id: int = 1,
         agent: Mapping[str, Any] | None = None,
     ) -> Forked:
-        body: dict[str, Any] = {"at_entry": at_entry}
-        if agent is not None:
-            body["agent"] = dict(agent)
+        body = _given(at_entry=at_entry, agent=None if agent is None else dict(agent))
         path = f"{self._actor(actor)}/conversations/{conversation_id}/fork"
         return Forked.model_validate(await self.request_json("POST", path, json=body))
 
@@ -516,7 +500,7 @@ class ActorClient:
     ) -> MintedToken:
         """A signed, expiring token for ``actor`` alone (optionally one conversation):
         ``read``, ``submit`` or ``admin``. Only the host's API token may mint."""
-        body: dict[str, Any] = {"actor": check_actor_id(actor), "rights": rights, "ttl_s": ttl_s}
-        if conversation_id is not None:
-            body["conversation_id"] = conversation_id
+        body = _given(
+            actor=check_actor_id(actor), rights=rights, ttl_s=ttl_s, conversation_id=conversation_id
+        )
         return MintedToken.model_validate(await self.request_json("POST", "/v1/tokens", json=body))
