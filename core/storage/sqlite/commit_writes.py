@@ -101,8 +101,11 @@ def apply_plan(
     plan: CommitPlan,
     chunked: set[str],
     task_rows: dict[int, tuple[int, str, int]] | None = None,
+    counters: tuple[int, int] | None = None,
 ) -> None:
-    """Write ``plan``; ``task_rows``: committed task rows' unchanging columns, where known."""
+    """Write ``plan``; ``task_rows``: committed task rows' unchanging columns, where known;
+    ``counters``: the ``(next_id, next_seq)`` to store in ``meta``, or ``None`` when the
+    stored ones still bound this commit (see ``SqliteStorage``: counters reserved ahead)."""
     for conv, text in plan.conversations:
         record, parts = _store(ex, "conversations", str(conv.id), text, chunked)
         ex.execute(
@@ -200,37 +203,59 @@ def apply_plan(
             ),
         )
     revision_rows: list[tuple[SqlValue, ...]] = []
+    rebased = set(plan.rebased_latest)
     for rev in plan.revisions:
         key = f"{rev.document_id}:{rev.seq}"
         record, parts = _store(ex, "revisions", key, rev.content, chunked)
-        revision_rows.append((rev.document_id, rev.seq, int(rev.base), rev.version, record, parts))
+        rev_row = (rev.document_id, rev.seq, int(rev.base), rev.version, record, parts)
+        if rev.document_id in rebased:
+            _rebase_in_place(ex, rev.document_id, rev.seq, rev_row, "revisions" in chunked)
+        else:
+            revision_rows.append(rev_row)
     _insert_rows(ex, _REVISIONS, revision_rows)
     for doc_id, version in plan.version_changes.items():
         ex.execute("UPDATE documents SET version = ? WHERE id = ?", (version, doc_id))
-    for doc_id in plan.rebased_latest:
-        _drop_revisions(ex, doc_id, plan.seq, "revisions" in chunked)
     for doc in plan.retired:
         ex.execute(
             "UPDATE documents SET retired_at = ?, version = NULL WHERE id = ?",
             (doc.retired_at, doc.id),
         )
         if doc.history == "latest":
-            _drop_revisions(ex, doc.id, None, "revisions" in chunked)
+            _drop_revisions(ex, doc.id, "revisions" in chunked)
+    if counters is not None:
+        ex.execute("UPDATE meta SET next_id = ?, next_seq = ? WHERE singleton = 1", counters)
+
+
+def _rebase_in_place(
+    ex: Writer, document_id: int, seq: int, row: tuple[SqlValue, ...], chunked: bool
+) -> None:
+    """Store the new base of a ``latest`` document (``row``, as inserted) over its newest
+    stored revision, then drop the older ones: one row written where an insert and a
+    delete of the old base were two (a Durable Object pays per row written; the usage
+    ledger is rebased every round). A committed document has a stored revision, so the
+    update always finds its row."""
+    if chunked:  # the parts of every older revision, the one updated over included
+        _drop_parts_of_revisions(ex, document_id, seq - 1)
     ex.execute(
-        "UPDATE meta SET next_id = ?, next_seq = ? WHERE singleton = 1",
-        (plan.next_id, plan.seq + 1),
+        "UPDATE revisions SET seq = ?, base = ?, version = ?, content = ?, parts = ?"
+        " WHERE document_id = ? AND seq = (SELECT max(seq) FROM revisions WHERE document_id = ?)",
+        (*row[1:], document_id, document_id),
+    )
+    ex.execute("DELETE FROM revisions WHERE document_id = ? AND seq < ?", (document_id, seq))
+
+
+def _drop_parts_of_revisions(ex: Writer, document_id: int, bound: int) -> None:
+    # Part keys are "<document id>:<seq>" (see apply_plan); built in SQL to stay write-only.
+    ex.execute(
+        "DELETE FROM record_parts WHERE tbl = 'revisions' AND key IN (SELECT"
+        " CAST(document_id AS TEXT) || ':' || CAST(seq AS TEXT) FROM revisions"
+        " WHERE document_id = ? AND seq <= ? AND parts > 0)",
+        (document_id, bound),
     )
 
 
-def _drop_revisions(ex: Writer, document_id: int, before: int | None, chunked: bool) -> None:
-    """Reclaim revisions a ``latest`` document no longer needs (all when ``before`` is None)."""
-    bound = MAX_ID if before is None else before - 1
+def _drop_revisions(ex: Writer, document_id: int, chunked: bool) -> None:
+    """Reclaim every revision of a retired ``latest`` document."""
     if chunked:
-        # Part keys are "<document id>:<seq>" (see apply_plan); built in SQL to stay write-only.
-        ex.execute(
-            "DELETE FROM record_parts WHERE tbl = 'revisions' AND key IN (SELECT"
-            " CAST(document_id AS TEXT) || ':' || CAST(seq AS TEXT) FROM revisions"
-            " WHERE document_id = ? AND seq <= ? AND parts > 0)",
-            (document_id, bound),
-        )
-    ex.execute("DELETE FROM revisions WHERE document_id = ? AND seq <= ?", (document_id, bound))
+        _drop_parts_of_revisions(ex, document_id, MAX_ID)
+    ex.execute("DELETE FROM revisions WHERE document_id = ?", (document_id,))

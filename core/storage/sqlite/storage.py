@@ -15,6 +15,14 @@ write set on a replica (a host rebuilding its working copy from a log).
 The commit plumbing only ever *executes* statements (no reads whose answer steers a
 write), so what it records is exactly what it would have done.
 
+Counters. ``meta`` holds bounds, not exact values: every committed id is below its
+``next_id`` and every commit's seq below its ``next_seq``, which is all a reopen needs
+to mint and commit on (ids and seqs may have gaps). Without a gate the storage stores
+them :data:`COUNTER_RESERVE` ahead and rewrites ``meta`` only when a commit would pass
+them, so most commits write no ``meta`` row (a Durable Object pays per row written);
+after a reopen, ids and seqs go on from the bounds. With a gate every commit stores
+the exact counters, as a replica rebuilt from a snapshot and a log must tell its seq.
+
 This module holds the lifecycle and the commit paths (one-phase, two-phase, replay).
 The reads live in :mod:`core.storage.sqlite.queries` (the base class), the planner's
 view in :mod:`core.storage.sqlite.commit_view`, the plan's statements in
@@ -46,7 +54,12 @@ from core.storage.sqlite.write_set import (
     replay_write_set,
 )
 
-__all__ = ["SqliteStorage"]
+__all__ = ["COUNTER_RESERVE", "SqliteStorage"]
+
+COUNTER_RESERVE = 128
+"""How far ahead of the counters an ungated commit stores them (see the module docstring):
+``meta`` is rewritten about once per this many commits or ids, and a reopen skips at
+most this many of each."""
 
 
 class SqliteStorage(SqliteQueries):
@@ -70,6 +83,7 @@ class SqliteStorage(SqliteQueries):
         self._chunked = chunked if chunked is not None else {"tasks", "submissions"}
         self._next_id = next_id
         self._next_seq = next_seq
+        self._stored = (next_id, next_seq)  # the bounds ``meta`` holds
         self._closed = False
         # Id ownership never changes once committed, so a bounded cache of it saves one
         # lookup per written record.
@@ -86,8 +100,21 @@ class SqliteStorage(SqliteQueries):
 
     @property
     def seq(self) -> int:
-        """The seq of the newest commit in the file (0 when there is none)."""
+        """The seq of the newest commit in the file (0 when there is none); after a reopen
+        of a file committed to without a gate, a seq above it that no commit has (the
+        counters are reserved ahead; see the module docstring)."""
         return self._next_seq - 1
+
+    def _counters(self, plan: CommitPlan) -> tuple[int, int] | None:
+        """What ``meta`` must hold after ``plan`` (``None``: what it holds will do)."""
+        if self._gate is not None:
+            return plan.next_id, plan.seq + 1
+        stored_id, stored_seq = self._stored
+        if plan.next_id <= stored_id and plan.seq < stored_seq:
+            return None
+        # Ids stop at MAX_ID + 1, the exhausted counter (and the largest value a Durable
+        # Object binds exactly).
+        return min(plan.next_id + COUNTER_RESERVE, MAX_ID + 1), plan.seq + 1 + COUNTER_RESERVE
 
     # ------------------------------------------------------------------ ids and commits
 
@@ -106,12 +133,15 @@ class SqliteStorage(SqliteQueries):
             seq, next_id, known = self._next_seq, self._next_id, self._known
             if self._gate is None:
 
-                def run(ex: SqlExecutor) -> CommitPlan:
+                def run(ex: SqlExecutor) -> tuple[CommitPlan, tuple[int, int] | None]:
                     plan = plan_commit(batch, PlannerView(ex, known), seq, next_id)
-                    apply_plan(ex, plan, self._chunked, known.task_rows)
-                    return plan
+                    counters = self._counters(plan)
+                    apply_plan(ex, plan, self._chunked, known.task_rows, counters)
+                    return plan, counters
 
-                plan = await self._db.transaction(run)
+                plan, counters = await self._db.transaction(run)
+                if counters is not None:
+                    self._stored = counters
             else:
                 plan = await self._two_phase(self._gate, batch, seq, next_id, known)
             # Counters are only touched on the event loop thread (the transaction may run
@@ -129,7 +159,7 @@ class SqliteStorage(SqliteQueries):
         def prepare(ex: SqlExecutor) -> tuple[CommitPlan, WriteSetLog]:
             plan = plan_commit(batch, PlannerView(ex, known), seq, next_id)
             log = WriteSetLog()
-            apply_plan(log, plan, chunked, known.task_rows)
+            apply_plan(log, plan, chunked, known.task_rows, self._counters(plan))
             return plan, log
 
         # The commit lock is held from here to the apply, and this storage is the file's
@@ -174,6 +204,7 @@ class SqliteStorage(SqliteQueries):
             await self._db.transaction(partial(replay_write_set, write_set=write_set))
             self._next_seq = seq + 1
             self._next_id = max(self._next_id, next_id)
+            self._stored = (next_id, seq + 1)  # the exact counters a gated commit stores
             self._chunked |= {str(t) for t in _json_list(write_set.get("chunked"))}
             # The caches only learn from plans; a replayed commit starts them afresh.
             self._known = Known(next_id)

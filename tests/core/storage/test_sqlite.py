@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import pytest
 
 from core.errors import StorageCorrupt, StorageRejected
+from core.jsonvalue import JsonObject
 from core.records import Completed, ConversationRecord, Entry, Pending, Running, Task, Terminal
 from core.storage import (
     DocumentChange,
@@ -22,7 +23,10 @@ from core.storage import (
 )
 from core.storage.sqlite import schema
 from core.storage.sqlite.database import Row, SqlExecutor, SqlValue
+from core.storage.sqlite.schema import CHUNK_CHARS
+from core.storage.sqlite.storage import COUNTER_RESERVE
 from core.storage.sqlite.write_set import CommitGate
+from core.testing.consistency import check_sqlite
 from core.testing.storage_conformance import storage_cases
 from core.testing.two_phase_conformance import TwoPhaseCase, TwoPhaseStorage, two_phase_cases
 from runtimes.actor.sqlite import Sqlite3Database
@@ -108,10 +112,66 @@ async def test_records_seq_and_ids_persist_across_reopen_and_close_truncates_the
     wal = tmp_path / "a.sqlite-wal"
     assert not wal.exists() or wal.stat().st_size == 0  # checkpointed (and removed) on close
     storage = await open_sqlite_storage(path)
-    assert await storage.mint_id() == ids[-1] + 1
-    assert await storage.commit([_task(ids[1])]) == seq + 1
+    # On from the stored bounds: above every id minted and seq used before, gaps allowed.
+    assert await storage.mint_id() > ids[-1]
+    assert await storage.commit([_task(ids[1])]) > seq
     assert await storage.task(ids[0]) == _task(ids[0])
     await storage.close()
+
+
+async def test_counters_are_stored_ahead_so_meta_is_rewritten_once_per_reserve(
+    tmp_path: Path,
+) -> None:
+    """Without a gate, ``meta`` holds bounds reserved :data:`COUNTER_RESERVE` ahead: of
+    ``2 * COUNTER_RESERVE`` commits minting two ids each, at most four rewrite it (issue
+    36: a Durable Object pays per row written). A storage that dies without closing
+    leaves bounds a reopen goes on from: no committed seq or id is handed out again."""
+    path = tmp_path / "a.sqlite"
+    recorder = Recorder(path)
+    storage = await SqliteStorage.open(recorder)
+    seqs = [await storage.commit([ConversationRecord(1)])]
+    ids: list[int] = []
+    for _ in range(2 * COUNTER_RESERVE):
+        ids += [await storage.mint_id(), await storage.mint_id()]
+        seqs.append(await storage.commit([_task(ids[-2]), _task(ids[-1])]))
+    rewrites = [sql for sql, _ in recorder.statements if sql.startswith("UPDATE meta")]
+    assert 1 <= len(rewrites) <= 4, rewrites
+    # The process dies here (no close): a second storage opens the file as it is.
+    after = await open_sqlite_storage(path)
+    assert after.seq >= seqs[-1] and await after.mint_id() > ids[-1]
+    assert await after.commit([_task(await after.mint_id())]) > seqs[-1]
+    assert await after.task(ids[-1]) == _task(ids[-1])
+    await after.close()
+    await storage.close()
+
+
+async def test_a_gated_storage_stores_the_exact_counters_with_every_commit(
+    tmp_path: Path,
+) -> None:
+    """A replica rebuilt from a snapshot and a log must tell the seq it holds exactly:
+    with a gate, each write set carries ``meta``'s exact counters."""
+
+    class Gate:
+        def __init__(self) -> None:
+            self.sets: list[JsonObject] = []
+
+        async def make_durable(self, seq: int, write_set: JsonObject) -> None:
+            self.sets.append(write_set)
+
+    gate = Gate()
+    storage = await SqliteStorage.open(Sqlite3Database.open(tmp_path / "g.sqlite"), gate=gate)
+    await storage.commit([ConversationRecord(1)])
+    task_id = await storage.mint_id()
+    seq = await storage.commit([_task(task_id)])
+    for write_set in gate.sets:
+        sql, ops = write_set["sql"], write_set["ops"]
+        assert isinstance(sql, list) and isinstance(ops, list)
+        meta = [params for index, params in ops if str(sql[index]).startswith("UPDATE meta")]  # type: ignore[misc]
+        assert meta == [[write_set["next_id"], write_set["seq"] + 1]]  # type: ignore[operator]
+    await storage.close()
+    reopened = await SqliteStorage.open(Sqlite3Database.open(tmp_path / "g.sqlite"))
+    assert reopened.seq == seq and await reopened.mint_id() == task_id + 1
+    await reopened.close()
 
 
 async def test_schema_versions_migrate_in_order_and_refuse_the_future(
@@ -264,6 +324,41 @@ async def test_one_row_per_entry_and_per_revision_and_latest_documents_reclaim_o
     assert count(revisions) == 0
     conn.close()
     await storage.close()
+
+
+async def test_a_latest_document_is_rebased_over_its_newest_revision_one_row_a_rebase(
+    tmp_path: Path,
+) -> None:
+    """A new base of a ``latest`` document is written over the newest stored revision
+    (the older ones deleted) instead of inserted beside it: one row written per rebase
+    of a document with nothing but its base (issue 36), and no part left behind when the
+    base was split into parts."""
+    db = Sqlite3Database.open(tmp_path / "rebase.sqlite")
+    storage = await SqliteStorage.open(db)
+    await storage.commit([ConversationRecord(1)])
+    doc = await storage.mint_id()
+    await storage.commit([DocumentCreate(doc, "usage", "conversation", 1, None, "latest", 1, 0)])
+    changes = db.connection.total_changes
+    for i in range(1, 11):
+        await storage.commit([DocumentChange(doc, 1, value=i)])
+    assert db.connection.total_changes - changes == 10  # was 30: insert, delete and meta
+    await storage.commit([DocumentChange(doc, 1, ops=[["r", 11]])])  # a delta, then a base
+    changes = db.connection.total_changes
+    big = "x" * (CHUNK_CHARS + 1)
+    seq = await storage.commit([DocumentChange(doc, 1, value=big)])
+    assert db.connection.total_changes - changes == 2 + 2  # base and delta; the 2 parts
+    state = await storage.document(doc)
+    assert state is not None and state.value == big
+    await storage.commit([DocumentChange(doc, 1, value="small")])
+    rows = await db.fetch("SELECT seq, base FROM revisions WHERE document_id = ?", (doc,))
+    assert [tuple(r) for r in rows] == [(seq + 1, 1)]
+    assert await db.fetch("SELECT COUNT(*) FROM record_parts") == [(0,)]
+    assert await check_sqlite(db) == []
+    await storage.close()
+    reopened = await open_sqlite_storage(tmp_path / "rebase.sqlite")
+    state = await reopened.document(doc)
+    assert state is not None and state.value == "small"
+    await reopened.close()
 
 
 async def test_a_failure_inside_the_sql_transaction_leaves_nothing_behind(tmp_path: Path) -> None:
