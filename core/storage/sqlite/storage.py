@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from core.errors import StorageCorrupt, StorageRejected
 from core.jsonvalue import JsonObject, JsonValue
@@ -43,7 +43,7 @@ from core.records import MAX_ID
 from core.storage.batch import CommitPlan, plan_commit
 from core.storage.port import Write
 from core.storage.sqlite.commit_view import Known, PlannerView
-from core.storage.sqlite.commit_writes import apply_plan
+from core.storage.sqlite.commit_writes import LatestRows, apply_plan
 from core.storage.sqlite.database import SqlDatabase, SqlExecutor
 from core.storage.sqlite.queries import SqliteQueries
 from core.storage.sqlite.schema import SCHEMA_VERSION, WRITE_SETS_SINCE, open_schema
@@ -55,6 +55,9 @@ from core.storage.sqlite.write_set import (
 )
 
 __all__ = ["COUNTER_RESERVE", "SqliteStorage"]
+
+Learned: TypeAlias = dict[int, LatestRows | None]
+"""What a commit's ``apply_plan`` learned of ``latest`` documents' rows."""
 
 COUNTER_RESERVE = 128
 """How far ahead of the counters an ungated commit stores them (see the module docstring):
@@ -131,47 +134,62 @@ class SqliteStorage(SqliteQueries):
         async with self._commit_lock:
             self._check()
             seq, next_id, known = self._next_seq, self._next_id, self._known
-            if self._gate is None:
-
-                def run(ex: SqlExecutor) -> tuple[CommitPlan, tuple[int, int] | None]:
-                    plan = plan_commit(batch, PlannerView(ex, known), seq, next_id)
-                    counters = self._counters(plan)
-                    apply_plan(ex, plan, self._chunked, known.task_rows, counters)
-                    return plan, counters
-
-                plan, counters = await self._db.transaction(run)
-                if counters is not None:
-                    self._stored = counters
-            else:
-                plan = await self._two_phase(self._gate, batch, seq, next_id, known)
+            try:
+                if self._gate is None:
+                    plan, learned = await self._one_phase(batch, seq, next_id, known)
+                else:
+                    plan, learned = await self._two_phase(self._gate, batch, seq, next_id, known)
+            except StorageRejected:
+                raise  # nothing written: what the caches hold is still true
+            except BaseException:
+                # Uncertain: the commit may have landed. Folding a delta into a row that
+                # moved would lose it, so the latest documents' rows are asked again
+                # (the caller must reopen anyway: docs/design.md, invariant 13).
+                known.latest.clear()
+                raise
             # Counters are only touched on the event loop thread (the transaction may run
             # on a driver thread), under the lock that also orders seqs.
             self._next_seq = plan.seq + 1
             self._next_id = max(self._next_id, plan.next_id)
-            known.adopt(plan)
+            known.adopt(plan, learned)
             return plan.seq
+
+    async def _one_phase(
+        self, batch: list[Write], seq: int, next_id: int, known: Known
+    ) -> tuple[CommitPlan, Learned]:
+        def run(ex: SqlExecutor) -> tuple[CommitPlan, tuple[int, int] | None, Learned]:
+            plan = plan_commit(batch, PlannerView(ex, known), seq, next_id)
+            counters = self._counters(plan)
+            learned = apply_plan(ex, plan, self._chunked, known.task_rows, counters, known.latest)
+            return plan, counters, learned
+
+        plan, counters, learned = await self._db.transaction(run)
+        if counters is not None:
+            self._stored = counters
+        return plan, learned
 
     async def _two_phase(
         self, gate: CommitGate, batch: list[Write], seq: int, next_id: int, known: Known
-    ) -> CommitPlan:
+    ) -> tuple[CommitPlan, Learned]:
         chunked = set(self._chunked)  # adopted only once the write set is applied
 
-        def prepare(ex: SqlExecutor) -> tuple[CommitPlan, WriteSetLog]:
+        def prepare(ex: SqlExecutor) -> tuple[CommitPlan, WriteSetLog, Learned]:
             plan = plan_commit(batch, PlannerView(ex, known), seq, next_id)
             log = WriteSetLog()
-            apply_plan(log, plan, chunked, known.task_rows, self._counters(plan))
-            return plan, log
+            counters = self._counters(plan)
+            learned = apply_plan(log, plan, chunked, known.task_rows, counters, known.latest)
+            return plan, log, learned
 
         # The commit lock is held from here to the apply, and this storage is the file's
         # only writer, so the state the plan was made against cannot move in between.
-        plan, log = await self._db.transaction(prepare, write=False)
+        plan, log, learned = await self._db.transaction(prepare, write=False)
         write_set = log.write_set(
             schema=SCHEMA_VERSION, seq=plan.seq, next_id=plan.next_id, chunked=chunked
         )
         await gate.make_durable(plan.seq, write_set)
         await self._db.transaction(partial(replay_write_set, write_set=write_set))
         self._chunked |= chunked
-        return plan
+        return plan, learned
 
     async def apply_write_set(self, write_set: JsonObject) -> int:
         """Replay a write set recorded by a two-phase commit of a replica; return its seq.

@@ -300,22 +300,37 @@ async def test_one_row_per_entry_and_per_revision_and_latest_documents_reclaim_o
     await storage.commit([ConversationRecord(1)])
     for _ in range(25):
         await storage.commit([Entry(await storage.mint_id(), 1, "custom", data={"n": 1})])
-    latest = await storage.mint_id()
-    await storage.commit([DocumentCreate(latest, "live", "conversation", 1, None, "latest", 1, 0)])
+    latest, rewindable = await storage.mint_id(), await storage.mint_id()
+    await storage.commit(
+        [
+            DocumentCreate(latest, "live", "conversation", 1, None, "latest", 1, 0),
+            DocumentCreate(rewindable, "agent", "conversation", 1, None, "rewindable", 1, 0),
+        ]
+    )
     for i in range(10):
-        await storage.commit([DocumentChange(latest, 1, ops=[["r", i]])])
+        await storage.commit(
+            [
+                DocumentChange(latest, 1, ops=[["r", i]]),
+                DocumentChange(rewindable, 1, ops=[["r", i]]),
+            ]
+        )
     conn = sqlite3.connect(path)
 
-    def count(sql: str) -> int:
+    def count(sql: str, doc: int = latest) -> int:
         return (
-            int(conn.execute(sql, (latest,)).fetchone()[0])
+            int(conn.execute(sql, (doc,)).fetchone()[0])
             if "?" in sql
             else int(conn.execute(sql).fetchone()[0])
         )
 
     assert count("SELECT COUNT(*) FROM entries") == 25
     revisions = "SELECT COUNT(*) FROM revisions WHERE document_id = ?"
-    assert count(revisions) == 11
+    assert count(revisions, rewindable) == 11  # each readable at its own seq
+    # Nothing reads a latest document at an earlier point: its deltas since the base
+    # are folded into one row.
+    assert count(revisions) == 2
+    state = await storage.document(latest)
+    assert state is not None and state.value == 9
     await storage.commit([DocumentChange(latest, 1, value=99)])
     assert count(revisions) == 1
     await storage.commit([DocumentChange(latest, 1, ops=[["r", 100]])])
@@ -359,6 +374,50 @@ async def test_a_latest_document_is_rebased_over_its_newest_revision_one_row_a_r
     state = await reopened.document(doc)
     assert state is not None and state.value == "small"
     await reopened.close()
+
+
+async def test_a_latest_documents_deltas_fold_into_one_row_until_the_next_base(
+    tmp_path: Path,
+) -> None:
+    """Nothing reads a ``latest`` document at an earlier point, so a delta is folded into
+    the delta row before it: one row written per delta and none deleted at the next base
+    (issue 36: the live document changes twice a tool round). A fold that would pass
+    the part size starts a new row; a reopened storage, not knowing the rows, inserts."""
+    path = tmp_path / "fold.sqlite"
+    db = Sqlite3Database.open(path)
+    storage = await SqliteStorage.open(db)
+    await storage.commit([ConversationRecord(1)])
+    doc = await storage.mint_id()
+    await storage.commit(
+        [DocumentCreate(doc, "live", "conversation", 1, None, "latest", 1, {"n": 0})]
+    )
+    changes = db.connection.total_changes
+    for n in range(1, 11):
+        await storage.commit([DocumentChange(doc, 1, ops=[["s", ["n"], n]])])
+    assert db.connection.total_changes - changes == 10  # was 20: a meta row each
+    revisions = "SELECT seq, base FROM revisions WHERE document_id = ? ORDER BY seq"
+    assert [r[1] for r in await db.fetch(revisions, (doc,))] == [1, 0]
+    half = "x" * (CHUNK_CHARS // 2)
+    for key in ("a", "b"):  # the second would pass the part size: a row of its own
+        await storage.commit([DocumentChange(doc, 1, ops=[["s", [key], half]])])
+    assert [r[1] for r in await db.fetch(revisions, (doc,))] == [1, 0, 0]
+    state = await storage.document(doc)
+    assert state is not None and state.value == {"n": 10, "a": half, "b": half}
+    await storage.close()
+
+    db = Sqlite3Database.open(path)
+    storage = await SqliteStorage.open(db)
+    for n in (11, 12):  # the first inserts (the rows are not known), the second folds
+        await storage.commit([DocumentChange(doc, 1, ops=[["s", ["n"], n]])])
+    await storage.commit([DocumentChange(doc, 1, ops=[])])  # an empty delta: its own row
+    await storage.commit([DocumentChange(doc, 1, ops=[["d", ["a"]]])])
+    state = await storage.document(doc)
+    assert state is not None and state.value == {"n": 12, "b": half}
+    assert [r[1] for r in await db.fetch(revisions, (doc,))] == [1, 0, 0, 0, 0, 0]
+    await storage.commit([DocumentChange(doc, 1, value={"n": 13})])
+    assert [tuple(r) for r in await db.fetch(revisions, (doc,))] == [(storage.seq, 1)]
+    assert await check_sqlite(db) == []
+    await storage.close()
 
 
 async def test_a_failure_inside_the_sql_transaction_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -449,6 +508,10 @@ async def test_a_replayed_write_set_reproduces_the_file_row_for_row(tmp_path: Pa
         [DocumentCreate(d, "live", "conversation", 1, None, "latest", 1, "y" * 600_000)]
     )
     await primary.commit([DocumentChange(d, 1, value=0)])
+    for n in (1, 2):  # the second folded into the first's row
+        await primary.commit([DocumentChange(d, 1, ops=[["r", n]])])
+    await primary.commit([DocumentChange(d, 1, value=3)])  # a base over the delta row
+    await primary.commit([DocumentChange(d, 1, ops=[["r", 4]])])
     replica = await SqliteStorage.open(Sqlite3Database.open(tmp_path / "r.sqlite"))
     for _, write_set in log:
         await replica.apply_write_set(write_set)  # type: ignore[arg-type]
