@@ -10,7 +10,6 @@ write set replays to the same rows on a replica.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from core.jsonvalue import dumps
@@ -93,17 +92,20 @@ def _drop_parts(ex: Writer, table: str, key: str) -> None:
     ex.execute("DELETE FROM record_parts WHERE tbl = ? AND key = ?", (table, key))
 
 
-@dataclass(frozen=True, slots=True)
 class LatestRows:
     """What a storage knows of a ``latest`` document's stored revisions, having written
-    them itself: the seq of the newest, how many there are (``None``: not known) and,
-    when the newest is a delta stored inline, its length in characters (else ``None``).
-    With it a new base is written over the only row, and a delta is folded into the
-    delta before it, without asking the file (see :func:`apply_plan`)."""
+    them itself: the seq of the ``newest``, how many ``rows`` there are (``None``: not
+    known) and, when the newest is a delta stored inline, its length in characters
+    (``delta_chars``, else ``None``). With it a new base is written over the only row,
+    and a delta is folded into the delta before it, without asking the file (see
+    :func:`apply_plan`). A plain class: a dataclass costs the import ~3M instructions."""
 
-    newest: int
-    rows: int | None
-    delta_chars: int | None
+    __slots__ = ("delta_chars", "newest", "rows")
+
+    def __init__(self, newest: int, rows: int | None, delta_chars: int | None) -> None:
+        self.newest = newest
+        self.rows = rows
+        self.delta_chars = delta_chars
 
 
 def task_row_key(task: Task) -> tuple[int, str, int]:
@@ -240,8 +242,17 @@ def apply_plan(
         record, parts = _store(ex, "revisions", f"{doc_id}:{seq}", rev.content, chunked)
         rev_row = (doc_id, seq, int(rev.base), rev.version, record, parts)
         if doc_id in rebased:
-            _rebase_in_place(ex, doc_id, seq, rev_row, known.get(doc_id), "revisions" in chunked)
             learned[doc_id] = LatestRows(seq, 1, None)
+            rows = known.get(doc_id)
+            if "revisions" in chunked:  # the parts of every older revision
+                _drop_parts_of_revisions(ex, doc_id, seq - 1)
+            if rows is not None:  # over the newest row, no insert
+                ex.execute(_REBASE, (*rev_row[1:], doc_id, rows.newest))
+                if rows.rows == 1:
+                    continue  # nothing older to delete
+            else:  # not known (a reopen since): beside the newest, in the batch insert
+                revision_rows.append(rev_row)
+            ex.execute("DELETE FROM revisions WHERE document_id = ? AND seq < ?", (doc_id, seq))
             continue
         revision_rows.append(rev_row)
         if doc_id in deltas:
@@ -268,31 +279,9 @@ def apply_plan(
     return learned
 
 
-def _rebase_in_place(
-    ex: Writer,
-    document_id: int,
-    seq: int,
-    row: tuple[SqlValue, ...],
-    known: LatestRows | None,
-    chunked: bool,
-) -> None:
-    """Store the new base of a ``latest`` document (``row``, as inserted) over its newest
-    stored revision and drop the older ones. A committed document has a stored
-    revision, so the update always finds its row."""
-    if chunked:  # the parts of every older revision, the one written over included
-        _drop_parts_of_revisions(ex, document_id, seq - 1)
-    if known is not None and known.rows == 1:  # nothing else to find or drop
-        ex.execute(_REBASE_KNOWN, (*row[1:], document_id, known.newest))
-        return
-    ex.execute(_REBASE, (*row[1:], document_id, document_id))
-    ex.execute("DELETE FROM revisions WHERE document_id = ? AND seq < ?", (document_id, seq))
-
-
-_REBASE_SET = "UPDATE revisions SET seq = ?, base = ?, version = ?, content = ?, parts = ?"
-_REBASE_KNOWN = f"{_REBASE_SET} WHERE document_id = ? AND seq = ?"
 _REBASE = (
-    f"{_REBASE_SET} WHERE document_id = ?"
-    " AND seq = (SELECT max(seq) FROM revisions WHERE document_id = ?)"
+    "UPDATE revisions SET seq = ?, base = ?, version = ?, content = ?, parts = ?"
+    " WHERE document_id = ? AND seq = ?"
 )
 # Two op lists as JSON text, "[a,b]" and "[c]", are one list "[a,b,c]" once joined.
 _FOLD_DELTA = (
