@@ -235,7 +235,7 @@ def apply_plan(
         if doc_id in deltas and rev.content != "[]":
             rows = known.get(doc_id)
             chars = None if rows is None else rows.delta_chars
-            if rows is not None and chars is not None and chars + len(rev.content) <= CHUNK_CHARS:
+            if rows is not None and chars is not None and chars + len(rev.content) <= _FOLD_CHARS:
                 ex.execute(_FOLD_DELTA, (seq, rev.content, doc_id, rows.newest))
                 learned[doc_id] = LatestRows(seq, rows.rows, chars + len(rev.content) - 1)
                 continue
@@ -284,6 +284,9 @@ _REBASE = (
     " WHERE document_id = ? AND seq = ?"
 )
 # Two op lists as JSON text, "[a,b]" and "[c]", are one list "[a,b,c]" once joined.
+# Folded only while the row stays short: past about 1 KB a row of this b-tree spills
+# into overflow pages, and each fold cost twice an insert (callgrind, a tool round).
+_FOLD_CHARS = 1000
 _FOLD_DELTA = (
     "UPDATE revisions SET seq = ?,"
     " content = substr(content, 1, length(content) - 1) || ',' || substr(?, 2)"

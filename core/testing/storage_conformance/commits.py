@@ -39,8 +39,8 @@ async def reserves_id_1_for_the_immutable_root_conversation(storage: Storage) ->
         storage.commit([ConversationRecord(1)]), text="ID 1 already belongs to conversation"
     )
     await _rejects(storage.commit([_task(1)]), text="reserved for the root conversation")
-    # 3 unless the storage was reopened in between: a reopen may skip ids (an adapter may
-    # store its counters as bounds), never go back below a committed one.
+    # 3, unless the storage was reopened without a close (an evicted Durable Object): a
+    # reopen may skip ids (an adapter may store its counters as bounds), never go back.
     assert await storage.mint_id() >= 3
 
 

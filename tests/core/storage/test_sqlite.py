@@ -112,9 +112,9 @@ async def test_records_seq_and_ids_persist_across_reopen_and_close_truncates_the
     wal = tmp_path / "a.sqlite-wal"
     assert not wal.exists() or wal.stat().st_size == 0  # checkpointed (and removed) on close
     storage = await open_sqlite_storage(path)
-    # On from the stored bounds: above every id minted and seq used before, gaps allowed.
-    assert await storage.mint_id() > ids[-1]
-    assert await storage.commit([_task(ids[1])]) > seq
+    # The counters are stored as bounds, and exactly on close: on from where it stopped.
+    assert await storage.mint_id() == ids[-1] + 1
+    assert await storage.commit([_task(ids[1])]) == seq + 1
     assert await storage.task(ids[0]) == _task(ids[0])
     await storage.close()
 
@@ -122,13 +122,14 @@ async def test_records_seq_and_ids_persist_across_reopen_and_close_truncates_the
 async def test_counters_are_stored_ahead_so_meta_is_rewritten_once_per_reserve(
     tmp_path: Path,
 ) -> None:
-    """Without a gate, ``meta`` holds bounds reserved :data:`COUNTER_RESERVE` ahead: of
+    """With ``reserve_counters`` (the Durable Object's), ``meta`` holds bounds reserved
+    :data:`COUNTER_RESERVE` ahead: of
     ``2 * COUNTER_RESERVE`` commits minting two ids each, at most four rewrite it (issue
     36: a Durable Object pays per row written). A storage that dies without closing
     leaves bounds a reopen goes on from: no committed seq or id is handed out again."""
     path = tmp_path / "a.sqlite"
     recorder = Recorder(path)
-    storage = await SqliteStorage.open(recorder)
+    storage = await SqliteStorage.open(recorder, reserve_counters=True)
     seqs = [await storage.commit([ConversationRecord(1)])]
     ids: list[int] = []
     for _ in range(2 * COUNTER_RESERVE):
@@ -349,7 +350,7 @@ async def test_a_latest_document_is_rebased_over_its_newest_revision_one_row_a_r
     of a document with nothing but its base (issue 36), and no part left behind when the
     base was split into parts."""
     db = Sqlite3Database.open(tmp_path / "rebase.sqlite")
-    storage = await SqliteStorage.open(db)
+    storage = await SqliteStorage.open(db, reserve_counters=True)  # no meta row a commit
     await storage.commit([ConversationRecord(1)])
     doc = await storage.mint_id()
     await storage.commit([DocumentCreate(doc, "usage", "conversation", 1, None, "latest", 1, 0)])
@@ -381,11 +382,12 @@ async def test_a_latest_documents_deltas_fold_into_one_row_until_the_next_base(
 ) -> None:
     """Nothing reads a ``latest`` document at an earlier point, so a delta is folded into
     the delta row before it: one row written per delta and none deleted at the next base
-    (issue 36: the live document changes twice a tool round). A fold that would pass
-    the part size starts a new row; a reopened storage, not knowing the rows, inserts."""
+    (issue 36: the live document changes twice a tool round). A fold that would make
+    the row longer than 1,000 characters starts a new row; a reopened storage, not
+    knowing the rows, inserts."""
     path = tmp_path / "fold.sqlite"
     db = Sqlite3Database.open(path)
-    storage = await SqliteStorage.open(db)
+    storage = await SqliteStorage.open(db, reserve_counters=True)  # no meta row a commit
     await storage.commit([ConversationRecord(1)])
     doc = await storage.mint_id()
     await storage.commit(
@@ -397,8 +399,8 @@ async def test_a_latest_documents_deltas_fold_into_one_row_until_the_next_base(
     assert db.connection.total_changes - changes == 10  # was 20: a meta row each
     revisions = "SELECT seq, base FROM revisions WHERE document_id = ? ORDER BY seq"
     assert [r[1] for r in await db.fetch(revisions, (doc,))] == [1, 0]
-    half = "x" * (CHUNK_CHARS // 2)
-    for key in ("a", "b"):  # the second would pass the part size: a row of its own
+    half = "x" * 450
+    for key in ("a", "b"):  # the second would make the row too long: a row of its own
         await storage.commit([DocumentChange(doc, 1, ops=[["s", [key], half]])])
     assert [r[1] for r in await db.fetch(revisions, (doc,))] == [1, 0, 0]
     state = await storage.document(doc)
