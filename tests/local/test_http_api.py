@@ -21,6 +21,7 @@ from tests.local.support import (
     TOKEN,
     Running,
     host_config,
+    outcomes,
     serve_in_thread,
     snapshot,
     wait_until,
@@ -479,7 +480,7 @@ def test_watch_sends_heartbeats_and_holds_the_actor_open(tmp_path: Path) -> None
     config = host_config(tmp_path / "data", idle_evict_s=0.2)
     with serve_in_thread(config, heartbeat_s=0.1) as running, running.client() as client:
         poll(client, submit(client, "hi")["id"])
-        before = snapshot(db_of(running))
+        before = outcomes(db_of(running))
         with client.stream("GET", f"/v1/actors/{ACTOR}/conversations/1/watch") as response:
             stream = Sse(response)
             assert stream.next()[0] == "view"
@@ -491,7 +492,7 @@ def test_watch_sends_heartbeats_and_holds_the_actor_open(tmp_path: Path) -> None
             assert pings >= 3
             assert running.host.active == {ACTOR}  # watched: never evicted
         wait_until(lambda: not running.host.active)  # unwatched: evicted when idle
-        assert snapshot(db_of(running)) == before  # watching wrote nothing
+        assert outcomes(db_of(running)) == before  # watching wrote nothing
 
 
 def test_watch_ends_with_an_end_event_when_the_host_shuts_down(tmp_path: Path) -> None:
