@@ -647,6 +647,12 @@ class Harness:
 
     async def _load_range(self, conversation_id: int) -> ActiveRange:
         storage = self.session.storage
+        # A long transcript is many pages, and a storage that answers without suspending
+        # (a Durable Object's) would read them all in one step of the loop: the loop is
+        # given back before each page, so the request that started this turn is answered
+        # before the turn's context is read (a 10,000-entry load held a Durable Object's
+        # 202 back ~0.5 s in Pyodide). A commit landing meanwhile is in the next page.
+        await asyncio.sleep(0)
         marker = await storage.latest_head(conversation_id)
         active = ActiveRange(head=marker.id if marker else None)
         start = marker.head if marker is not None and marker.head is not None else None
@@ -659,13 +665,7 @@ class Harness:
             if page.next is None:
                 return active
             cursor = page.next
-            # A long transcript is many pages, and a storage that answers without
-            # suspending (a Durable Object's) would read them all in one step of the
-            # loop: give the loop back between pages, so the request that started this
-            # turn is answered before the turn's context is read (a 10,000-entry load
-            # held a Durable Object's 202 back ~0.5 s in Pyodide). Yielded only before
-            # reading another page: a commit landing meanwhile is in that page.
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # before the next page (see above)
 
     def built_message(self, entry: Entry, message: Message) -> None:
         built = self._built
