@@ -41,9 +41,9 @@
    deployment, then the collector frozen: what Cloudflare's deploy-time snapshot
    keeps; a model of it, not Pyodide's snapshot), then a new object's first
    ``POST /submissions`` on the long actor. Fails if that request imports anything
-   (the snapshot would not hold it) or if the best exceeds ``FIRST_REQUEST_MARGIN``
-   (2) x the 300 ms target, scaled by this run's import + open against its 1 s
-   target (a loaded machine's allowance); ``--only-cold-starts`` runs just this step.
+   (the snapshot would not hold it) or if the best sample's CPU time exceeds
+   ``FIRST_REQUEST_MARGIN`` (2) x the 300 ms target (the wall time is reported against
+   the target); ``--only-cold-starts`` runs just this step.
    Then ``--cached-cold-starts N`` (default 3; 0 skips it) the same with a bytecode
    cache, reported apart: one process writes ``.pyc`` (``sys.pycache_prefix`` in the
    scratch directory, never the repository), N fresh ones read it, alternating with the
@@ -595,12 +595,12 @@ def report_cold_start(cpython: dict[str, Any], runs: list[dict[str, Any]]) -> bo
 
 
 # The first request after open of an isolate restored from a deployment's snapshot (issue
-# 36): <= 300 ms. Checked against a bound that scales with this run's own speed: the best
-# import + open of the sources-only samples (same processes, same load) over its 1 s
-# target, at least 1, times a margin of 2. On a quiet machine that is 600 ms; at load 10,
-# where import + open took ~2 s, 1.2 s. A first request that waits for a long actor's
-# context, or for a GC pass over the snapshot's objects, or imports what the snapshot
-# lacks (~0.6-1.5 s each before issue 36) breaks it; the figure is printed either way.
+# 36): <= 300 ms. The wall time is reported against it; the check bounds the CPU time of
+# the best sample (the Node process's, every thread) by twice the target, because a
+# shared machine's load inflates the wall time 2-5x and the CPU time much less. In one
+# run at load 9: the first request before issue 36 took 703 ms of CPU (1.56 s wall: it
+# waited for the long actor's whole context, a GC pass over the snapshot's objects and
+# 321 pydantic fields), after it 209 ms (0.35 s wall).
 FIRST_REQUEST_TARGET_MS = 300.0
 FIRST_REQUEST_MARGIN = 2.0
 
@@ -613,7 +613,7 @@ def _request_ms(parts: dict[str, float]) -> float:
 def report_first_request(sources: list[dict[str, Any]], snapshot: list[dict[str, Any]]) -> bool:
     """Print the first request after open as a deployment serves it (the snapshot model:
     ``cold_start.py``'s ``_from_the_snapshot``) beside the sources-only one; False if
-    the best breaks the bound (see ``FIRST_REQUEST_TARGET_MS``)."""
+    the best sample's CPU time breaks the bound (see ``FIRST_REQUEST_TARGET_MS``)."""
     print(
         f"\n=== the first request after open, as a deployment serves it: {len(snapshot)}"
         f" fresh Pyodide processes (min / median) ==="
@@ -642,16 +642,15 @@ def report_first_request(sources: list[dict[str, Any]], snapshot: list[dict[str,
         f"  sources only (the request imports and compiles the app; no snapshot):"
         f" {min(from_sources):.0f} / {_median(from_sources):.0f} ms"
     )
-    import_open = min(sum(r["ms"][k] for k, _ in _STEPS) for r in sources)
-    bound = FIRST_REQUEST_MARGIN * FIRST_REQUEST_TARGET_MS * max(1.0, import_open / 1000)
+    cpu = min(r["first_request_parts"]["cpu"] for r in snapshot)
+    bound = FIRST_REQUEST_MARGIN * FIRST_REQUEST_TARGET_MS
     met = "met" if min(first) <= FIRST_REQUEST_TARGET_MS else "NOT met"
     print(
         f"  best {min(first):.0f} ms: target <= {FIRST_REQUEST_TARGET_MS:.0f} ms {met};"
-        f" bound {bound:.0f} ms ({FIRST_REQUEST_MARGIN:.0f} x the target x this run's best"
-        f" import + open {import_open:.0f} ms / 1 s, at least 1)"
+        f" best CPU {cpu:.0f} ms, bound {bound:.0f} ms ({FIRST_REQUEST_MARGIN:.0f} x the target)"
     )
-    if min(first) > bound:
-        print(f"first request FAILED: best {min(first):.0f} ms > {bound:.0f} ms")
+    if cpu > bound:
+        print(f"first request FAILED: best CPU {cpu:.0f} ms > {bound:.0f} ms")
         return False
     return True
 
