@@ -652,6 +652,10 @@ class Harness:
         # given back before each page, so the request that started this turn is answered
         # before the turn's context is read (a 10,000-entry load held a Durable Object's
         # 202 back ~0.5 s in Pyodide). A commit landing meanwhile is in the next page.
+        # Twice before the first: the answer of the request that committed the input
+        # still takes turns of the loop there (the ASGI bridge's future, then the
+        # handler's task that workerd awaits); with one, a page mostly went first.
+        await asyncio.sleep(0)
         await asyncio.sleep(0)
         marker = await storage.latest_head(conversation_id)
         active = ActiveRange(head=marker.id if marker else None)
