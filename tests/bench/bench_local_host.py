@@ -117,6 +117,14 @@ class Result:
     eviction_s: float
 
 
+def _poll_path(n: int, r: int, accepted: dict[str, Any]) -> str:
+    """Where to poll a submission: by id, or by request id while it has none (``mailed``:
+    a new actor's first input accepted into the host's admission journal)."""
+    if accepted["id"] is not None:
+        return f"/v1/actors/bench-{n}/submissions/{accepted['id']}"
+    return f"/v1/actors/bench-{n}/conversations/1/submissions/by-request?request_id=round-{r}"
+
+
 def _percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
@@ -164,9 +172,9 @@ async def _drive(
                     response = await send("POST", path, json=body)
                     accept.append((time.perf_counter() - started) * 1000)
                     assert response.status_code == 202, response.text
-                    sid = response.json()["id"]
+                    poll = _poll_path(n, r, response.json())
                     while True:
-                        polled = await send("GET", f"{path}/{sid}", params={"wait": 30})
+                        polled = await send("GET", poll, params={"wait": 30})
                         state = polled.json()
                         if state["status"] in ("done", "unanswered"):
                             assert state["status"] == "done", state
@@ -243,8 +251,11 @@ async def drive_raw(
                 if r:  # the actor is active: what acceptance costs without its activation
                     warm.append(accept[-1])
                 assert status == 202, sent
+                poll = _poll_path(n, r, sent)
                 while True:
-                    _, state = await conn.request("GET", f"{path}/{sent['id']}?wait=30")
+                    _, state = await conn.request(
+                        "GET", poll + ("&" if "?" in poll else "?") + "wait=30"
+                    )
                     if state["status"] in ("done", "unanswered"):
                         assert state["status"] == "done", state
                         break
