@@ -2,7 +2,8 @@
 
 Run: ``python tests/bench/bench_local_host.py --actors 1000 --rounds 10``
 (``--tools N`` tool calls per submission, ``--concurrency C`` actors driven at once,
-``--idle S`` the host's eviction idle period).
+``--idle S`` the host's eviction idle period, ``--raw`` every actor at once on its own
+connection: ``--actors 100 --rounds 1 --tools 0 --raw`` is a burst of new actors).
 
 The host runs in a subprocess (``--serve``: the local host with the scripted model of
 ``tests.local.support``, SQLite WAL + NORMAL, one file per actor). This process drives
@@ -347,6 +348,11 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=1, help="tool calls per submission")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--idle", type=float, default=1.0, help="eviction idle period, s")
+    parser.add_argument(
+        "--raw",
+        action="store_true",
+        help="every actor at once, each on its own connection (the suite's client)",
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -359,6 +365,7 @@ def main() -> None:
         tools=args.tools,
         concurrency=args.concurrency,
         idle_s=args.idle,
+        raw_client=args.raw,
     )
     for key, value in asdict(result).items():
         print(f"{key:>22}: {value}")
