@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from runtimes.actor.api import ApiConfig, create_app
+from runtimes.client import ActorClient
 from runtimes.local.host import ActorHost, ActorLock, actor_paths
 from runtimes.local.host.journal import JOURNAL_NAME
 from tests.local.support import TOKEN, host_config
@@ -102,6 +103,25 @@ async def test_without_a_request_id_the_host_chooses_one_to_poll_by(tmp_path: Pa
         assert isinstance(chosen, str) and chosen.startswith("journal-")
         state = await settled(client, "bo", chosen)
         assert state["status"] == "done" and state["answer"]["text"] == "echo: hi", state
+
+
+async def test_the_typed_client_waits_a_journaled_input_out_by_its_request_id(
+    tmp_path: Path,
+) -> None:
+    host = ActorHost(host_config(tmp_path / "data", journal_when_opening=0))
+    app = create_app(host, ApiConfig(TOKEN))
+    await host.start()
+    try:
+        async with ActorClient(
+            "http://host", TOKEN, transport=httpx.ASGITransport(app=app)
+        ) as client:
+            accepted = await client.submit("flo", "hi there")
+            assert accepted.id is None and accepted.status == "mailed", accepted
+            state = await client.wait("flo", accepted, timeout=20)
+            assert state.status == "done" and state.answer is not None, state
+            assert state.answer.text == "echo: hi there"
+    finally:
+        await host.close()
 
 
 async def test_below_the_threshold_a_new_actors_input_is_admitted_as_before(
