@@ -45,7 +45,7 @@ _LOCK_NAME = ".admissions.lock"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS journaled (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq INTEGER PRIMARY KEY,
     actor TEXT NOT NULL,
     request_id TEXT NOT NULL,
     content TEXT NOT NULL,
