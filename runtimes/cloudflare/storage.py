@@ -273,13 +273,9 @@ async def open_durable_object_storage(
     native: bool = True,
     before_write: Callable[[], Awaitable[None]] | None = None,
 ) -> SqliteStorage:
-    """Open (creating and migrating if needed) the harness storage in ``ctx.storage``.
-
-    The id and seq counters are stored ahead (``reserve_counters``): a Durable Object
-    pays per row written, and without it every commit rewrote them (issue 36)."""
+    """Open (creating and migrating if needed) the harness storage in ``ctx.storage``."""
     return await SqliteStorage.open(
-        DurableObjectDatabase(storage, native=native, before_write=before_write),
-        reserve_counters=True,
+        DurableObjectDatabase(storage, native=native, before_write=before_write)
     )
 
 

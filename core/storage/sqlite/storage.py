@@ -15,17 +15,14 @@ write set on a replica (a host rebuilding its working copy from a log).
 The commit plumbing only ever *executes* statements (no reads whose answer steers a
 write), so what it records is exactly what it would have done.
 
-Counters. ``meta`` holds bounds, not necessarily exact values: every committed id is
-below its ``next_id`` and every commit's seq below its ``next_seq``, which is all a
-reopen needs to mint and commit on (ids and seqs may have gaps). By default every
-commit stores the exact counters, so a reopened storage tells the seq of its newest
-commit, which a watcher's cursor may hold (the long poll of
-``runtimes/actor/api/deltas.py`` covers it after an eviction). With
-``reserve_counters`` (the Durable Object, which pays per row written) a commit stores
-them :data:`COUNTER_RESERVE` ahead and only when it would pass what is stored, so most
-commits write no ``meta`` row; a reopen then goes on from the bounds, and a cursor from
-before it gets the whole view again. A gated storage always stores the exact counters:
-a replica rebuilt from a snapshot and a log must tell its seq.
+Counters. ``meta`` holds bounds, not exact values: every committed id is below its
+``next_id`` and every commit's seq below its ``next_seq``, which is all a reopen needs
+to mint and commit on (ids and seqs may have gaps). Without a gate the storage stores
+them :data:`COUNTER_RESERVE` ahead and rewrites ``meta`` only when a commit would pass
+them, so most commits write no ``meta`` row (a Durable Object pays per row written).
+A clean close stores them exactly; after a crash (or a Durable Object's eviction, which
+closes nothing) ids and seqs go on from the bounds. With a gate every commit stores
+the exact counters, as a replica rebuilt from a snapshot and a log must tell its seq.
 
 This module holds the lifecycle and the commit paths (one-phase, two-phase, replay).
 The reads live in :mod:`core.storage.sqlite.queries` (the base class), the planner's
@@ -64,9 +61,9 @@ Learned: TypeAlias = dict[int, LatestRows | None]
 """What a commit's ``apply_plan`` learned of ``latest`` documents' rows."""
 
 COUNTER_RESERVE = 128
-"""How far ahead of the counters a storage with ``reserve_counters`` stores them (see the
-module docstring): ``meta`` is rewritten about once per this many commits or ids, and a
-reopen skips at most this many of each."""
+"""How far ahead of the counters an ungated commit stores them (see the module docstring):
+``meta`` is rewritten about once per this many commits or ids, and a reopen skips at
+most this many of each."""
 
 
 class SqliteStorage(SqliteQueries):
@@ -84,11 +81,9 @@ class SqliteStorage(SqliteQueries):
         chunked: set[str] | None = None,
         *,
         gate: CommitGate | None = None,
-        reserve_counters: bool = False,
     ) -> None:
         self._db = db
         self._gate = gate
-        self._reserve = reserve_counters and gate is None
         self._chunked = chunked if chunked is not None else {"tasks", "submissions"}
         self._next_id = next_id
         self._next_seq = next_seq
@@ -100,27 +95,23 @@ class SqliteStorage(SqliteQueries):
         self._commit_lock = asyncio.Lock()
 
     @classmethod
-    async def open(
-        cls, db: SqlDatabase, *, gate: CommitGate | None = None, reserve_counters: bool = False
-    ) -> SqliteStorage:
-        """``reserve_counters``: store the id and seq counters ahead, rarely (see the module
-        docstring); ignored with a ``gate``."""
+    async def open(cls, db: SqlDatabase, *, gate: CommitGate | None = None) -> SqliteStorage:
         # One transaction: the version check, any migrations and the metadata reads. On
         # a new file that is the whole schema in one commit, and a host opening many
         # actors at once pays one driver round trip per open, not one per step.
         next_id, next_seq, chunked = await db.transaction(open_schema)
-        return cls(db, next_id, next_seq, chunked, gate=gate, reserve_counters=reserve_counters)
+        return cls(db, next_id, next_seq, chunked, gate=gate)
 
     @property
     def seq(self) -> int:
         """The seq of the newest commit in the file (0 when there is none); after a reopen
-        of a file committed to with ``reserve_counters``, a seq above it that no commit
-        has (the counters are stored ahead; see the module docstring)."""
+        of a file that was not closed cleanly, a seq above it that no commit has (the
+        counters are reserved ahead; see the module docstring)."""
         return self._next_seq - 1
 
     def _counters(self, plan: CommitPlan) -> tuple[int, int] | None:
         """What ``meta`` must hold after ``plan`` (``None``: what it holds will do)."""
-        if not self._reserve:
+        if self._gate is not None:
             return plan.next_id, plan.seq + 1
         stored_id, stored_seq = self._stored
         if plan.next_id <= stored_id and plan.seq < stored_seq:
@@ -241,6 +232,17 @@ class SqliteStorage(SqliteQueries):
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
+            exact = (self._next_id, self._next_seq)
+            if self._gate is None and self._stored != exact:
+                # The counters were stored ahead (module docstring); a clean close stores
+                # them exactly, so a reopen goes on from the newest commit's seq and a
+                # watcher's cursor from before an eviction is still current. Only over
+                # the bounds this storage stored: never back below another writer's.
+                await self._db.execute(
+                    "UPDATE meta SET next_id = ?, next_seq = ? WHERE singleton = 1"
+                    " AND next_seq = ?",
+                    (*exact, self._stored[1]),
+                )
             await self._db.close()
 
 

@@ -112,9 +112,10 @@ async def test_records_seq_and_ids_persist_across_reopen_and_close_truncates_the
     wal = tmp_path / "a.sqlite-wal"
     assert not wal.exists() or wal.stat().st_size == 0  # checkpointed (and removed) on close
     storage = await open_sqlite_storage(path)
-    # The counters are stored as bounds, and exactly on close: on from where it stopped.
-    assert await storage.mint_id() == ids[-1] + 1
-    assert await storage.commit([_task(ids[1])]) == seq + 1
+    # A clean close stored the counters exactly (a watcher's cursor stays current).
+    assert storage.seq == seq
+    assert await storage.mint_id() > ids[-1]
+    assert await storage.commit([_task(ids[1])]) > seq
     assert await storage.task(ids[0]) == _task(ids[0])
     await storage.close()
 
@@ -122,14 +123,13 @@ async def test_records_seq_and_ids_persist_across_reopen_and_close_truncates_the
 async def test_counters_are_stored_ahead_so_meta_is_rewritten_once_per_reserve(
     tmp_path: Path,
 ) -> None:
-    """With ``reserve_counters`` (the Durable Object's), ``meta`` holds bounds reserved
-    :data:`COUNTER_RESERVE` ahead: of
+    """Without a gate, ``meta`` holds bounds reserved :data:`COUNTER_RESERVE` ahead: of
     ``2 * COUNTER_RESERVE`` commits minting two ids each, at most four rewrite it (issue
     36: a Durable Object pays per row written). A storage that dies without closing
     leaves bounds a reopen goes on from: no committed seq or id is handed out again."""
     path = tmp_path / "a.sqlite"
     recorder = Recorder(path)
-    storage = await SqliteStorage.open(recorder, reserve_counters=True)
+    storage = await SqliteStorage.open(recorder)
     seqs = [await storage.commit([ConversationRecord(1)])]
     ids: list[int] = []
     for _ in range(2 * COUNTER_RESERVE):
@@ -143,7 +143,10 @@ async def test_counters_are_stored_ahead_so_meta_is_rewritten_once_per_reserve(
     assert await after.commit([_task(await after.mint_id())]) > seqs[-1]
     assert await after.task(ids[-1]) == _task(ids[-1])
     await after.close()
-    await storage.close()
+    await storage.close()  # the dead storage's close leaves the newer bounds alone
+    again = await open_sqlite_storage(path)
+    assert again.seq == after.seq
+    await again.close()
 
 
 async def test_a_gated_storage_stores_the_exact_counters_with_every_commit(
@@ -350,7 +353,7 @@ async def test_a_latest_document_is_rebased_over_its_newest_revision_one_row_a_r
     of a document with nothing but its base (issue 36), and no part left behind when the
     base was split into parts."""
     db = Sqlite3Database.open(tmp_path / "rebase.sqlite")
-    storage = await SqliteStorage.open(db, reserve_counters=True)  # no meta row a commit
+    storage = await SqliteStorage.open(db)
     await storage.commit([ConversationRecord(1)])
     doc = await storage.mint_id()
     await storage.commit([DocumentCreate(doc, "usage", "conversation", 1, None, "latest", 1, 0)])
@@ -387,7 +390,7 @@ async def test_a_latest_documents_deltas_fold_into_one_row_until_the_next_base(
     knowing the rows, inserts."""
     path = tmp_path / "fold.sqlite"
     db = Sqlite3Database.open(path)
-    storage = await SqliteStorage.open(db, reserve_counters=True)  # no meta row a commit
+    storage = await SqliteStorage.open(db)
     await storage.commit([ConversationRecord(1)])
     doc = await storage.mint_id()
     await storage.commit(
