@@ -25,6 +25,7 @@ from typing import Literal, Protocol, TypeAlias
 
 from core.harness.messages import AssistantMessage, Message
 from core.jsonvalue import JsonObject, JsonValue
+from core.readonly import readonly
 from core.tasks.signal import CancelSignal
 
 __all__ = [
@@ -46,7 +47,7 @@ __all__ = [
 ThinkingLevel: TypeAlias = Literal["off", "low", "medium", "high"]
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class ModelInfo:
     """``id`` is the name agents store, e.g. ``"openai/gpt-4o-mini"`` or ``"faux/faux-1"``."""
 
@@ -56,7 +57,7 @@ class ModelInfo:
     supports_tools: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class ToolSpec:
     """A tool as the model sees it: ``parameters`` is a JSON schema object."""
 
@@ -65,7 +66,7 @@ class ToolSpec:
     parameters: JsonObject
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class ModelRequest:
     """One request: the model id, the messages to send, and the tools it may call."""
 
@@ -79,7 +80,7 @@ class ModelRequest:
     allow_deferred: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class StreamStart:
     """The provider accepted the request; ``model`` is the model that answers."""
 
@@ -114,14 +115,14 @@ class ToolCallDelta:
     arguments: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class StreamDone:
     """The response is complete; ``message`` is authoritative over the deltas."""
 
     message: AssistantMessage
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Deferred:
     """The provider will answer later: poll ``fetch`` with ``handle`` after ``poll_after_ms``."""
 
