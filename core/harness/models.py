@@ -20,7 +20,7 @@ Adapters never touch storage; the harness commits what the stream produced.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, Protocol, TypeAlias
 
 from core.harness.messages import AssistantMessage, Message
@@ -87,25 +87,26 @@ class StreamStart:
     model: str
 
 
-@dataclass(slots=True)
+@readonly
 class TextDelta:
     """More answer text, to append to what came before.
 
-    The delta events are read-only by convention, not frozen: an adapter makes one per
-    streamed token, and a frozen dataclass's constructor costs more than twice as much.
+    An adapter makes one delta event per streamed token, which is why the events are
+    ``@readonly`` records, not frozen ones: a frozen dataclass's constructor costs more
+    than twice as much.
     """
 
     text: str
 
 
-@dataclass(slots=True)
+@readonly
 class ThinkingDelta:
     """More reasoning text, to append to what came before."""
 
     text: str
 
 
-@dataclass(slots=True)
+@readonly
 class ToolCallDelta:
     """Part of the ``index``-th tool call: its id and name arrive first, arguments in pieces."""
 
