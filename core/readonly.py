@@ -8,13 +8,13 @@ of its fields anywhere in the checked code, as it does for a frozen dataclass.
 
 At run time nothing refuses one. That is the point: ``frozen=True`` makes ``__init__`` set
 every field through ``object.__setattr__``, and on CPython 3.11 and 3.12 it compiles a
-``__setattr__`` and a ``__delattr__`` for each class at import; for the about 75
-records a recovering process defines and the dozens a tool round builds, that was about
-10% of the path from process start to the first resumed phase and 7% of a round
-(docs/performance.md, "Records are read-only dataclasses"). Nor is a record hashable
-(``eq`` without ``frozen`` sets ``__hash__`` to ``None``): nothing in perdure hashes one,
-most hold JSON objects that made hashing one fail anyway, and the compiled ``__hash__``s
-cost the recovering process another 2%.
+``__setattr__``, a ``__delattr__`` and a ``__hash__`` for each class at import. For the
+about 80 records a recovering process defines and the dozens a tool round builds, that
+was about an eighth of the instructions of both the path from process start to the first
+resumed phase and a round (docs/performance.md, "Records are read-only dataclasses").
+Hence, too, a record is not hashable (``eq`` without ``frozen`` sets ``__hash__`` to
+``None``): nothing in perdure hashes one, and most hold JSON objects that made hashing
+one fail anyway.
 
 A record that must refuse an assignment at run time stays
 ``@dataclass(frozen=True, slots=True)``: the scan queries, which a caller holds across
