@@ -29,13 +29,14 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, TypeVar, cast, overload
 
 from core.clock import Clock
 from core.docops import diff, revise
 from core.errors import SessionClosed, SessionPoisoned, StorageRejected
 from core.jsonvalue import JsonValue, json_copy
+from core.readonly import readonly
 from core.records import (
     ConversationRecord,
     DocumentRecord,
@@ -87,7 +88,7 @@ DocAddress = tuple[str, str, int | None, str | None]
 _LIVE_STATUSES: tuple[TaskStatus, ...] = ("pending", "running", "waiting", "completing")
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class DocumentEvent:
     """A document change as committed: ``ops`` is ``None`` for a base (creation, version
     change, or a base decision), otherwise the delta that was stored."""
@@ -100,7 +101,7 @@ class DocumentEvent:
     retired: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class CommitEvent:
     """Everything one commit changed, delivered to listeners after storage success."""
 

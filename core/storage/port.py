@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Generic, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from core.jsonvalue import JsonObject, JsonValue
+from core.readonly import readonly
 from core.records import (
     ConversationRecord,
     DocumentHistory,
@@ -74,7 +75,7 @@ Order: TypeAlias = Literal["asc", "desc"]
 Cursor: TypeAlias = JsonObject
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Page(Generic[T]):
     """One page of a scan: its records and the cursor of the next page (``None``: last)."""
 
@@ -184,7 +185,7 @@ class DocumentQuery:
 # --------------------------------------------------------------------------- document writes
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class DocumentCreate:
     """Create an incarnation at an address that has no current one; its first revision is
     a base holding ``value`` at ``version``."""
@@ -199,7 +200,7 @@ class DocumentCreate:
     value: JsonValue
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class DocumentCopy:
     """Create an incarnation whose first base is the stored value and version of document
     ``source_id`` at seq ``at`` (``None``: the current value before this batch).
@@ -218,7 +219,7 @@ class DocumentCopy:
     at: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class DocumentChange:
     """Add a revision: a delta (``ops``, same version as the current one) or, when
     ``ops`` is ``None``, a base holding ``value`` (required for a version change)."""
@@ -229,7 +230,7 @@ class DocumentChange:
     value: JsonValue = None
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class DocumentRetire:
     """End the current incarnation. Applied after every content write of the batch."""
 

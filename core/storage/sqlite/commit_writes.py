@@ -10,10 +10,10 @@ write set replays to the same rows on a replica.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from core.jsonvalue import dumps
+from core.readonly import readonly
 from core.records import MAX_ID, Task
 from core.storage.batch import CommitPlan, kind_text
 from core.storage.sqlite.database import SqlValue
@@ -93,7 +93,7 @@ def _drop_parts(ex: Writer, table: str, key: str) -> None:
     ex.execute("DELETE FROM record_parts WHERE tbl = ? AND key = ?", (table, key))
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class LatestRows:
     """What a storage knows of a ``latest`` document's stored revisions, having written
     them itself: the seq of the newest, how many there are (``None``: not known) and,
