@@ -53,6 +53,7 @@ from core.session.transaction import TaskLayer, Tx
 from core.session.waiters import WaiterRegistry
 from core.storage.paging import scan_all
 from core.storage.port import (
+    DeferringStorage,
     DocumentChange,
     DocumentCreate,
     DocumentQuery,
@@ -243,6 +244,32 @@ class Session:
             if not handed_over:
                 self._line.release()
 
+    async def flush(self) -> None:
+        """Make every commit that returned durable, for a storage that defers them
+        (:class:`~core.storage.port.DeferringStorage`; a no-op for any other). Call it
+        before acting outside the storage on what was committed: a tool that is not
+        ``safe`` (invariant 4). :class:`~core.errors.StorageRejected`: nothing more is
+        durable, the session stays usable; any other failure poisons it, as an uncertain
+        commit does (the deferred commits may be lost)."""
+        self.check_open()
+        if not isinstance(self.storage, DeferringStorage):
+            return
+        try:
+            await self.storage.flush()
+        except StorageRejected:
+            raise
+        except BaseException as e:
+            raise self._poisoned(e, f"storage flush failed: {e!r}") from e
+
+    def _poisoned(self, error: BaseException, message: str) -> SessionPoisoned:
+        """Poison the session with ``error``; the error to raise."""
+        self._poison = error
+        poisoned = SessionPoisoned(message)
+        poisoned.__cause__ = error
+        for registry in self._registries:
+            registry.fail_all(poisoned)
+        return poisoned
+
     async def _land(
         self, tx: Tx, writes: list[Write], events: list[DocumentEvent], retire_tasks: set[int]
     ) -> None:
@@ -252,14 +279,8 @@ class Session:
             except StorageRejected:
                 raise
             except BaseException as e:
-                self._poison = e
-                poisoned = SessionPoisoned(
-                    f"storage commit failed with an uncertain outcome: {e!r}"
-                )
-                poisoned.__cause__ = e
-                for registry in self._registries:
-                    registry.fail_all(poisoned)
-                raise poisoned from e
+                message = f"storage commit failed with an uncertain outcome: {e!r}"
+                raise self._poisoned(e, message) from e
             self._adopt(seq, tx, events, retire_tasks)
             for callback in tx.after_commit:
                 try:
