@@ -111,6 +111,9 @@ class CommitPlan:
     """Records as they are after retirement (``retired_at == seq``)."""
     rebased_latest: list[int] = field(default_factory=list)
     """``latest`` documents that got a new base: older revisions can go."""
+    latest_deltas: list[int] = field(default_factory=list)
+    """``latest`` documents that got a delta (none of their older revisions is read at
+    a point of its own, so an adapter may fold the delta into the one before it)."""
 
 
 def plan_commit(writes: Sequence[Write], view: BatchView, seq: int, next_id: int) -> CommitPlan:
@@ -224,6 +227,8 @@ def plan_commit(writes: Sequence[Write], view: BatchView, seq: int, next_id: int
                     )
                 _check_ops(w.ops, w.id)
                 content = _encode(w.ops, f"document {w.id}")
+                if rec.history == "latest":
+                    plan.latest_deltas.append(w.id)
             if w.ops is None and w.id not in created_here and w.version != version_of(w.id):
                 plan.version_changes[w.id] = w.version
             plan.revisions.append(Revision(w.id, seq, w.ops is None, w.version, content))

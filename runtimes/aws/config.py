@@ -16,9 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
 
 from runtimes.actor.cors import parse_origins
+from runtimes.actor.setting_checks import (
+    DEFAULT_CONTEXT_WINDOW,
+    DEFAULT_MAX_TOKENS,
+    check_model_limits,
+    check_service_url,
+    integer_setting,
+)
 
 __all__ = [
     "API_TOKEN",
@@ -50,9 +56,6 @@ __all__ = [
     "read_config",
 ]
 
-DEFAULT_CONTEXT_WINDOW = 128_000
-DEFAULT_MAX_TOKENS = 8_192
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 # arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME-abcdef
 # arn:PARTITION:ssm:REGION:ACCOUNT:parameter/NAME
 _ARN = re.compile(r"arn:[a-z-]+:(secretsmanager|ssm):[a-z0-9-]+:\d{12}:(secret:.+|parameter/.+)")
@@ -245,22 +248,9 @@ def _secret(
 def _integer(
     environ: Mapping[str, str], setting: Setting, default: int, problems: list[str]
 ) -> int:
-    text = _read(environ, setting)
-    if text is None:
-        return default
-    if not text.isdigit() or int(text) < 1:
-        problems.append(f"{setting.describe()} must be a positive integer, got {text!r}")
-        return default
-    return int(text)
-
-
-def _http_url(setting: Setting, url: str, problems: list[str]) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        problems.append(f"{setting.describe()} must be an http(s) URL, got {url!r}")
-    elif parts.scheme != "https" and parts.hostname not in _LOOPBACK:
-        # Bearer credentials travel with every request: plain HTTP only on loopback.
-        problems.append(f"{setting.describe()} must be an https:// URL (http only on loopback)")
+    return integer_setting(
+        _read(environ, setting), setting.describe(), default=default, minimum=1, problems=problems
+    )
 
 
 def _model(environ: Mapping[str, str], problems: list[str]) -> ModelConfig | None:
@@ -269,15 +259,17 @@ def _model(environ: Mapping[str, str], problems: list[str]) -> ModelConfig | Non
         if value is None:
             problems.append(f"{setting.describe()} is not set")
     if base_url is not None:
-        _http_url(MODEL_BASE_URL, base_url, problems)
+        check_service_url(MODEL_BASE_URL.describe(), base_url, problems)
     key = _secret(environ, MODEL_KEY, problems, required=True)
     window = _integer(environ, MODEL_CONTEXT_WINDOW, DEFAULT_CONTEXT_WINDOW, problems)
     max_tokens = _integer(environ, MODEL_MAX_TOKENS, DEFAULT_MAX_TOKENS, problems)
-    if max_tokens > window:
-        problems.append(
-            f"{MODEL_MAX_TOKENS.describe()} ({max_tokens}) exceeds"
-            f" {MODEL_CONTEXT_WINDOW.describe()} ({window})"
-        )
+    check_model_limits(
+        window,
+        max_tokens,
+        window_label=MODEL_CONTEXT_WINDOW.describe(),
+        max_label=MODEL_MAX_TOKENS.describe(),
+        problems=problems,
+    )
     if name is None or base_url is None or key is None:
         return None
     return ModelConfig(name, base_url, key, window, max_tokens)
@@ -294,6 +286,6 @@ def _sandbox(environ: Mapping[str, str], problems: list[str]) -> SandboxConfig |
     if not has_secret:
         problems.append(f"{SANDBOX_SECRET.describe()} is not set (the sandbox URL is)")
         return None
-    _http_url(SANDBOX_URL, url, problems)
+    check_service_url(SANDBOX_URL.describe(), url, problems)
     secret = _secret(environ, SANDBOX_SECRET, problems, required=True)
     return None if secret is None else SandboxConfig(url, secret)

@@ -21,11 +21,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from remote_env.auth import MIN_SECRET_BYTES
 from runtimes.actor import ActorConfig
 from runtimes.actor.cors import parse_origins
+from runtimes.actor.setting_checks import (
+    DEFAULT_CONTEXT_WINDOW,
+    DEFAULT_MAX_TOKENS,
+    check_model_limits,
+    check_service_url,
+    integer_setting,
+)
 from runtimes.actor.tokens import parse_keys
 from runtimes.cloudflare import names
 
@@ -45,10 +51,7 @@ __all__ = [
 ]
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
-DEFAULT_CONTEXT_WINDOW = 128_000
-DEFAULT_MAX_TOKENS = 8_192
 MIN_API_TOKEN_CHARS = 16
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 class MisconfiguredWorker(ValueError):
@@ -148,22 +151,9 @@ def _parsed(
 
 
 def _integer(env: Any, name: str, default: int, minimum: int, problems: list[str]) -> int:
-    text = _read(env, name)
-    if text is None:
-        return default
-    if not text.isdigit() or int(text) < minimum:
-        problems.append(f"var {name} must be an integer >= {minimum}, got {text!r}")
-        return default
-    return int(text)
-
-
-def _http_url(name: str, url: str, problems: list[str], *, https: bool) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        problems.append(f"var {name} must be an http(s) URL, got {url!r}")
-    elif https and parts.scheme != "https" and parts.hostname not in _LOOPBACK:
-        # The bearer token travels with every request: plain HTTP only on loopback.
-        problems.append(f"var {name} must be an https:// URL (plain http only on loopback)")
+    return integer_setting(
+        _read(env, name), f"var {name}", default=default, minimum=minimum, problems=problems
+    )
 
 
 def _model(env: Any, problems: list[str]) -> ModelSettings | None:
@@ -178,14 +168,16 @@ def _model(env: Any, problems: list[str]) -> ModelSettings | None:
         if value is None:
             problems.append(f"{kind} {var} is not set")
     if base_url is not None:
-        _http_url(names.MODEL_BASE_URL_VAR, base_url, problems, https=True)
+        check_service_url(f"var {names.MODEL_BASE_URL_VAR}", base_url, problems)
     window = _integer(env, names.MODEL_CONTEXT_WINDOW_VAR, DEFAULT_CONTEXT_WINDOW, 1, problems)
     max_tokens = _integer(env, names.MODEL_MAX_TOKENS_VAR, DEFAULT_MAX_TOKENS, 1, problems)
-    if max_tokens > window:
-        problems.append(
-            f"var {names.MODEL_MAX_TOKENS_VAR} ({max_tokens}) exceeds"
-            f" {names.MODEL_CONTEXT_WINDOW_VAR} ({window})"
-        )
+    check_model_limits(
+        window,
+        max_tokens,
+        window_label=f"var {names.MODEL_CONTEXT_WINDOW_VAR}",
+        max_label=f"var {names.MODEL_MAX_TOKENS_VAR}",
+        problems=problems,
+    )
     if name is None or base_url is None or api_key is None:
         return None
     return ModelSettings(name, base_url, api_key, window, max_tokens)
@@ -202,7 +194,7 @@ def _sandbox(env: Any, problems: list[str]) -> SandboxSettings | None:
     if secret is None:
         problems.append(f"secret {names.SANDBOX_SECRET} is not set (the sandbox URL is)")
         return None
-    _http_url(names.SANDBOX_URL_VAR, url, problems, https=True)
+    check_service_url(f"var {names.SANDBOX_URL_VAR}", url, problems)
     raw = secret.encode()
     if len(raw) < MIN_SECRET_BYTES:
         problems.append(f"secret {names.SANDBOX_SECRET} must be at least {MIN_SECRET_BYTES} bytes")

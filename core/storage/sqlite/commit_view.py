@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from core.jsonvalue import dumps
 from core.records import DocumentRecord, DocumentState
 from core.storage.batch import CommitPlan
-from core.storage.sqlite.commit_writes import task_row_key
+from core.storage.sqlite.commit_writes import LatestRows, task_row_key
 from core.storage.sqlite.database import SqlExecutor
 from core.storage.sqlite.rows import (
     DOC_COLUMNS,
@@ -39,12 +39,21 @@ class Known:
     task_rows: dict[int, tuple[int, str, int]] = field(default_factory=dict)
     """``(conversation_id, kind, background)`` of task rows as committed: an update that
     keeps them needs no fallback replacement (see ``apply_plan``)."""
+    latest: dict[int, LatestRows] = field(default_factory=dict)
+    """The stored revisions of ``latest`` documents, as ``apply_plan`` left them."""
 
-    def adopt(self, plan: CommitPlan) -> None:
+    def adopt(self, plan: CommitPlan, latest: dict[int, LatestRows | None]) -> None:
+        """Learn what the landed ``plan`` committed; ``latest``: what ``apply_plan``
+        returned for it."""
         self.committed_next_id = max(self.committed_next_id, plan.next_id)
-        for cache in (self.owners, self.versions, self.records, self.task_rows):
+        for cache in (self.owners, self.versions, self.records, self.task_rows, self.latest):
             if len(cache) > _ID_CACHE_LIMIT:
                 cache.clear()
+        for doc_id, rows in latest.items():
+            if rows is None:
+                self.latest.pop(doc_id, None)
+            else:
+                self.latest[doc_id] = rows
         self.owners.update(plan.new_ids)
         self.versions.update(plan.versions)
         for task, _text in plan.tasks.values():

@@ -10,6 +10,7 @@ write set replays to the same rows on a replica.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from core.jsonvalue import dumps
@@ -19,7 +20,7 @@ from core.storage.sqlite.database import SqlValue
 from core.storage.sqlite.rows import owner_column
 from core.storage.sqlite.schema import CHUNK_CHARS
 
-__all__ = ["Writer", "apply_plan", "task_row_key"]
+__all__ = ["LatestRows", "Writer", "apply_plan", "task_row_key"]
 
 _TASK_COLUMNS = "(id, conversation_id, kind, status, abort_requested, background, record, parts)"
 _SUBMISSION_COLUMNS = "(id, conversation_id, request_id, status, record, parts)"
@@ -92,6 +93,19 @@ def _drop_parts(ex: Writer, table: str, key: str) -> None:
     ex.execute("DELETE FROM record_parts WHERE tbl = ? AND key = ?", (table, key))
 
 
+@dataclass(frozen=True, slots=True)
+class LatestRows:
+    """What a storage knows of a ``latest`` document's stored revisions, having written
+    them itself: the seq of the newest, how many there are (``None``: not known) and,
+    when the newest is a delta stored inline, its length in characters (else ``None``).
+    With it a new base is written over the only row, and a delta is folded into the
+    delta before it, without asking the file (see :func:`apply_plan`)."""
+
+    newest: int
+    rows: int | None
+    delta_chars: int | None
+
+
 def task_row_key(task: Task) -> tuple[int, str, int]:
     return task.conversation_id, kind_text(task.kind), int(task.background)
 
@@ -101,8 +115,14 @@ def apply_plan(
     plan: CommitPlan,
     chunked: set[str],
     task_rows: dict[int, tuple[int, str, int]] | None = None,
-) -> None:
-    """Write ``plan``; ``task_rows``: committed task rows' unchanging columns, where known."""
+    counters: tuple[int, int] | None = None,
+    latest: dict[int, LatestRows] | None = None,
+) -> dict[int, LatestRows | None]:
+    """Write ``plan``; ``task_rows``: committed task rows' unchanging columns, where known;
+    ``counters``: the ``(next_id, next_seq)`` to store in ``meta``, or ``None`` when the
+    stored ones still bound this commit (see ``SqliteStorage``: counters reserved ahead);
+    ``latest``: what is known of ``latest`` documents' rows. Returns what the commit
+    makes known of them (``None``: forget), for the caller to adopt once it lands."""
     for conv, text in plan.conversations:
         record, parts = _store(ex, "conversations", str(conv.id), text, chunked)
         ex.execute(
@@ -199,38 +219,101 @@ def apply_plan(
                 plan.versions[doc.id],
             ),
         )
+    # A ``latest`` document is never read at an earlier point, so only its newest value
+    # must be stored: a new base goes over its newest row and a delta is folded into the
+    # delta before it, one row written each, where an insert now and a delete at the
+    # next base were two (a Durable Object pays per row written; the usage ledger gets
+    # a base and the live document deltas every round).
+    learned: dict[int, LatestRows | None] = {}
+    known = latest if latest is not None else {}
     revision_rows: list[tuple[SqlValue, ...]] = []
+    rebased, deltas = set(plan.rebased_latest), set(plan.latest_deltas)
     for rev in plan.revisions:
-        key = f"{rev.document_id}:{rev.seq}"
-        record, parts = _store(ex, "revisions", key, rev.content, chunked)
-        revision_rows.append((rev.document_id, rev.seq, int(rev.base), rev.version, record, parts))
+        doc_id, seq = rev.document_id, rev.seq
+        if doc_id in deltas and rev.content != "[]":
+            rows = known.get(doc_id)
+            chars = None if rows is None else rows.delta_chars
+            if rows is not None and chars is not None and chars + len(rev.content) <= CHUNK_CHARS:
+                ex.execute(_FOLD_DELTA, (seq, rev.content, doc_id, rows.newest))
+                learned[doc_id] = LatestRows(seq, rows.rows, chars + len(rev.content) - 1)
+                continue
+        record, parts = _store(ex, "revisions", f"{doc_id}:{seq}", rev.content, chunked)
+        rev_row = (doc_id, seq, int(rev.base), rev.version, record, parts)
+        if doc_id in rebased:
+            _rebase_in_place(ex, doc_id, seq, rev_row, known.get(doc_id), "revisions" in chunked)
+            learned[doc_id] = LatestRows(seq, 1, None)
+            continue
+        revision_rows.append(rev_row)
+        if doc_id in deltas:
+            rows = known.get(doc_id)
+            count = None if rows is None or rows.rows is None else rows.rows + 1
+            inline = parts == 0 and rev.content != "[]"
+            learned[doc_id] = LatestRows(seq, count, len(rev.content) if inline else None)
+    for doc in plan.created_documents:
+        if doc.history == "latest":
+            learned[doc.id] = LatestRows(plan.seq, 1, None)
     _insert_rows(ex, _REVISIONS, revision_rows)
     for doc_id, version in plan.version_changes.items():
         ex.execute("UPDATE documents SET version = ? WHERE id = ?", (version, doc_id))
-    for doc_id in plan.rebased_latest:
-        _drop_revisions(ex, doc_id, plan.seq, "revisions" in chunked)
     for doc in plan.retired:
         ex.execute(
             "UPDATE documents SET retired_at = ?, version = NULL WHERE id = ?",
             (doc.retired_at, doc.id),
         )
         if doc.history == "latest":
-            _drop_revisions(ex, doc.id, None, "revisions" in chunked)
+            _drop_revisions(ex, doc.id, "revisions" in chunked)
+            learned[doc.id] = None
+    if counters is not None:
+        ex.execute("UPDATE meta SET next_id = ?, next_seq = ? WHERE singleton = 1", counters)
+    return learned
+
+
+def _rebase_in_place(
+    ex: Writer,
+    document_id: int,
+    seq: int,
+    row: tuple[SqlValue, ...],
+    known: LatestRows | None,
+    chunked: bool,
+) -> None:
+    """Store the new base of a ``latest`` document (``row``, as inserted) over its newest
+    stored revision and drop the older ones. A committed document has a stored
+    revision, so the update always finds its row."""
+    if chunked:  # the parts of every older revision, the one written over included
+        _drop_parts_of_revisions(ex, document_id, seq - 1)
+    if known is not None and known.rows == 1:  # nothing else to find or drop
+        ex.execute(_REBASE_KNOWN, (*row[1:], document_id, known.newest))
+        return
+    ex.execute(_REBASE, (*row[1:], document_id, document_id))
+    ex.execute("DELETE FROM revisions WHERE document_id = ? AND seq < ?", (document_id, seq))
+
+
+_REBASE_SET = "UPDATE revisions SET seq = ?, base = ?, version = ?, content = ?, parts = ?"
+_REBASE_KNOWN = f"{_REBASE_SET} WHERE document_id = ? AND seq = ?"
+_REBASE = (
+    f"{_REBASE_SET} WHERE document_id = ?"
+    " AND seq = (SELECT max(seq) FROM revisions WHERE document_id = ?)"
+)
+# Two op lists as JSON text, "[a,b]" and "[c]", are one list "[a,b,c]" once joined.
+_FOLD_DELTA = (
+    "UPDATE revisions SET seq = ?,"
+    " content = substr(content, 1, length(content) - 1) || ',' || substr(?, 2)"
+    " WHERE document_id = ? AND seq = ?"
+)
+
+
+def _drop_parts_of_revisions(ex: Writer, document_id: int, bound: int) -> None:
+    # Part keys are "<document id>:<seq>" (see apply_plan); built in SQL to stay write-only.
     ex.execute(
-        "UPDATE meta SET next_id = ?, next_seq = ? WHERE singleton = 1",
-        (plan.next_id, plan.seq + 1),
+        "DELETE FROM record_parts WHERE tbl = 'revisions' AND key IN (SELECT"
+        " CAST(document_id AS TEXT) || ':' || CAST(seq AS TEXT) FROM revisions"
+        " WHERE document_id = ? AND seq <= ? AND parts > 0)",
+        (document_id, bound),
     )
 
 
-def _drop_revisions(ex: Writer, document_id: int, before: int | None, chunked: bool) -> None:
-    """Reclaim revisions a ``latest`` document no longer needs (all when ``before`` is None)."""
-    bound = MAX_ID if before is None else before - 1
+def _drop_revisions(ex: Writer, document_id: int, chunked: bool) -> None:
+    """Reclaim every revision of a retired ``latest`` document."""
     if chunked:
-        # Part keys are "<document id>:<seq>" (see apply_plan); built in SQL to stay write-only.
-        ex.execute(
-            "DELETE FROM record_parts WHERE tbl = 'revisions' AND key IN (SELECT"
-            " CAST(document_id AS TEXT) || ':' || CAST(seq AS TEXT) FROM revisions"
-            " WHERE document_id = ? AND seq <= ? AND parts > 0)",
-            (document_id, bound),
-        )
-    ex.execute("DELETE FROM revisions WHERE document_id = ? AND seq <= ?", (document_id, bound))
+        _drop_parts_of_revisions(ex, document_id, MAX_ID)
+    ex.execute("DELETE FROM revisions WHERE document_id = ?", (document_id,))

@@ -18,6 +18,14 @@ rebuilding its working copy from a log).
 The commit plumbing only ever *executes* statements (no reads whose answer steers a
 write), so what it records is exactly what it would have done.
 
+Counters. ``meta`` holds bounds, not exact values: every committed id is below its
+``next_id`` and every commit's seq below its ``next_seq``, which is all a reopen needs
+to mint and commit on (ids and seqs may have gaps). Without a gate the storage stores
+them :data:`COUNTER_RESERVE` ahead and rewrites ``meta`` only when a commit would pass
+them, so most commits write no ``meta`` row (a Durable Object pays per row written);
+after a reopen, ids and seqs go on from the bounds. With a gate every commit stores
+the exact counters, as a replica rebuilt from a snapshot and a log must tell its seq.
+
 This module holds the lifecycle and the commit paths (one-phase, two-phase, replay).
 The reads live in :mod:`core.storage.sqlite.queries` (the base class), the planner's
 view in :mod:`core.storage.sqlite.commit_view`, the plan's statements in
@@ -30,7 +38,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from core.errors import StorageCorrupt, StorageRejected
 from core.jsonvalue import JsonObject, JsonValue
@@ -38,7 +46,7 @@ from core.records import MAX_ID
 from core.storage.batch import CommitPlan, plan_commit
 from core.storage.port import Write
 from core.storage.sqlite.commit_view import Known, PlannerView
-from core.storage.sqlite.commit_writes import apply_plan
+from core.storage.sqlite.commit_writes import LatestRows, apply_plan
 from core.storage.sqlite.database import SqlDatabase, SqlExecutor
 from core.storage.sqlite.queries import SqliteQueries
 from core.storage.sqlite.schema import SCHEMA_VERSION, WRITE_SETS_SINCE, open_schema
@@ -50,7 +58,15 @@ from core.storage.sqlite.write_set import (
     replay_write_set,
 )
 
-__all__ = ["SqliteStorage"]
+__all__ = ["COUNTER_RESERVE", "SqliteStorage"]
+
+Learned: TypeAlias = dict[int, LatestRows | None]
+"""What a commit's ``apply_plan`` learned of ``latest`` documents' rows."""
+
+COUNTER_RESERVE = 128
+"""How far ahead of the counters an ungated commit stores them (see the module docstring):
+``meta`` is rewritten about once per this many commits or ids, and a reopen skips at
+most this many of each."""
 
 
 class SqliteStorage(SqliteQueries):
@@ -74,6 +90,7 @@ class SqliteStorage(SqliteQueries):
         self._chunked = chunked if chunked is not None else {"tasks", "submissions"}
         self._next_id = next_id
         self._next_seq = next_seq
+        self._stored = (next_id, next_seq)  # the bounds ``meta`` holds
         self._closed = False
         # Id ownership never changes once committed, so a bounded cache of it saves one
         # lookup per written record.
@@ -90,8 +107,21 @@ class SqliteStorage(SqliteQueries):
 
     @property
     def seq(self) -> int:
-        """The seq of the newest commit in the file (0 when there is none)."""
+        """The seq of the newest commit in the file (0 when there is none); after a reopen
+        of a file committed to without a gate, a seq above it that no commit has (the
+        counters are reserved ahead; see the module docstring)."""
         return self._next_seq - 1
+
+    def _counters(self, plan: CommitPlan) -> tuple[int, int] | None:
+        """What ``meta`` must hold after ``plan`` (``None``: what it holds will do)."""
+        if self._gate is not None:
+            return plan.next_id, plan.seq + 1
+        stored_id, stored_seq = self._stored
+        if plan.next_id <= stored_id and plan.seq < stored_seq:
+            return None
+        # Ids stop at MAX_ID + 1, the exhausted counter (and the largest value a Durable
+        # Object binds exactly).
+        return min(plan.next_id + COUNTER_RESERVE, MAX_ID + 1), plan.seq + 1 + COUNTER_RESERVE
 
     # ------------------------------------------------------------------ ids and commits
 
@@ -108,44 +138,62 @@ class SqliteStorage(SqliteQueries):
         async with self._commit_lock:
             self._check()
             seq, next_id, known = self._next_seq, self._next_id, self._known
-            if self._gate is None:
-
-                def run(ex: SqlExecutor) -> CommitPlan:
-                    plan = plan_commit(batch, PlannerView(ex, known), seq, next_id)
-                    apply_plan(ex, plan, self._chunked, known.task_rows)
-                    return plan
-
-                plan = await self._db.transaction(run)
-            else:
-                plan = await self._two_phase(self._gate, batch, seq, next_id, known)
+            try:
+                if self._gate is None:
+                    plan, learned = await self._one_phase(batch, seq, next_id, known)
+                else:
+                    plan, learned = await self._two_phase(self._gate, batch, seq, next_id, known)
+            except StorageRejected:
+                raise  # nothing written: what the caches hold is still true
+            except BaseException:
+                # Uncertain: the commit may have landed. Folding a delta into a row that
+                # moved would lose it, so the latest documents' rows are asked again
+                # (the caller must reopen anyway: docs/design.md, invariant 13).
+                known.latest.clear()
+                raise
             # Counters are only touched on the event loop thread (the transaction may run
             # on a driver thread), under the lock that also orders seqs.
             self._next_seq = plan.seq + 1
             self._next_id = max(self._next_id, plan.next_id)
-            known.adopt(plan)
+            known.adopt(plan, learned)
             return plan.seq
+
+    async def _one_phase(
+        self, batch: list[Write], seq: int, next_id: int, known: Known
+    ) -> tuple[CommitPlan, Learned]:
+        def run(ex: SqlExecutor) -> tuple[CommitPlan, tuple[int, int] | None, Learned]:
+            plan = plan_commit(batch, PlannerView(ex, known), seq, next_id)
+            counters = self._counters(plan)
+            learned = apply_plan(ex, plan, self._chunked, known.task_rows, counters, known.latest)
+            return plan, counters, learned
+
+        plan, counters, learned = await self._db.transaction(run)
+        if counters is not None:
+            self._stored = counters
+        return plan, learned
 
     async def _two_phase(
         self, gate: CommitGate, batch: list[Write], seq: int, next_id: int, known: Known
-    ) -> CommitPlan:
+    ) -> tuple[CommitPlan, Learned]:
         chunked = set(self._chunked)  # adopted only once the write set is applied
 
-        def prepare(ex: SqlExecutor) -> tuple[CommitPlan, WriteSetLog]:
+        def prepare(ex: SqlExecutor) -> tuple[CommitPlan, WriteSetLog, Learned]:
             plan = plan_commit(batch, PlannerView(ex, known), seq, next_id)
             log = WriteSetLog()
-            apply_plan(log, plan, chunked, known.task_rows)
-            return plan, log
+            counters = self._counters(plan)
+            learned = apply_plan(log, plan, chunked, known.task_rows, counters, known.latest)
+            return plan, log, learned
 
         # The commit lock is held from here to the apply, and this storage is the file's
         # only writer, so the state the plan was made against cannot move in between.
-        plan, log = await self._db.transaction(prepare, write=False)
+        plan, log, learned = await self._db.transaction(prepare, write=False)
         write_set = log.write_set(
             schema=SCHEMA_VERSION, seq=plan.seq, next_id=plan.next_id, chunked=chunked
         )
         await gate.make_durable(plan.seq, write_set)
         await self._db.transaction(partial(replay_write_set, write_set=write_set))
         self._chunked |= chunked
-        return plan
+        return plan, learned
 
     async def flush(self) -> None:
         """Make every commit that returned durable (see
@@ -187,6 +235,7 @@ class SqliteStorage(SqliteQueries):
             await self._db.transaction(partial(replay_write_set, write_set=write_set))
             self._next_seq = seq + 1
             self._next_id = max(self._next_id, next_id)
+            self._stored = (next_id, seq + 1)  # the exact counters a gated commit stores
             self._chunked |= {str(t) for t in _json_list(write_set.get("chunked"))}
             # The caches only learn from plans; a replayed commit starts them afresh.
             self._known = Known(next_id)

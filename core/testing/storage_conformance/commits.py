@@ -39,7 +39,9 @@ async def reserves_id_1_for_the_immutable_root_conversation(storage: Storage) ->
         storage.commit([ConversationRecord(1)]), text="ID 1 already belongs to conversation"
     )
     await _rejects(storage.commit([_task(1)]), text="reserved for the root conversation")
-    assert await storage.mint_id() == 3
+    # 3 unless the storage was reopened in between: a reopen may skip ids (an adapter may
+    # store its counters as bounds), never go back below a committed one.
+    assert await storage.mint_id() >= 3
 
 
 @_case

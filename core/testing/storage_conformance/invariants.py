@@ -75,7 +75,7 @@ async def keeps_one_global_record_id_namespace_and_rejects_exhausted_id_minting(
 ) -> None:
     await _root(storage)
     await storage.commit([_entry(100)])
-    assert await storage.mint_id() == 101
+    assert await storage.mint_id() >= 101  # 101, or more after a reopen
     await _rejects(storage.commit([_task(100)]), text="already belongs to entry")
     await _rejects(storage.commit([_entry(100)]), text="already belongs to entry")
     await _rejects(storage.commit([_doc(100, value=1)]), text="already belongs to entry")

@@ -49,7 +49,7 @@ async def indexes_entries_committed_out_of_id_order(storage: Storage) -> None:
     assert [e.id for e in page.items] == [30, 20, 10]
     head = await storage.latest_head(1)
     assert head is not None and head.id == 20 and head.head == 10
-    assert await storage.mint_id() == 31
+    assert await storage.mint_id() >= 31  # 31, or more after a reopen (see case 1)
 
 
 @_case

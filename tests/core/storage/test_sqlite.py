@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import pytest
 
 from core.errors import StorageCorrupt, StorageRejected
+from core.jsonvalue import JsonObject
 from core.records import Completed, ConversationRecord, Entry, Pending, Running, Task, Terminal
 from core.storage import (
     DocumentChange,
@@ -22,7 +23,10 @@ from core.storage import (
 )
 from core.storage.sqlite import schema
 from core.storage.sqlite.database import Row, SqlExecutor, SqlValue
+from core.storage.sqlite.schema import CHUNK_CHARS
+from core.storage.sqlite.storage import COUNTER_RESERVE
 from core.storage.sqlite.write_set import CommitGate
+from core.testing.consistency import check_sqlite
 from core.testing.storage_conformance import storage_cases
 from core.testing.two_phase_conformance import TwoPhaseCase, TwoPhaseStorage, two_phase_cases
 from runtimes.actor.sqlite import Sqlite3Database
@@ -108,10 +112,66 @@ async def test_records_seq_and_ids_persist_across_reopen_and_close_truncates_the
     wal = tmp_path / "a.sqlite-wal"
     assert not wal.exists() or wal.stat().st_size == 0  # checkpointed (and removed) on close
     storage = await open_sqlite_storage(path)
-    assert await storage.mint_id() == ids[-1] + 1
-    assert await storage.commit([_task(ids[1])]) == seq + 1
+    # On from the stored bounds: above every id minted and seq used before, gaps allowed.
+    assert await storage.mint_id() > ids[-1]
+    assert await storage.commit([_task(ids[1])]) > seq
     assert await storage.task(ids[0]) == _task(ids[0])
     await storage.close()
+
+
+async def test_counters_are_stored_ahead_so_meta_is_rewritten_once_per_reserve(
+    tmp_path: Path,
+) -> None:
+    """Without a gate, ``meta`` holds bounds reserved :data:`COUNTER_RESERVE` ahead: of
+    ``2 * COUNTER_RESERVE`` commits minting two ids each, at most four rewrite it (issue
+    36: a Durable Object pays per row written). A storage that dies without closing
+    leaves bounds a reopen goes on from: no committed seq or id is handed out again."""
+    path = tmp_path / "a.sqlite"
+    recorder = Recorder(path)
+    storage = await SqliteStorage.open(recorder)
+    seqs = [await storage.commit([ConversationRecord(1)])]
+    ids: list[int] = []
+    for _ in range(2 * COUNTER_RESERVE):
+        ids += [await storage.mint_id(), await storage.mint_id()]
+        seqs.append(await storage.commit([_task(ids[-2]), _task(ids[-1])]))
+    rewrites = [sql for sql, _ in recorder.statements if sql.startswith("UPDATE meta")]
+    assert 1 <= len(rewrites) <= 4, rewrites
+    # The process dies here (no close): a second storage opens the file as it is.
+    after = await open_sqlite_storage(path)
+    assert after.seq >= seqs[-1] and await after.mint_id() > ids[-1]
+    assert await after.commit([_task(await after.mint_id())]) > seqs[-1]
+    assert await after.task(ids[-1]) == _task(ids[-1])
+    await after.close()
+    await storage.close()
+
+
+async def test_a_gated_storage_stores_the_exact_counters_with_every_commit(
+    tmp_path: Path,
+) -> None:
+    """A replica rebuilt from a snapshot and a log must tell the seq it holds exactly:
+    with a gate, each write set carries ``meta``'s exact counters."""
+
+    class Gate:
+        def __init__(self) -> None:
+            self.sets: list[JsonObject] = []
+
+        async def make_durable(self, seq: int, write_set: JsonObject) -> None:
+            self.sets.append(write_set)
+
+    gate = Gate()
+    storage = await SqliteStorage.open(Sqlite3Database.open(tmp_path / "g.sqlite"), gate=gate)
+    await storage.commit([ConversationRecord(1)])
+    task_id = await storage.mint_id()
+    seq = await storage.commit([_task(task_id)])
+    for write_set in gate.sets:
+        sql, ops = write_set["sql"], write_set["ops"]
+        assert isinstance(sql, list) and isinstance(ops, list)
+        meta = [params for index, params in ops if str(sql[index]).startswith("UPDATE meta")]  # type: ignore[misc]
+        assert meta == [[write_set["next_id"], write_set["seq"] + 1]]  # type: ignore[operator]
+    await storage.close()
+    reopened = await SqliteStorage.open(Sqlite3Database.open(tmp_path / "g.sqlite"))
+    assert reopened.seq == seq and await reopened.mint_id() == task_id + 1
+    await reopened.close()
 
 
 async def test_schema_versions_migrate_in_order_and_refuse_the_future(
@@ -240,22 +300,37 @@ async def test_one_row_per_entry_and_per_revision_and_latest_documents_reclaim_o
     await storage.commit([ConversationRecord(1)])
     for _ in range(25):
         await storage.commit([Entry(await storage.mint_id(), 1, "custom", data={"n": 1})])
-    latest = await storage.mint_id()
-    await storage.commit([DocumentCreate(latest, "live", "conversation", 1, None, "latest", 1, 0)])
+    latest, rewindable = await storage.mint_id(), await storage.mint_id()
+    await storage.commit(
+        [
+            DocumentCreate(latest, "live", "conversation", 1, None, "latest", 1, 0),
+            DocumentCreate(rewindable, "agent", "conversation", 1, None, "rewindable", 1, 0),
+        ]
+    )
     for i in range(10):
-        await storage.commit([DocumentChange(latest, 1, ops=[["r", i]])])
+        await storage.commit(
+            [
+                DocumentChange(latest, 1, ops=[["r", i]]),
+                DocumentChange(rewindable, 1, ops=[["r", i]]),
+            ]
+        )
     conn = sqlite3.connect(path)
 
-    def count(sql: str) -> int:
+    def count(sql: str, doc: int = latest) -> int:
         return (
-            int(conn.execute(sql, (latest,)).fetchone()[0])
+            int(conn.execute(sql, (doc,)).fetchone()[0])
             if "?" in sql
             else int(conn.execute(sql).fetchone()[0])
         )
 
     assert count("SELECT COUNT(*) FROM entries") == 25
     revisions = "SELECT COUNT(*) FROM revisions WHERE document_id = ?"
-    assert count(revisions) == 11
+    assert count(revisions, rewindable) == 11  # each readable at its own seq
+    # Nothing reads a latest document at an earlier point: its deltas since the base
+    # are folded into one row.
+    assert count(revisions) == 2
+    state = await storage.document(latest)
+    assert state is not None and state.value == 9
     await storage.commit([DocumentChange(latest, 1, value=99)])
     assert count(revisions) == 1
     await storage.commit([DocumentChange(latest, 1, ops=[["r", 100]])])
@@ -263,6 +338,85 @@ async def test_one_row_per_entry_and_per_revision_and_latest_documents_reclaim_o
     await storage.commit([DocumentRetire(latest)])
     assert count(revisions) == 0
     conn.close()
+    await storage.close()
+
+
+async def test_a_latest_document_is_rebased_over_its_newest_revision_one_row_a_rebase(
+    tmp_path: Path,
+) -> None:
+    """A new base of a ``latest`` document is written over the newest stored revision
+    (the older ones deleted) instead of inserted beside it: one row written per rebase
+    of a document with nothing but its base (issue 36), and no part left behind when the
+    base was split into parts."""
+    db = Sqlite3Database.open(tmp_path / "rebase.sqlite")
+    storage = await SqliteStorage.open(db)
+    await storage.commit([ConversationRecord(1)])
+    doc = await storage.mint_id()
+    await storage.commit([DocumentCreate(doc, "usage", "conversation", 1, None, "latest", 1, 0)])
+    changes = db.connection.total_changes
+    for i in range(1, 11):
+        await storage.commit([DocumentChange(doc, 1, value=i)])
+    assert db.connection.total_changes - changes == 10  # was 30: insert, delete and meta
+    await storage.commit([DocumentChange(doc, 1, ops=[["r", 11]])])  # a delta, then a base
+    changes = db.connection.total_changes
+    big = "x" * (CHUNK_CHARS + 1)
+    seq = await storage.commit([DocumentChange(doc, 1, value=big)])
+    assert db.connection.total_changes - changes == 2 + 2  # base and delta; the 2 parts
+    state = await storage.document(doc)
+    assert state is not None and state.value == big
+    await storage.commit([DocumentChange(doc, 1, value="small")])
+    rows = await db.fetch("SELECT seq, base FROM revisions WHERE document_id = ?", (doc,))
+    assert [tuple(r) for r in rows] == [(seq + 1, 1)]
+    assert await db.fetch("SELECT COUNT(*) FROM record_parts") == [(0,)]
+    assert await check_sqlite(db) == []
+    await storage.close()
+    reopened = await open_sqlite_storage(tmp_path / "rebase.sqlite")
+    state = await reopened.document(doc)
+    assert state is not None and state.value == "small"
+    await reopened.close()
+
+
+async def test_a_latest_documents_deltas_fold_into_one_row_until_the_next_base(
+    tmp_path: Path,
+) -> None:
+    """Nothing reads a ``latest`` document at an earlier point, so a delta is folded into
+    the delta row before it: one row written per delta and none deleted at the next base
+    (issue 36: the live document changes twice a tool round). A fold that would pass
+    the part size starts a new row; a reopened storage, not knowing the rows, inserts."""
+    path = tmp_path / "fold.sqlite"
+    db = Sqlite3Database.open(path)
+    storage = await SqliteStorage.open(db)
+    await storage.commit([ConversationRecord(1)])
+    doc = await storage.mint_id()
+    await storage.commit(
+        [DocumentCreate(doc, "live", "conversation", 1, None, "latest", 1, {"n": 0})]
+    )
+    changes = db.connection.total_changes
+    for n in range(1, 11):
+        await storage.commit([DocumentChange(doc, 1, ops=[["s", ["n"], n]])])
+    assert db.connection.total_changes - changes == 10  # was 20: a meta row each
+    revisions = "SELECT seq, base FROM revisions WHERE document_id = ? ORDER BY seq"
+    assert [r[1] for r in await db.fetch(revisions, (doc,))] == [1, 0]
+    half = "x" * (CHUNK_CHARS // 2)
+    for key in ("a", "b"):  # the second would pass the part size: a row of its own
+        await storage.commit([DocumentChange(doc, 1, ops=[["s", [key], half]])])
+    assert [r[1] for r in await db.fetch(revisions, (doc,))] == [1, 0, 0]
+    state = await storage.document(doc)
+    assert state is not None and state.value == {"n": 10, "a": half, "b": half}
+    await storage.close()
+
+    db = Sqlite3Database.open(path)
+    storage = await SqliteStorage.open(db)
+    for n in (11, 12):  # the first inserts (the rows are not known), the second folds
+        await storage.commit([DocumentChange(doc, 1, ops=[["s", ["n"], n]])])
+    await storage.commit([DocumentChange(doc, 1, ops=[])])  # an empty delta: its own row
+    await storage.commit([DocumentChange(doc, 1, ops=[["d", ["a"]]])])
+    state = await storage.document(doc)
+    assert state is not None and state.value == {"n": 12, "b": half}
+    assert [r[1] for r in await db.fetch(revisions, (doc,))] == [1, 0, 0, 0, 0, 0]
+    await storage.commit([DocumentChange(doc, 1, value={"n": 13})])
+    assert [tuple(r) for r in await db.fetch(revisions, (doc,))] == [(storage.seq, 1)]
+    assert await check_sqlite(db) == []
     await storage.close()
 
 
@@ -354,6 +508,10 @@ async def test_a_replayed_write_set_reproduces_the_file_row_for_row(tmp_path: Pa
         [DocumentCreate(d, "live", "conversation", 1, None, "latest", 1, "y" * 600_000)]
     )
     await primary.commit([DocumentChange(d, 1, value=0)])
+    for n in (1, 2):  # the second folded into the first's row
+        await primary.commit([DocumentChange(d, 1, ops=[["r", n]])])
+    await primary.commit([DocumentChange(d, 1, value=3)])  # a base over the delta row
+    await primary.commit([DocumentChange(d, 1, ops=[["r", 4]])])
     replica = await SqliteStorage.open(Sqlite3Database.open(tmp_path / "r.sqlite"))
     for _, write_set in log:
         await replica.apply_write_set(write_set)  # type: ignore[arg-type]
