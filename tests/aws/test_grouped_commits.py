@@ -27,6 +27,7 @@ from runtimes.actor.testing import KIT_TOKEN, KitTools, kit_config
 from runtimes.aws import AwsResources
 from runtimes.aws.handler import ActorFunction, FunctionSettings
 from runtimes.aws.keys import ActorKeys
+from runtimes.aws.lease import Lease
 from runtimes.aws.log import read_log
 from tests.aws.aws_target import create_alarms
 from tests.aws.lambda_support import answer, context, url_event
@@ -173,3 +174,47 @@ async def test_a_lease_lost_before_a_flush_answers_nothing_and_writes_nothing(
     status, state = answer(await fn.invoke(url_event("GET", path), context()))
     assert status == 200 and state["status"] == "done", state
     assert tools.runs[_TOOLS[tool]] == (2 if tool == "safe" else 1)
+
+
+class _WatchedDeletes:
+    """A DynamoDB client noting the head's seq whenever an item is deleted."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.seq_at_delete: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def delete_item(self, **kwargs: Any) -> Any:
+        out = self.inner.get_item(
+            TableName=kwargs["TableName"], Key=ActorKeys(ACTOR).head(), ConsistentRead=True
+        )
+        self.seq_at_delete.append(int(out["Item"]["seq"]["N"]))
+        return self.inner.delete_item(**kwargs)
+
+
+async def test_a_mailed_submission_leaves_the_mailbox_only_once_its_admission_is_durable(
+    aws: AwsResources, tmp_path: Path
+) -> None:
+    watched = _WatchedDeletes(aws.dynamodb)
+    resources = dataclasses.replace(aws, dynamodb=watched)
+    fn = _function(resources, tmp_path, KitTools(), _model())
+    assert (await _submit(fn, "hello", "r-0"))[0] == 202
+    holder = Lease(aws, ACTOR, "someone-else", VirtualClock().now)
+    await holder.acquire()
+    status, mailed = await _submit(fn, "mailed", "r-mail")  # held: mailed
+    assert status == 202 and mailed["status"] == "mailed", mailed
+    await holder.release()
+
+    status, _ = await _submit(fn, "next", "r-2")  # this invocation drains the mailbox
+    assert status == 202
+    (seq,) = watched.seq_at_delete
+    # What DynamoDB held as the mail was deleted already had the mailed submission.
+    storage = await SqliteStorage.open(Sqlite3Database.open(tmp_path / "at-delete"))
+    try:
+        for write_set in await read_log(aws, ActorKeys(ACTOR, aws.prefix), 1, seq):
+            await storage.apply_write_set(write_set)
+        assert await storage.submission_by_request(1, "r-mail") is not None
+    finally:
+        await storage.close()
