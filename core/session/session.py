@@ -48,7 +48,7 @@ from core.records import (
     Waiting,
 )
 from core.session.documents import DocDefinition, DocHandle
-from core.session.landing import land_shielded
+from core.session.landing import land_shielded, let_ready_run
 from core.session.transaction import TaskLayer, Tx
 from core.session.waiters import WaiterRegistry
 from core.storage.paging import scan_all
@@ -245,21 +245,23 @@ class Session:
                 self._line.release()
 
     async def flush(self) -> None:
-        """Make every commit that returned durable, for a storage that defers them
-        (:class:`~core.storage.port.DeferringStorage`; a no-op for any other). Call it
-        before acting outside the storage on what was committed: a tool that is not
-        ``safe`` (invariant 4). :class:`~core.errors.StorageRejected`: nothing more is
-        durable, the session stays usable; any other failure poisons it, as an uncertain
-        commit does (the deferred commits may be lost)."""
+        """Make the commits that returned durable on a storage that defers them (see
+        :class:`~core.storage.port.DeferringStorage`), before acting on them elsewhere: a
+        tool that is not ``safe`` (invariant 4). Fails as a commit: rejected, or poisoned.
+        Tools started together queue their intents first (``let_ready_run``): one write."""
         self.check_open()
-        if not isinstance(self.storage, DeferringStorage):
+        storage = self.storage
+        if not isinstance(storage, DeferringStorage) or not storage.pending:
             return
-        try:
-            await self.storage.flush()
-        except StorageRejected:
-            raise
-        except BaseException as e:
-            raise self._poisoned(e, f"storage flush failed: {e!r}") from e
+        await let_ready_run()
+        async with self._line:
+            self.check_open()
+            try:
+                await storage.flush()
+            except StorageRejected:
+                raise
+            except BaseException as e:
+                raise self._poisoned(e, f"storage flush failed: {e!r}") from e
 
     def _poisoned(self, error: BaseException, message: str) -> SessionPoisoned:
         """Poison the session with ``error``; the error to raise."""

@@ -419,6 +419,11 @@ class DeferringStorage(Protocol):
     answers a client or lets the actor go.
     """
 
+    @property
+    def pending(self) -> int:
+        """How many commits returned but are not durable yet (0: nothing to flush)."""
+        ...
+
     async def flush(self) -> None:
         """Make every commit that returned durable.
 

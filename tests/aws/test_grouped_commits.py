@@ -9,6 +9,7 @@ rewritten, and nothing here is collected by a snapshot)."""
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from pathlib import Path
 from typing import Any, cast
 
@@ -32,6 +33,7 @@ from runtimes.aws.log import read_log
 from tests.aws.aws_target import create_alarms
 from tests.aws.lambda_support import answer, context, url_event
 from tests.aws.support import container, head, items
+from tests.bench.edge_aws import count_calls
 
 ACTOR = "g1"
 _TOOLS = {"safe": "kit_search", "unsafe": "kit_book"}
@@ -218,3 +220,27 @@ async def test_a_mailed_submission_leaves_the_mailbox_only_once_its_admission_is
         assert await storage.submission_by_request(1, "r-mail") is not None
     finally:
         await storage.close()
+
+
+async def test_tools_that_start_together_share_the_flush_before_them(
+    aws: AwsResources, tmp_path: Path
+) -> None:
+    calls: Counter[str] = Counter()
+    count_calls(calls, aws.dynamodb, "dynamodb")
+    tools = KitTools()
+    fn = ActorFunction(
+        FunctionSettings(
+            resources=aws,
+            actor=kit_config(tools),  # "tools": one safe, one unsafe, one recoverable call
+            api=ApiConfig(KIT_TOKEN),
+            workdir=container(tmp_path),
+            clock=VirtualClock(),
+        )
+    )
+    assert (await _submit(fn, "hello", "r-0"))[0] == 202
+    calls.clear()
+    assert (await _submit(fn, "tools", "r-1"))[0] == 202
+    assert tools.runs == {"kit_search": 1, "kit_book": 1, "kit_hold": 1}, tools.runs
+    # The two intents that are not safe go out in one flush, the rest as the invocation
+    # lets the actor go.
+    assert calls["~transactions"] == 2, calls

@@ -195,6 +195,11 @@ class SqliteStorage(SqliteQueries):
         self._chunked |= chunked
         return plan, learned
 
+    @property
+    def pending(self) -> int:
+        """Commits applied but not durable yet: the deferring gate's (else 0)."""
+        return self._gate.pending if isinstance(self._gate, DeferringGate) else 0
+
     async def flush(self) -> None:
         """Make every commit that returned durable (see
         :class:`~core.storage.port.DeferringStorage`): a no-op unless the gate defers."""

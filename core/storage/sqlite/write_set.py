@@ -81,6 +81,11 @@ class DeferringGate(Protocol):
     that this commit is not durable, and any pending ones stay pending.
     """
 
+    @property
+    def pending(self) -> int:
+        """How many commits are pending."""
+        ...
+
     async def make_durable(self, seq: int, write_set: JsonObject) -> None:
         """As :meth:`CommitGate.make_durable`; returning may leave the commit pending."""
         ...

@@ -57,15 +57,19 @@ class _DeferringGate:
     under the Lambda handler (here in memory: ``durable`` is what a crash would keep)."""
 
     def __init__(self) -> None:
-        self.pending: list[int] = []
+        self.waiting: list[int] = []
         self.durable: list[int] = []
 
+    @property
+    def pending(self) -> int:
+        return len(self.waiting)
+
     async def make_durable(self, seq: int, write_set: JsonObject) -> None:
-        self.pending.append(seq)
+        self.waiting.append(seq)
 
     async def flush(self) -> None:
-        self.durable += self.pending
-        self.pending = []
+        self.durable += self.waiting
+        self.waiting = []
 
 
 async def test_invariant_04_a_deferring_storage_is_flushed_before_a_tool_that_is_not_safe(
@@ -75,7 +79,7 @@ async def test_invariant_04_a_deferring_storage_is_flushed_before_a_tool_that_is
     pending_at_start: dict[str, list[int]] = {}
 
     async def effect(args: Args, ctx: ToolContext) -> str:
-        pending_at_start[args.text] = list(gate.pending)
+        pending_at_start[args.text] = list(gate.waiting)
         return "done"
 
     storage = await SqliteStorage.open(Sqlite3Database.open(tmp_path / "a.sqlite"), gate=gate)
