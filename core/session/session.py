@@ -245,26 +245,26 @@ class Session:
                 self._line.release()
 
     async def flush(self) -> None:
-        """Make the commits that returned durable on a storage that defers them (see
-        :class:`~core.storage.port.DeferringStorage`), before acting on them elsewhere: a
-        tool that is not ``safe`` (invariant 4). Fails as a commit: rejected, or poisoned.
-        Tools started together queue their intents first (``let_ready_run``): one write."""
+        """Make the commits that returned durable (a :class:`DeferringStorage`'s) before
+        acting on them elsewhere: a tool that is not ``safe`` (invariant 4). Fails as a
+        commit does. Tools started together queue their intents first: one write."""
         self.check_open()
-        storage = self.storage
-        if not isinstance(storage, DeferringStorage) or not storage.pending:
+        if not isinstance(storage := self.storage, DeferringStorage) or not storage.pending:
             return
         await let_ready_run()
         async with self._line:
             self.check_open()
-            try:
-                await storage.flush()
-            except StorageRejected:
-                raise
-            except BaseException as e:
-                raise self._poisoned(e, f"storage flush failed: {e!r}") from e
+            await land_shielded(self._flush(storage))  # as a commit: never cut off midway
+
+    async def _flush(self, storage: DeferringStorage) -> None:
+        try:
+            await storage.flush()
+        except StorageRejected:
+            raise
+        except BaseException as e:
+            raise self._poisoned(e, f"storage flush failed: {e!r}") from e
 
     def _poisoned(self, error: BaseException, message: str) -> SessionPoisoned:
-        """Poison the session with ``error``; the error to raise."""
         self._poison = error
         poisoned = SessionPoisoned(message)
         poisoned.__cause__ = error
