@@ -27,6 +27,13 @@ holds before it parks them, and arms an immediate wake for mail that arrived aft
 last drain, so a mailbox is never stranded (a dead holder's mail is taken by the wake
 its mailer armed, once the lease ran out).
 
+Since every answer leaves only when the invocation ends, the actors are opened with a
+deferring gate (:mod:`runtimes.aws.gate`): their commits become durable in groups —
+before a tool that is not ``safe`` runs, before mail leaves a mailbox, and as the actor
+is parked (with the lease's release). An answer reporting state that did not become
+durable (the lease was taken over, DynamoDB failed) is replaced by ``503
+storage_failed``: nothing is answered that a later holder would not find.
+
 An event that is none of these, or malformed, is refused with a 4xx and
 ``{error: {code, message}}`` before any host exists, so nothing is written; bad actor
 ids and oversized bodies are refused by the app before it opens an actor.
