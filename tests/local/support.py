@@ -285,6 +285,14 @@ def snapshot(db: Path) -> dict[str, list[tuple[Any, ...]]] | None:
         conn.close()
 
 
+def outcomes(db: Path) -> dict[str, list[tuple[Any, ...]]] | None:
+    """:func:`snapshot` without ``meta``: what a clean close may still write there (the
+    id and seq counters, stored exactly; they are reserved ahead while the actor is open)
+    is bookkeeping, not work."""
+    tables = snapshot(db)
+    return None if tables is None else {t: rows for t, rows in tables.items() if t != "meta"}
+
+
 def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():

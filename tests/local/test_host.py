@@ -13,7 +13,7 @@ from core.harness import HarnessSettings, RetrySettings
 from core.testing.clock import VirtualClock
 from runtimes.actor import ActorLocked, HostClosed, InvalidActorId, UnknownActor, check_actor_id
 from runtimes.local.host import ActorHost, ActorLock, WakeHeap
-from tests.local.support import AGENT, files, host_config, snapshot
+from tests.local.support import AGENT, files, host_config, outcomes
 
 
 async def eventually(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -208,9 +208,9 @@ async def test_closing_writes_nothing_and_the_next_host_finishes_the_work(tmp_pa
     await host.start()
     sid = await submit(host, "a", f"gate:{gate}")
     await asyncio.sleep(0.1)
-    before = snapshot(data / "a.sqlite")
+    before = outcomes(data / "a.sqlite")
     await host.close()
-    assert snapshot(data / "a.sqlite") == before  # closing wrote no outcome
+    assert outcomes(data / "a.sqlite") == before  # closing wrote no outcome
     with pytest.raises(HostClosed):
         async with host.use("a"):
             pass

@@ -16,7 +16,7 @@ from runtimes.local.host import ActorHost
 from tests.local.support import (
     TOKEN,
     host_config,
-    snapshot,
+    outcomes,
     start_host_process,
     stop,
     wait_until,
@@ -156,7 +156,7 @@ def test_sigterm_ends_long_polls_closes_every_actor_and_writes_nothing(tmp_path:
             poller = threading.Thread(target=long_poll)
             poller.start()
             time.sleep(0.3)
-            before = snapshot(data / "a.sqlite")
+            before = outcomes(data / "a.sqlite")
             signalled = time.monotonic()
             proc.send_signal(signal.SIGTERM)
             poller.join(15)
@@ -169,7 +169,7 @@ def test_sigterm_ends_long_polls_closes_every_actor_and_writes_nothing(tmp_path:
         for actor in ("a", "b"):
             wal = data / f"{actor}.sqlite-wal"
             assert not wal.exists() or wal.stat().st_size == 0
-        assert snapshot(data / "a.sqlite") == before
+        assert outcomes(data / "a.sqlite") == before
     finally:
         stop(proc)
 

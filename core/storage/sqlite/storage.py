@@ -22,8 +22,9 @@ Counters. ``meta`` holds bounds, not exact values: every committed id is below i
 ``next_id`` and every commit's seq below its ``next_seq``, which is all a reopen needs
 to mint and commit on (ids and seqs may have gaps). Without a gate the storage stores
 them :data:`COUNTER_RESERVE` ahead and rewrites ``meta`` only when a commit would pass
-them, so most commits write no ``meta`` row (a Durable Object pays per row written);
-after a reopen, ids and seqs go on from the bounds. With a gate every commit stores
+them, so most commits write no ``meta`` row (a Durable Object pays per row written).
+A clean close stores them exactly; after a crash (or a Durable Object's eviction, which
+closes nothing) ids and seqs go on from the bounds. With a gate every commit stores
 the exact counters, as a replica rebuilt from a snapshot and a log must tell its seq.
 
 This module holds the lifecycle and the commit paths (one-phase, two-phase, replay).
@@ -108,7 +109,7 @@ class SqliteStorage(SqliteQueries):
     @property
     def seq(self) -> int:
         """The seq of the newest commit in the file (0 when there is none); after a reopen
-        of a file committed to without a gate, a seq above it that no commit has (the
+        of a file that was not closed cleanly, a seq above it that no commit has (the
         counters are reserved ahead; see the module docstring)."""
         return self._next_seq - 1
 
@@ -249,6 +250,17 @@ class SqliteStorage(SqliteQueries):
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
+            exact = (self._next_id, self._next_seq)
+            if self._gate is None and self._stored != exact:
+                # The counters were stored ahead (module docstring); a clean close stores
+                # them exactly, so a reopen goes on from the newest commit's seq and a
+                # watcher's cursor from before an eviction is still current. Only over
+                # the bounds this storage stored: never back below another writer's.
+                await self._db.execute(
+                    "UPDATE meta SET next_id = ?, next_seq = ? WHERE singleton = 1"
+                    " AND next_seq = ?",
+                    (*exact, self._stored[1]),
+                )
             await self._db.close()
 
 

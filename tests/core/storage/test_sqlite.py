@@ -113,7 +113,8 @@ async def test_records_seq_and_ids_persist_across_reopen_and_close_truncates_the
     wal = tmp_path / "a.sqlite-wal"
     assert not wal.exists() or wal.stat().st_size == 0  # checkpointed (and removed) on close
     storage = await open_sqlite_storage(path)
-    # On from the stored bounds: above every id minted and seq used before, gaps allowed.
+    # A clean close stored the counters exactly (a watcher's cursor stays current).
+    assert storage.seq == seq
     assert await storage.mint_id() > ids[-1]
     assert await storage.commit([_task(ids[1])]) > seq
     assert await storage.task(ids[0]) == _task(ids[0])
@@ -143,7 +144,10 @@ async def test_counters_are_stored_ahead_so_meta_is_rewritten_once_per_reserve(
     assert await after.commit([_task(await after.mint_id())]) > seqs[-1]
     assert await after.task(ids[-1]) == _task(ids[-1])
     await after.close()
-    await storage.close()
+    await storage.close()  # the dead storage's close leaves the newer bounds alone
+    again = await open_sqlite_storage(path)
+    assert again.seq == after.seq
+    await again.close()
 
 
 async def test_a_gated_storage_stores_the_exact_counters_with_every_commit(
