@@ -1,12 +1,13 @@
 """The records perdure stores: conversations, entries, tasks, submissions, documents.
 
-Records are plain frozen, slotted dataclasses rather than pydantic models: the kernel
-builds and copies them on every commit (twice as cheap to build as a pydantic model), they
-take positional arguments and pattern-match cleanly, and their stored JSON shape is written
-out here by hand. Untrusted input is validated at the boundaries instead
-(:func:`core.jsonvalue.json_copy` for payloads, pydantic for tool arguments, HTTP bodies and
-typed documents); ``tests/bench/bench_records.py`` measures both choices. JSON payload fields
-(``input``, ``checkpoint``, ``data``, ...) hold values admitted through ``json_copy``: read-only.
+Records are plain, slotted, read-only dataclasses (:mod:`core.readonly`) rather than
+pydantic models: the kernel builds and copies them on every commit (twice as cheap to
+build as a pydantic model), they take positional arguments and pattern-match cleanly, and
+their stored JSON shape is written out here by hand. Untrusted input is validated at the
+boundaries instead (:func:`core.jsonvalue.json_copy` for payloads, pydantic for tool
+arguments, HTTP bodies and typed documents); ``tests/bench/bench_records.py`` measures both
+choices. JSON payload fields (``input``, ``checkpoint``, ``data``, ...) hold values
+admitted through ``json_copy``: read-only.
 
 Each record converts to and from a JSON object (``to_json`` / ``*_from_json``); this
 module is the only place that knows the stored shape.
@@ -14,11 +15,12 @@ module is the only place that knows the stored shape.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, TypeAlias, cast
 
 from core.errors import StorageCorrupt
 from core.jsonvalue import JsonObject, JsonValue
+from core.readonly import readonly
 
 __all__ = [
     "MAX_ID",
@@ -70,7 +72,7 @@ _KEEP: Any = object()  # the default of Task.evolve's arguments: the field is ke
 # --------------------------------------------------------------------------- conversations
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class ConversationParent:
     """Fork history: the child sees the parent's entries up to ``at_entry``."""
 
@@ -78,7 +80,7 @@ class ConversationParent:
     at_entry: int
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class ConversationOwner:
     """The task that owns a sub-agent conversation."""
 
@@ -86,7 +88,7 @@ class ConversationOwner:
     task_id: int
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class ConversationRecord:
     """A stored conversation: its id, and where it came from (a fork's ``parent``, a
     sub-agent's ``owner``). Not the handle callers hold on a conversation, which is
@@ -128,7 +130,7 @@ def conversation_from_json(o: JsonObject) -> ConversationRecord:
 # --------------------------------------------------------------------------- entries
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Entry:
     """An immutable transcript entry.
 
@@ -205,7 +207,7 @@ def entry_from_json(o: JsonObject) -> Entry:
 # --------------------------------------------------------------------------- outcomes
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class ErrorInfo:
     message: str
     detail: JsonValue = None
@@ -222,27 +224,27 @@ def _error_from_json(o: JsonValue) -> ErrorInfo:
     return ErrorInfo(cast(str, d["message"]), d.get("detail"))
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Completed:
     result: JsonValue = None
     kind: Literal["completed"] = field(default="completed", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Failed:
     error: ErrorInfo
     result: JsonValue = None
     kind: Literal["failed"] = field(default="failed", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Aborted:
     reason: str | None = None
     result: JsonValue = None
     kind: Literal["aborted"] = field(default="aborted", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Orphaned:
     """No definition can run the task: ``missing_task``, ``task_too_old``, ``migration_failed``."""
 
@@ -250,7 +252,7 @@ class Orphaned:
     kind: Literal["orphaned"] = field(default="orphaned", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Faulted:
     """An uncaught exception, a phase without durable progress, or a bad abort handler."""
 
@@ -294,7 +296,7 @@ TaskStatus: TypeAlias = Literal["pending", "running", "waiting", "completing", "
 WaitPolicy: TypeAlias = Literal["all_settled", "fail_fast"]
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Pending:
     """Runnable. Written only by open-time reconciliation and definition handover."""
 
@@ -302,7 +304,7 @@ class Pending:
     status: Literal["pending"] = field(default="pending", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Running:
     """Reserved by one invocation."""
 
@@ -310,7 +312,7 @@ class Running:
     status: Literal["running"] = field(default="running", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Waiting:
     """Ready when every task in ``on`` is terminal (or one failed, under ``fail_fast``)
     and the clock has reached ``until`` (epoch ms). Holds no invocation."""
@@ -322,7 +324,7 @@ class Waiting:
     status: Literal["waiting"] = field(default="waiting", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Completing:
     """Outcome decided; ordinary owned work is still draining."""
 
@@ -330,7 +332,7 @@ class Completing:
     status: Literal["completing"] = field(default="completing", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Terminal:
     outcome: Outcome
     status: Literal["terminal"] = field(default="terminal", init=False)
@@ -378,7 +380,7 @@ def state_from_json(o: JsonObject) -> TaskState:
 # --------------------------------------------------------------------------- tasks
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Task:
     """A task record. Every write replaces the whole record.
 
@@ -490,7 +492,7 @@ SubmissionType: TypeAlias = Literal["input", "write"]
 SubmissionStatus: TypeAlias = Literal["queued", "placed", "done", "unanswered"]
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class SubmissionRecord:
     """An accepted input or write. input: queued → placed → done | unanswered;
     write: queued → done | unanswered. ``entry`` is the placed entry, ``answer`` the
@@ -542,7 +544,7 @@ DocumentScope: TypeAlias = Literal["session", "conversation", "task"]
 DocumentHistory: TypeAlias = Literal["latest", "rewindable"]
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class DocumentRecord:
     """One incarnation of a document: alive for ``created_at <= seq < retired_at``.
 
@@ -566,7 +568,7 @@ class DocumentRecord:
         return self.created_at <= seq and (self.retired_at is None or seq < self.retired_at)
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class DocumentState:
     """A document's value at one point: its stored ``version`` and how many deltas
     follow the newest base (the input of base decisions)."""

@@ -5,8 +5,9 @@ The defaults follow pi's coding tools: 2,000 lines or 50 KiB, whichever is hit f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from core.readonly import readonly
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -30,7 +31,7 @@ def format_size(size: int) -> str:
     return f"{size / (1024 * 1024):.1f}MB"
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Truncation:
     """The result of cutting text to a line and byte budget.
 

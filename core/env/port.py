@@ -8,7 +8,7 @@ The conventions every method follows are in :mod:`core.env`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Protocol, runtime_checkable
 
 from core.env.errors import EnvError
@@ -27,6 +27,7 @@ from core.env.values import (
     TextEdit,
     WriteResult,
 )
+from core.readonly import readonly
 
 __all__ = [
     "ExecutionEnv",
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class OpStatus:
     """What the environment knows about an op id.
 

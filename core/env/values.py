@@ -1,16 +1,17 @@
 """The values of the :class:`~core.env.ExecutionEnv` surface: the op reference its
 mutating calls carry, the requests (edits, grep options) and the results it returns.
 
-Plain frozen dataclasses with no behaviour beyond validating themselves; the
-conventions they follow are in :mod:`core.env`.
+Plain read-only dataclasses (:mod:`core.readonly`) with no behaviour beyond validating
+themselves; the conventions they follow are in :mod:`core.env`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Literal, TypeAlias
+
+from core.readonly import readonly
 
 __all__ = [
     "OP_ID_PATTERN",
@@ -46,7 +47,7 @@ OP_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,255}")
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class OpRef:
     """Identity of one mutating call: ``id`` is ``"<task id>:<tool call id>"``.
 
@@ -69,7 +70,7 @@ class OpRef:
             raise ValueError("attempt must be >= 1")
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class TextEdit:
     """Replace the single exact occurrence of ``old_text`` with ``new_text``."""
 
@@ -77,7 +78,7 @@ class TextEdit:
     new_text: str
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class ReadResult:
     """A window of whole lines from a UTF-8 text file.
 
@@ -104,7 +105,7 @@ class ReadResult:
     next_line_bytes: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class WriteResult:
     """A completed write: ``bytes_written`` UTF-8 bytes now at ``path`` with ``sha256``."""
 
@@ -113,7 +114,7 @@ class WriteResult:
     sha256: str
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class EditResult:
     """A completed edit.
 
@@ -132,7 +133,7 @@ class EditResult:
     sha256: str
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class DirEntry:
     """One directory entry; ``kind`` describes the entry itself (symlinks are not followed)."""
 
@@ -141,7 +142,7 @@ class DirEntry:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class LsResult:
     """Entries of one directory sorted by name; ``truncated`` when ``limit`` cut the list."""
 
@@ -149,7 +150,7 @@ class LsResult:
     truncated: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class FindResult:
     """Paths matching a glob, relative to the search path, sorted.
 
@@ -162,7 +163,7 @@ class FindResult:
     stopped_by: SearchStop | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class GrepOptions:
     """Filters and caps for :meth:`ExecutionEnv.grep`.
 
@@ -187,7 +188,7 @@ class GrepOptions:
             raise ValueError("context must be >= 0, limit and max_line_length >= 1")
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class GrepMatch:
     """One reported line: a match, or context around one (``is_context``)."""
 
@@ -197,7 +198,7 @@ class GrepMatch:
     is_context: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class GrepResult:
     """Matching lines in file order; ``truncated`` when more may exist.
 
@@ -210,7 +211,7 @@ class GrepResult:
     stopped_by: SearchStop | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class ExecResult:
     """Outcome of a shell command; stdout and stderr are merged into one stream.
 

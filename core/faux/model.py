@@ -54,6 +54,7 @@ from core.harness.models import (
     ToolCallDelta,
 )
 from core.jsonvalue import JsonObject, JsonValue
+from core.readonly import readonly
 from core.tasks.signal import CancelSignal
 
 __all__ = [
@@ -73,7 +74,7 @@ __all__ = [
 FAUX_MODEL = ModelInfo("faux/faux-1", context_window=128_000, max_tokens=16_384)
 
 
-@dataclass(frozen=True)
+@readonly(slots=False)
 class FauxReply:
     """A scripted response with streaming behaviour.
 

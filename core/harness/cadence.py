@@ -22,11 +22,11 @@ imported: an actor that has no cron schedule does not pay for them at cold start
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING
 
 from core.errors import InvalidInput
+from core.readonly import readonly
 from core.times import iso_time
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def _ms(moment: datetime) -> int:
     return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 
-@dataclass(frozen=True)
+@readonly(slots=False)
 class Cadence:
     """Exactly one of ``cron`` and ``every_ms``; ``tz`` is the zone cron reads its wall
     clock in (and occurrences are shown in); ``anchor`` the epoch ms an interval counts

@@ -35,6 +35,7 @@ from core.harness.messages import (
     message_from_json,
 )
 from core.jsonvalue import JsonValue
+from core.readonly import readonly
 from core.records import Entry
 
 __all__ = ["ActiveRange", "ContextView", "RangeCache", "derive_context"]
@@ -203,7 +204,7 @@ class ActiveRange:
         return stand_in
 
 
-@dataclass(frozen=True)
+@readonly(slots=False)
 class ContextView:
     """A derived context. Read-only: the range hands the same view to every caller
     until an entry is added."""

@@ -20,11 +20,12 @@ Adapters never touch storage; the harness commits what the stream produced.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, Protocol, TypeAlias
 
 from core.harness.messages import AssistantMessage, Message
 from core.jsonvalue import JsonObject, JsonValue
+from core.readonly import readonly
 from core.tasks.signal import CancelSignal
 
 __all__ = [
@@ -46,7 +47,7 @@ __all__ = [
 ThinkingLevel: TypeAlias = Literal["off", "low", "medium", "high"]
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class ModelInfo:
     """``id`` is the name agents store, e.g. ``"openai/gpt-4o-mini"`` or ``"faux/faux-1"``."""
 
@@ -56,7 +57,7 @@ class ModelInfo:
     supports_tools: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class ToolSpec:
     """A tool as the model sees it: ``parameters`` is a JSON schema object."""
 
@@ -65,7 +66,7 @@ class ToolSpec:
     parameters: JsonObject
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class ModelRequest:
     """One request: the model id, the messages to send, and the tools it may call."""
 
@@ -79,32 +80,33 @@ class ModelRequest:
     allow_deferred: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class StreamStart:
     """The provider accepted the request; ``model`` is the model that answers."""
 
     model: str
 
 
-@dataclass(slots=True)
+@readonly
 class TextDelta:
     """More answer text, to append to what came before.
 
-    The delta events are read-only by convention, not frozen: an adapter makes one per
-    streamed token, and a frozen dataclass's constructor costs more than twice as much.
+    An adapter makes one delta event per streamed token, which is why the events are
+    ``@readonly`` records, not frozen ones: a frozen dataclass's constructor costs more
+    than twice as much.
     """
 
     text: str
 
 
-@dataclass(slots=True)
+@readonly
 class ThinkingDelta:
     """More reasoning text, to append to what came before."""
 
     text: str
 
 
-@dataclass(slots=True)
+@readonly
 class ToolCallDelta:
     """Part of the ``index``-th tool call: its id and name arrive first, arguments in pieces."""
 
@@ -114,14 +116,14 @@ class ToolCallDelta:
     arguments: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class StreamDone:
     """The response is complete; ``message`` is authoritative over the deltas."""
 
     message: AssistantMessage
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Deferred:
     """The provider will answer later: poll ``fetch`` with ``handle`` after ``poll_after_ms``."""
 

@@ -10,15 +10,15 @@ prompt keeps the earlier transcript — and provider prompt caches — valid.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
 
 from core.harness.registry import ResolvedAgent, SectionContext
 from core.jsonvalue import JsonObject
+from core.readonly import readonly
 
 __all__ = ["PromptChange", "plan_prompt", "render_sections"]
 
 
-@dataclass(frozen=True)
+@readonly(slots=False)
 class PromptChange:
     """A system entry to append: its text and the recorded section map."""
 

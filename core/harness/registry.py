@@ -13,13 +13,14 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from pydantic import BaseModel
 
 from core.errors import RegistryError
 from core.jsonvalue import JsonObject, JsonValue, dumps, loads
+from core.readonly import readonly
 from core.session.documents import DocDefinition
 from core.tasks.definition import TaskDefinition
 
@@ -57,7 +58,7 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SECTION_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
-@dataclass(frozen=True, eq=False)
+@readonly(eq=False, slots=False)
 class ToolDefinition:
     """A tool. ``parameters`` is the pydantic model its arguments are validated against
     (its JSON schema is what the model sees).
@@ -151,7 +152,7 @@ def define_tool(
     )
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class SectionContext:
     """What a system prompt section can look at while it renders."""
 
@@ -161,7 +162,7 @@ class SectionContext:
     """``await documents(definition)``: a conversation document's committed value."""
 
 
-@dataclass(frozen=True, eq=False)
+@readonly(eq=False, slots=False)
 class Section:
     """A keyed piece of the system prompt; ``render`` returns ``None`` to omit it."""
 
@@ -179,14 +180,14 @@ def section(
     return Section(key, render, tag)
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Block:
     """Returned by a ``before_tool`` hook to refuse a call; ``reason`` reaches the model."""
 
     reason: str
 
 
-@dataclass(frozen=True, eq=False)
+@readonly(eq=False, slots=False)
 class Hooks:
     """Extension points around the built-in tasks. Every hook is optional and async.
 
@@ -250,7 +251,7 @@ class ToolSource(Protocol):
     async def fetch(self, listing: JsonValue, now: int) -> JsonValue: ...
 
 
-@dataclass(frozen=True, eq=False)
+@readonly(eq=False, slots=False)
 class Extension:
     name: str
     tools: tuple[ToolDefinition, ...] = ()
@@ -319,7 +320,7 @@ def _validate_extension(ext: Extension) -> None:
         raise RegistryError(f"extension {ext.name!r} defines tool source(s) {dupes} twice")
 
 
-@dataclass(frozen=True)
+@readonly(slots=False)
 class ResolvedAgent:
     """An agent document resolved against one registry snapshot."""
 

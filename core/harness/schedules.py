@@ -36,7 +36,7 @@ HTTP API lists.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from core.errors import InvalidInput, RequestIdConflict
 from core.harness.submission import admit_input
 from core.jsonvalue import JsonObject, JsonValue, json_equal
+from core.readonly import readonly
 from core.records import Completed, Task, Waiting
 from core.session.transaction import Tx
 from core.storage import TaskQuery
@@ -272,7 +273,7 @@ def _count(checkpoint: JsonObject, name: str) -> int:
     return value if isinstance(value, int) else 0
 
 
-@dataclass(frozen=True)
+@readonly(slots=False)
 class Schedule:
     """A schedule as callers see it: its arguments, ``status`` (``active``,
     ``cancelling``, or how it ended: ``completed`` after ``until``, ``aborted`` when

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
+
+from core.readonly import readonly
 
 __all__ = ["CompactionSettings", "HarnessSettings", "ProgressSettings", "RetrySettings"]
 
 
-@dataclass(frozen=True)
+@readonly(slots=False)
 class RetrySettings:
     """Retries of retryable model errors: ``max_retries`` after the first attempt, waiting
     ``base_delay_ms * 2**(attempt - 1)`` capped at ``max_delay_ms`` (or the provider's
@@ -25,7 +27,7 @@ class RetrySettings:
         return int(min(self.base_delay_ms * 2 ** max(0, attempt - 1), self.max_delay_ms))
 
 
-@dataclass(frozen=True)
+@readonly(slots=False)
 class ProgressSettings:
     """How often streaming output is committed (model partials, tool output), and how
     often waiting watchers are woken while frames keep coming (see
@@ -50,7 +52,7 @@ class ProgressSettings:
     watch_wake_ms: int = 20
 
 
-@dataclass(frozen=True)
+@readonly(slots=False)
 class CompactionSettings:
     """See :mod:`core.harness.compaction` for what each threshold does."""
 
@@ -60,7 +62,7 @@ class CompactionSettings:
     background_tokens: int = 32_768
 
 
-@dataclass(frozen=True)
+@readonly(slots=False)
 class HarnessSettings:
     retry: RetrySettings = field(default_factory=RetrySettings)
     compaction: CompactionSettings = field(default_factory=CompactionSettings)

@@ -11,7 +11,7 @@ so a refused request leaves nothing behind.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import ValidationError
@@ -37,6 +37,7 @@ from core.harness.runs import (
     withdraw_summary,
 )
 from core.jsonvalue import JsonObject, JsonValue, check_text, json_copy, json_equal
+from core.readonly import readonly
 from core.records import Entry, SubmissionRecord
 from core.session.session import Session
 from core.session.transaction import Tx
@@ -79,7 +80,7 @@ class SubmissionOwner(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@readonly(slots=False)
 class Answer:
     """A submission's answer: the assistant entry and its text (empty when the message
     has no text blocks)."""
@@ -88,7 +89,7 @@ class Answer:
     entry: Entry
 
 
-@dataclass(frozen=True)
+@readonly(slots=False)
 class Reminder:
     """A reminder set with :meth:`Conversation.remind`: its timer task and due time."""
 
@@ -96,7 +97,7 @@ class Reminder:
     at: int
 
 
-@dataclass(frozen=True)
+@readonly(slots=False)
 class Submission:
     """A handle on one submission. ``record``: the submission as the call that returned
     the handle committed or read it (a snapshot: :meth:`status` reads it again)."""

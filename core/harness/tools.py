@@ -8,11 +8,12 @@ Raising is allowed: the harness turns it into a ``tool_error`` result.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from core.errors import HarnessError, PerdureError
 from core.jsonvalue import JsonObject, JsonValue
+from core.readonly import readonly
 from core.session.transaction import Tx
 from core.tasks.signal import CancelSignal
 from core.textlimits import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
@@ -46,7 +47,7 @@ DiagnosticCode = Literal[
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Diagnostic:
     code: str
     message: str
@@ -56,7 +57,7 @@ class Diagnostic:
         return {"code": self.code, "message": self.message, "severity": self.severity}
 
 
-@dataclass(frozen=True)
+@readonly(slots=False)
 class ToolResult:
     """``content`` is what the model reads; ``details`` is structured JSON for UIs.
 

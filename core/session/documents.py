@@ -9,13 +9,13 @@ or as a delta of JSON ops between bases, retired explicitly (or with its task).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from core.errors import DocumentError
 from core.jsonvalue import JsonValue, json_copy
+from core.readonly import readonly
 from core.records import DocumentHistory, DocumentRecord, DocumentScope
 
 __all__ = [
@@ -40,7 +40,7 @@ def _default_checkpoint_when(
     return deltas_since_base >= DEFAULT_DELTAS_PER_BASE
 
 
-@dataclass(frozen=True, eq=False)
+@readonly(eq=False, slots=False)
 class DocDefinition(Generic[M]):
     """One document kind. Use :func:`define_doc` to build it.
 

@@ -24,7 +24,7 @@ as ``before``) belongs beside it rather than in a module of its own.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal, Protocol, cast
 
 from core.clock import Clock
@@ -45,6 +45,7 @@ from core.jsonvalue import (
     json_check,
     json_copy,
 )
+from core.readonly import readonly
 from core.records import (
     ROOT_CONVERSATION_ID,
     Aborted,
@@ -86,7 +87,7 @@ __all__ = ["TaskLayer", "TaskSpec", "Tx", "TxSession"]
 DocAddress = tuple[str, str, int | None, str | None]
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class TaskSpec:
     """What a new task is to be: everything :meth:`Tx.create_task` was asked (see there
     for each field), handed to the task layer as one record instead of being restated

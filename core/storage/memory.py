@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from core.errors import StorageClosed, StorageRejected
 from core.jsonvalue import JsonObject, loads
+from core.readonly import readonly
 from core.records import (
     MAX_ID,
     ConversationRecord,
@@ -50,7 +51,7 @@ __all__ = ["MemoryState", "MemoryStorage"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class _TaskIndex:
     conversation_id: int
     kind: str

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from core.docops import InvalidOp, apply_ops
 from core.errors import StorageCorrupt, StorageRejected, UnknownRecord
 from core.jsonvalue import JsonValue, loads
+from core.readonly import readonly
 from core.records import ConversationRecord, DocumentRecord, DocumentState
 
 __all__ = ["StoredRevision", "fold_revisions", "fork_chain", "historical_read_allowed"]
@@ -37,7 +37,7 @@ def fork_chain(
     return chain
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class StoredRevision:
     seq: int
     base: bool

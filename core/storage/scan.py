@@ -8,10 +8,9 @@ order) is refused instead of silently skipping records.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from core.errors import InvalidCursor
 from core.jsonvalue import JsonObject, JsonValue, json_equal
+from core.readonly import readonly
 from core.records import MAX_ID
 from core.storage.port import Cursor, Order
 
@@ -20,7 +19,7 @@ __all__ = ["MAX_LIMIT", "ScanPosition", "min_cap", "next_cursor", "start_scan"]
 MAX_LIMIT = 10_000
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class ScanPosition:
     order: Order
     limit: int

@@ -12,10 +12,11 @@ can be finalized, when to wake, what a step does next. The scheduler
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
 from core.jsonvalue import JsonObject, JsonValue, json_equal
+from core.readonly import readonly
 from core.records import (
     Completed,
     Completing,
@@ -68,7 +69,7 @@ Owners = Callable[[Task], Iterable[Task]]
 :func:`core.tasks.ownership.owners`), bound to the records a decision looks at."""
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Resolution:
     """How a task's record meets its kind's current definition: ``definition`` runs
     it (with ``migrated`` input and checkpoint, when a migration ran), or ``blocked``
@@ -79,7 +80,7 @@ class Resolution:
     migrated: tuple[JsonValue, JsonObject] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class TaskView:
     """A live task as :meth:`Scheduler.inspect` derives it, without running task code.
 
@@ -95,7 +96,7 @@ class TaskView:
     until: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Inspection:
     scheduling: Literal["paused", "running", "closing"]
     tasks: list[TaskView] = field(default_factory=list)
@@ -328,7 +329,7 @@ def startable(
 # ---------------------------------------------------------------------- a step
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Step:
     """What an invocation does before its next phase.
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from core.errors import TaskStateError
 from core.jsonvalue import JsonObject, JsonValue, json_copy
+from core.readonly import readonly
 from core.records import Task
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ Migrate: TypeAlias = Callable[[JsonValue, JsonObject, int], tuple[JsonValue, Jso
 """``migrate(input, checkpoint, from_version) -> (input, checkpoint)``."""
 
 
-@dataclass(frozen=True, eq=False)
+@readonly(eq=False, slots=False)
 class TaskDefinition:
     """One task kind at one version. Compared by identity: replacing a definition in the
     registry with a new object is what hands running tasks over at their next phase."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from typing import TypeVar
 
 from core.env import (
@@ -37,6 +36,7 @@ from core.env import (
     PathOutsideWorkspace,
     TextEdit,
 )
+from core.readonly import readonly
 
 __all__ = ["Case", "EnvCase", "EnvFactory", "env_cases"]
 
@@ -45,7 +45,7 @@ EnvFactory = Callable[[], AbstractAsyncContextManager[ExecutionEnv]]
 _E = TypeVar("_E", bound=EnvError)
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class Case:
     """One named conformance check; ``run(factory)`` raises ``AssertionError`` on failure."""
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Protocol
 
 from core.errors import SessionPoisoned, StorageCorrupt, StorageRejected
 from core.faux.model import _yield
 from core.jsonvalue import JsonObject, dumps, loads
+from core.readonly import readonly
 from core.records import ConversationRecord, Running
 from core.session import Session, Tx
 from core.storage.port import (
@@ -54,7 +55,7 @@ OpenStorage = Callable[[CommitGate | None], Awaitable[TwoPhaseStorage]]
 runner closes what it opened after the case."""
 
 
-@dataclass(frozen=True)
+@readonly(slots=False)
 class TwoPhaseCase:
     name: str
     run: Callable[[OpenStorage], Awaitable[None]]

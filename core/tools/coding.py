@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
@@ -38,6 +38,7 @@ from core.env import (
     OutputCallback,
     TextEdit,
 )
+from core.readonly import readonly
 from core.textlimits import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES,
@@ -180,7 +181,7 @@ class BashArgs(_Args):
 # --------------------------------------------------------------------------- output
 
 
-@dataclass(frozen=True, slots=True)
+@readonly
 class ToolOutput:
     """What a tool returns: ``text`` for the model, ``details`` for the harness and UIs."""
 

@@ -403,7 +403,7 @@ async def test_invariant_11_holds_across_a_crash_while_children_abort(tmp_path: 
     assert done.state == Terminal(Aborted("parent"))
     assert calls == ["child quick", "child slow", "child slow", "parent"]
     kids = (await engine.session.storage.scan_tasks(TaskQuery(kind="crash.kid"))).items
-    assert {k.outcome for k in kids} == {Aborted("child")}
+    assert kids and all(k.outcome == Aborted("child") for k in kids)  # records: no hash
     await engine.close()
 
 

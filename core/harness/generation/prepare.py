@@ -5,7 +5,6 @@ pin are reused by the tool round's hand-over, which prepares the successor."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from core.harness.builtin_documents import INBOX, LIVE
@@ -28,6 +27,7 @@ from core.harness.prompt import PromptChange, plan_prompt, render_sections
 from core.harness.registry import ResolvedAgent, SectionContext
 from core.harness.runs import land_summaries, queued_summary
 from core.jsonvalue import JsonObject, JsonValue
+from core.readonly import readonly
 from core.records import Task, Waiting
 from core.session.transaction import Tx
 from core.tasks.runtime import TaskRuntime
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 __all__: list[str] = []  # the package's own: the hand-over reuses the plan and pin
 
 
-@dataclass(frozen=True)
+@readonly(slots=False)
 class _Plan:
     """What preparing a request decides: the pinned model and options, and the system
     prompt change to record (if any)."""

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from core.jsonvalue import dumps
+from core.readonly import readonly
 from core.records import MAX_ID, Task
 from core.storage.batch import CommitPlan, kind_text
 from core.storage.sqlite.database import SqlValue
@@ -92,20 +93,17 @@ def _drop_parts(ex: Writer, table: str, key: str) -> None:
     ex.execute("DELETE FROM record_parts WHERE tbl = ? AND key = ?", (table, key))
 
 
+@readonly
 class LatestRows:
     """What a storage knows of a ``latest`` document's stored revisions, having written
-    them itself: the seq of the ``newest``, how many ``rows`` there are (``None``: not
-    known) and, when the newest is a delta stored inline, its length in characters
-    (``delta_chars``, else ``None``). With it a new base is written over the only row,
-    and a delta is folded into the delta before it, without asking the file (see
-    :func:`apply_plan`). A plain class: a dataclass costs the import ~3M instructions."""
+    them itself: the seq of the newest, how many there are (``None``: not known) and,
+    when the newest is a delta stored inline, its length in characters (else ``None``).
+    With it a new base is written over the only row, and a delta is folded into the
+    delta before it, without asking the file (see :func:`apply_plan`)."""
 
-    __slots__ = ("delta_chars", "newest", "rows")
-
-    def __init__(self, newest: int, rows: int | None, delta_chars: int | None) -> None:
-        self.newest = newest
-        self.rows = rows
-        self.delta_chars = delta_chars
+    newest: int
+    rows: int | None
+    delta_chars: int | None
 
 
 def task_row_key(task: Task) -> tuple[int, str, int]:

@@ -6,11 +6,11 @@ cases (and :mod:`core.testing.two_phase_conformance`) share.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from core.errors import StorageRejected
 from core.jsonvalue import JsonObject, JsonValue, dumps, loads
+from core.readonly import readonly
 from core.records import ConversationRecord, Entry, Pending, SubmissionRecord, Task
 from core.storage.port import DocumentCreate, Storage
 
@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@readonly(slots=False)
 class StorageCase:
     name: str
     run: Callable[[Storage], Awaitable[None]]
