@@ -22,6 +22,7 @@ program asks of the harness; what they delegate to lives in the modules named ab
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -646,14 +647,29 @@ class Harness:
 
     async def _load_range(self, conversation_id: int) -> ActiveRange:
         storage = self.session.storage
+        # A long transcript is many pages, and a storage that answers without suspending
+        # (a Durable Object's) would read them all in one step of the loop: the loop is
+        # given back before each page, so the request that started this turn is answered
+        # before the turn's context is read (a 10,000-entry load held a Durable Object's
+        # 202 back ~0.5 s in Pyodide). A commit landing meanwhile is in the next page.
+        # Twice before the first: the answer of the request that committed the input
+        # still takes turns of the loop there (the ASGI bridge's future, then the
+        # handler's task that workerd awaits); with one, a page mostly went first.
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
         marker = await storage.latest_head(conversation_id)
         active = ActiveRange(head=marker.id if marker else None)
         start = marker.head if marker is not None and marker.head is not None else None
-        async for entry in scan_all(
-            storage.scan_entries, EntryQuery(conversation_id, min_id=start, order="asc", limit=500)
-        ):
-            active.add(entry)
-        return active
+        query = EntryQuery(conversation_id, min_id=start, order="asc", limit=500)
+        cursor: Cursor | None = None
+        while True:
+            page = await storage.scan_entries(query, cursor)
+            for entry in page.items:
+                active.add(entry)
+            if page.next is None:
+                return active
+            cursor = page.next
+            await asyncio.sleep(0)  # before the next page (see above)
 
     def built_message(self, entry: Entry, message: Message) -> None:
         built = self._built

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from core import Clock
-from core.harness import Harness, Registry
+from core.harness import Harness, Registry, WhenBusy
 from runtimes.actor.config import ActorConfig
 
-__all__ = ["Host"]
+__all__ = ["Host", "JournalingHost"]
 
 T = TypeVar("T")
 
@@ -68,3 +68,32 @@ class Host(Protocol):
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class JournalingHost(Protocol):
+    """A host that may accept a new actor's first input before the actor's storage is
+    open, into a journal of its own (the local host under a burst of new actors:
+    ``runtimes.local.host.journal``). Optional: the API asks ``isinstance`` first.
+
+    Contract:
+
+    * ``journal_input(actor, content, request_id=, when_busy=)`` is called for an input
+      to the root conversation, already checked as its admission checks it. It returns
+      ``None`` when the host does not journal it (the API then admits it as usual);
+      otherwise the input is durably journaled before it returns — under ``request_id``,
+      or a request id the host chose, which it returns — and the host moves it into the
+      actor (admitting it under that request id, once) before any request uses the
+      actor. The API answers it ``mailed`` (``id`` null).
+    * ``journaled(actor, request_id)``: whether an input of the actor's root
+      conversation waits in the journal under ``request_id`` (a poll by request id that
+      found no submission then answers ``mailed``).
+
+    Both run inline on the event loop and must not block it.
+    """
+
+    def journal_input(
+        self, actor: str, content: str, *, request_id: str | None, when_busy: WhenBusy
+    ) -> str | None: ...
+
+    def journaled(self, actor: str, request_id: str) -> bool: ...

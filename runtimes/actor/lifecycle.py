@@ -17,8 +17,8 @@
 :class:`ActorPool` implements this over an :class:`ActorStore` (what differs per host: where
 storage lives and how one writer is guaranteed). It starts no thread and opens no file or
 socket itself, so it runs unchanged in a Durable Object under Pyodide. Hosts subclass it
-and add their own wake-up and eviction policy through three hooks (:meth:`ActorPool.touched`,
-:meth:`ActorPool.parked`, :meth:`ActorPool.admitted`).
+and add their own wake-up and eviction policy through hooks (:meth:`ActorPool.touched`,
+:meth:`ActorPool.parked`, :meth:`ActorPool.admitted`, :meth:`ActorPool.activated`).
 """
 
 from __future__ import annotations
@@ -232,6 +232,8 @@ class ActorPool:
     * :meth:`touched` — a request ended or a commit happened (cheap: on every commit);
     * :meth:`parked` — an actor is about to close with this next wake (``None``: nothing
       due); called *before* it closes, so an actor is always open or known to the wake-up.
+    * :meth:`activated` (async) — an actor was activated; awaited before any request
+      uses it.
     """
 
     def __init__(
@@ -268,6 +270,10 @@ class ActorPool:
 
     def parked(self, name: str, wake: int | None) -> None:
         """``name`` is closing; it must run again at ``wake`` (default: nothing)."""
+
+    async def activated(self, entry: OpenActor) -> None:
+        """An actor was just activated, still under its transition: runs before any
+        request uses it (default: nothing; the local host moves journaled input in)."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -495,6 +501,7 @@ class ActorPool:
         entry = self._actors.get(name)
         if entry is None:
             entry = self.admit(await self.open_actor(name, create=create))
+            await self.activated(entry)
         return entry
 
     def _touch(self, entry: OpenActor) -> None:

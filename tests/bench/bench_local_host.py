@@ -2,7 +2,8 @@
 
 Run: ``python tests/bench/bench_local_host.py --actors 1000 --rounds 10``
 (``--tools N`` tool calls per submission, ``--concurrency C`` actors driven at once,
-``--idle S`` the host's eviction idle period).
+``--idle S`` the host's eviction idle period, ``--raw`` every actor at once on its own
+connection: ``--actors 100 --rounds 1 --tools 0 --raw`` is a burst of new actors).
 
 The host runs in a subprocess (``--serve``: the local host with the scripted model of
 ``tests.local.support``, SQLite WAL + NORMAL, one file per actor). This process drives
@@ -117,6 +118,14 @@ class Result:
     eviction_s: float
 
 
+def _poll_path(n: int, r: int, accepted: dict[str, Any]) -> str:
+    """Where to poll a submission: by id, or by request id while it has none (``mailed``:
+    a new actor's first input accepted into the host's admission journal)."""
+    if accepted["id"] is not None:
+        return f"/v1/actors/bench-{n}/submissions/{accepted['id']}"
+    return f"/v1/actors/bench-{n}/conversations/1/submissions/by-request?request_id=round-{r}"
+
+
 def _percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
@@ -164,9 +173,9 @@ async def _drive(
                     response = await send("POST", path, json=body)
                     accept.append((time.perf_counter() - started) * 1000)
                     assert response.status_code == 202, response.text
-                    sid = response.json()["id"]
+                    poll = _poll_path(n, r, response.json())
                     while True:
-                        polled = await send("GET", f"{path}/{sid}", params={"wait": 30})
+                        polled = await send("GET", poll, params={"wait": 30})
                         state = polled.json()
                         if state["status"] in ("done", "unanswered"):
                             assert state["status"] == "done", state
@@ -243,8 +252,11 @@ async def drive_raw(
                 if r:  # the actor is active: what acceptance costs without its activation
                     warm.append(accept[-1])
                 assert status == 202, sent
+                poll = _poll_path(n, r, sent)
                 while True:
-                    _, state = await conn.request("GET", f"{path}/{sent['id']}?wait=30")
+                    _, state = await conn.request(
+                        "GET", poll + ("&" if "?" in poll else "?") + "wait=30"
+                    )
                     if state["status"] in ("done", "unanswered"):
                         assert state["status"] == "done", state
                         break
@@ -336,6 +348,11 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=1, help="tool calls per submission")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--idle", type=float, default=1.0, help="eviction idle period, s")
+    parser.add_argument(
+        "--raw",
+        action="store_true",
+        help="every actor at once, each on its own connection (the suite's client)",
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -348,6 +365,7 @@ def main() -> None:
         tools=args.tools,
         concurrency=args.concurrency,
         idle_s=args.idle,
+        raw_client=args.raw,
     )
     for key, value in asdict(result).items():
         print(f"{key:>22}: {value}")

@@ -161,7 +161,11 @@ def file_exists(path: str | Path) -> bool:
 
 
 def files(directory: Path) -> list[str]:
-    return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+    """The actors' files in ``directory``: not the host's admission journal (its file,
+    WAL and lock, made when the host starts), which holds no actor."""
+    if not directory.exists():
+        return []
+    return sorted(p.name for p in directory.iterdir() if not p.name.startswith(".admissions."))
 
 
 def host_config(data_dir: Path, **overrides: Any) -> HostConfig:
@@ -178,7 +182,14 @@ def host_config(data_dir: Path, **overrides: Any) -> HostConfig:
     return HostConfig(actor=ActorConfig(**fields), **local)
 
 
-_LOCAL_FIELDS = ("data_dir", "idle_evict_s", "recover_on_start", "synchronous", "clock")
+_LOCAL_FIELDS = (
+    "data_dir",
+    "idle_evict_s",
+    "recover_on_start",
+    "synchronous",
+    "clock",
+    "journal_when_opening",
+)
 
 
 # --------------------------------------------------------------------------- servers

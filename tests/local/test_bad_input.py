@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.local.support import host_config, serve_in_thread, snapshot
+from tests.local.support import files, host_config, serve_in_thread, snapshot
 
 A = "/v1/actors/alice"
 NEW = "/v1/actors/nobody"
@@ -292,8 +292,7 @@ def test_every_refused_request_gets_a_4xx_with_a_message_and_writes_nothing(
             if snapshot(data / "alice.sqlite") != before:
                 failures.append(f"{method} {path} {body!r}: wrote to alice")
         assert failures == []
-        stored = sorted(p.name for p in data.iterdir())
-        assert stored == ["alice.lock", "alice.sqlite", "alice.sqlite-shm", "alice.sqlite-wal"]
+        assert files(data) == ["alice.lock", "alice.sqlite", "alice.sqlite-shm", "alice.sqlite-wal"]
 
 
 def test_a_405_says_which_methods_are_allowed(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from runtimes.actor.tokens import SigningKeys
 from tests.hosts.scope_sweep import bad_tokens, openapi_routes, sweep_read_token
-from tests.local.support import TOKEN, Running, host_config, serve_in_thread
+from tests.local.support import TOKEN, Running, files, host_config, serve_in_thread
 
 KEYS = SigningKeys.for_host(TOKEN)  # no keys configured: derived from the host token
 APP = "https://app.example.com"
@@ -77,7 +77,7 @@ def test_a_bad_token_is_refused_before_the_actor_is_created(running: Running, ki
         assert r.headers["www-authenticate"] == "Bearer"
         message = "the token has expired" if kind == "expired" else "invalid bearer token"
         assert r.json()["error"] == {"code": "unauthorized", "message": message}
-    assert list(running.data_dir.glob("*")) == []  # no actor file, not even a lock
+    assert files(running.data_dir) == []  # no actor file, not even a lock
 
 
 def test_a_submit_token_submits_and_polls_and_is_refused_admin_routes(running: Running) -> None:
@@ -144,7 +144,7 @@ def test_the_host_token_mints_tokens_over_http(running: Running) -> None:
     scope = KEYS.verify(minted["token"])
     assert (scope.actor, scope.rights, scope.conversation) == ("alice", "read", 1)
     assert minted["expires_at"] == scope.expires_at
-    assert list(running.data_dir.glob("*")) == []  # minting opens no actor
+    assert files(running.data_dir) == []  # minting opens no actor
 
 
 def test_cors_lets_an_allowed_origin_call_with_a_token(running: Running) -> None:
@@ -204,7 +204,7 @@ def test_a_conversation_token_s_oversized_body_gets_the_body_limit(running: Runn
     r = _submit(running, "alice", token, **{k: v for k, v in big.items() if k != "type"})
     assert r.status_code == 413, r.text  # read up to the limit for the check, then refused
     assert r.json()["error"]["code"] == "body_too_large"
-    assert list(running.data_dir.glob("*")) == []
+    assert files(running.data_dir) == []
 
 
 def test_the_scope_is_decided_before_the_body_is_parsed(running: Running) -> None:

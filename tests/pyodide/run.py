@@ -36,6 +36,14 @@
    or not, since a loaded machine measures 2-5x its idle time); ``--importtime`` adds
    one cold start's per-module import times.
    That headline is "sources only": nothing is cached, every module is compiled.
+   Alternating with those, as many processes measure the first request after open as a
+   deployment serves it: each first runs the Worker's entry module (every import of a
+   deployment, then the collector frozen: what Cloudflare's deploy-time snapshot
+   keeps; a model of it, not Pyodide's snapshot), then a new object's first
+   ``POST /submissions`` on the long actor. Fails if that request imports anything
+   (the snapshot would not hold it) or if the best sample's CPU time exceeds
+   ``FIRST_REQUEST_MARGIN`` (2) x the 300 ms target (the wall time is reported against
+   the target); ``--only-cold-starts`` runs just this step.
    Then ``--cached-cold-starts N`` (default 3; 0 skips it) the same with a bytecode
    cache, reported apart: one process writes ``.pyc`` (``sys.pycache_prefix`` in the
    scratch directory, never the repository), N fresh ones read it, alternating with the
@@ -63,6 +71,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -368,6 +377,15 @@ def pyodide_cold_starts(
         if code != 0 or not result.get("ok"):
             failures[f"{variant}_start_sample_{i}"] = f"exit {code}: {result}"
             continue
+        if result.get("snapshot"):
+            if result["first_request_imports"]:
+                failures[f"{variant}_start_sample_{i}"] = (
+                    f"the first request after the entry module imported"
+                    f" {result['first_request_imports']}: a deployment's snapshot would not"
+                    f" hold them (import them in infra/cloudflare/src/entry.py)"
+                )
+            runs.append(result)
+            continue
         if result["alarm_wake_imports"]:
             failures[f"{variant}_start_sample_{i}"] = (
                 f"an alarm wake imported {result['alarm_wake_imports']}: only an HTTP"
@@ -576,6 +594,83 @@ def report_cold_start(cpython: dict[str, Any], runs: list[dict[str, Any]]) -> bo
     return True
 
 
+# The first request after open of an isolate restored from a deployment's snapshot (issue
+# 36): <= 300 ms. The wall time is reported against it; the check bounds the CPU time of
+# the best sample (the Node process's, every thread) by twice the target, because a
+# shared machine's load inflates the wall time 2-5x and the CPU time much less. In one
+# run at load 9: the first request before issue 36 took 703 ms of CPU (1.56 s wall: it
+# waited for the long actor's whole context, a GC pass over the snapshot's objects and
+# 321 pydantic fields), after it 209 ms (0.35 s wall).
+FIRST_REQUEST_TARGET_MS = 300.0
+FIRST_REQUEST_MARGIN = 2.0
+# Rows the long actor's first request may read before its 202 beyond a new actor's: two
+# pages of the turn's context (which pages run before the answer is a race of the loop's
+# turns); before issue 36 the whole context (10,000 rows) was read first.
+FIRST_REQUEST_EXTRA_ROWS = 1000
+
+
+def _request_ms(parts: dict[str, float]) -> float:
+    """A first request's wall time: the object's open, the app, the request."""
+    return parts["open"] + parts["app"] + parts["request"]
+
+
+def report_first_request(sources: list[dict[str, Any]], snapshot: list[dict[str, Any]]) -> bool:
+    """Print the first request after open as a deployment serves it (the snapshot model:
+    ``cold_start.py``'s ``_from_the_snapshot``) beside the sources-only one; False if
+    the best sample's CPU time breaks the bound (see ``FIRST_REQUEST_TARGET_MS``)."""
+    print(
+        f"\n=== the first request after open, as a deployment serves it: {len(snapshot)}"
+        f" fresh Pyodide processes (min / median) ==="
+    )
+    print("Each process first runs the Worker's entry module (infra/cloudflare/src/entry.py:")
+    print("every import of a deployment, then the collector frozen), untimed: Cloudflare keeps")
+    print("what the entry module did in the deploy-time memory snapshot a cold start restores.")
+    print("A model of that snapshot (the entry module run beforehand), not Pyodide's own")
+    print("snapshot. Then a new PerdureActor on a copy of the long actor: open")
+    print("(blockConcurrencyWhile), build the app, POST /submissions -> 202.")
+    for key, label in (
+        ("first_request_parts", "first request"),
+        ("second_request_parts", "the same, a second object in the isolate"),
+        ("new_actor_request_parts", "the same on a new, empty actor"),
+    ):
+        walls = [_request_ms(r[key]) for r in snapshot]
+        parts = {p: _median([r[key][p] for r in snapshot]) for p in ("open", "app", "request")}
+        cpu = _median([r[key]["cpu"] for r in snapshot])
+        rows = max(r[key]["rows_read"] for r in snapshot)
+        print(
+            f"  {label}: {min(walls):.0f} / {_median(walls):.0f} ms (open {parts['open']:.0f},"
+            f" app {parts['app']:.0f}, request {parts['request']:.0f}; CPU {cpu:.0f} ms;"
+            f" {rows:.0f} rows read)"
+        )
+    first = [_request_ms(r["first_request_parts"]) for r in snapshot]
+    from_sources = [_request_ms(r["first_request_parts"]) for r in sources]
+    print(
+        f"  sources only (the request imports and compiles the app; no snapshot):"
+        f" {min(from_sources):.0f} / {_median(from_sources):.0f} ms"
+    )
+    cpu = min(r["first_request_parts"]["cpu"] for r in snapshot)
+    bound = FIRST_REQUEST_MARGIN * FIRST_REQUEST_TARGET_MS
+    met = "met" if min(first) <= FIRST_REQUEST_TARGET_MS else "NOT met"
+    print(
+        f"  best {min(first):.0f} ms: target <= {FIRST_REQUEST_TARGET_MS:.0f} ms {met};"
+        f" best CPU {cpu:.0f} ms, bound {bound:.0f} ms ({FIRST_REQUEST_MARGIN:.0f} x the target)"
+    )
+    if cpu > bound:
+        print(f"first request FAILED: best CPU {cpu:.0f} ms > {bound:.0f} ms")
+        return False
+    # Counted, not timed: the long actor's first request reads about what a new actor's
+    # does, not the context of the turn it starts (see FIRST_REQUEST_EXTRA_ROWS).
+    rows = max(r["first_request_parts"]["rows_read"] for r in snapshot)
+    new = min(r["new_actor_request_parts"]["rows_read"] for r in snapshot)
+    if rows > new + FIRST_REQUEST_EXTRA_ROWS:
+        print(
+            f"first request FAILED: it read {rows:.0f} rows before its 202, a new actor's"
+            f" {new:.0f}: the turn it started read the context first"
+        )
+        return False
+    return True
+
+
 def report_cached_cold_start(cpython: dict[str, Any], runs: list[dict[str, Any]]) -> None:
     """Print the cold start with a bytecode cache, beside the CPython figure (both read
     cached bytecode). Report only: the sources-only variant carries the bound."""
@@ -742,13 +837,24 @@ def worker_bundle(worker: Path | None, scratch: Path) -> bool:
     return True
 
 
-def cold_start_samples(
-    args: argparse.Namespace, scratch: Path, wheels: Path
-) -> tuple[list[dict[str, Any]], dict[str, str], list[dict[str, Any]], dict[str, str]]:
-    """The sources-only samples and the cached ones, alternating (after the process that
-    writes the cache) so both variants see the same load; each with its failures."""
+@dataclasses.dataclass
+class ColdStarts:
+    """The cold start samples of every variant, and each variant's failures."""
+
+    sources: list[dict[str, Any]]
+    sources_failures: dict[str, str]
+    cached: list[dict[str, Any]]
+    cached_failures: dict[str, str]
+    snapshot: list[dict[str, Any]]  # its failures are among the sources-only ones
+
+
+def cold_start_samples(args: argparse.Namespace, scratch: Path, wheels: Path) -> ColdStarts:
+    """The sources-only samples, those after the entry module (the snapshot model) and
+    the cached ones, alternating (after the process that writes the cache) so every
+    variant sees the same load."""
     runs: list[dict[str, Any]] = []
     cached: list[dict[str, Any]] = []
+    snapshot: list[dict[str, Any]] = []
     cold_failures: dict[str, str] = {}
     cached_failures: dict[str, str] = {}
     samples, prefix = args.cold_starts, ""
@@ -766,6 +872,11 @@ def cold_start_samples(
             got, failures = pyodide_cold_starts(1, scratch, args.entries, wheels, f"cold{i}")
             runs += got
             cold_failures.update(failures)
+            got, failures = pyodide_cold_starts(
+                1, scratch, args.entries, wheels, f"snapshot{i}", {"snapshot": True}
+            )
+            snapshot += got
+            cold_failures.update(failures)
         if args.cached_cold_starts and not cached_failures and i < args.cached_cold_starts:
             got, failures = pyodide_cold_starts(
                 1, scratch, args.entries, wheels, f"cached{i}", {"pycache_prefix": prefix}
@@ -773,7 +884,38 @@ def cold_start_samples(
             cached += got
             cached_failures.update(failures)
     cached_failures.update(cache_misses(cached))
-    return runs, cold_failures, cached, cached_failures
+    return ColdStarts(runs, cold_failures, cached, cached_failures, snapshot)
+
+
+def only_cold_starts(args: argparse.Namespace, wheels: Path) -> int:
+    """Step 5 alone: the long actor, CPython's fresh process, the samples, the reports."""
+    from runtimes.local.sqlite import open_sqlite_storage
+    from tests.pyodide.inside import workload
+
+    with tempfile.TemporaryDirectory(prefix="perdure-pyodide-") as tmp:
+        scratch = Path(tmp)
+
+        async def build() -> None:
+            storage = await open_sqlite_storage(scratch / "long-actor.sqlite")
+            await workload.long_actor(storage, args.entries)
+
+        asyncio.run(build())
+        shutil.copy(scratch / "long-actor.sqlite", scratch / "long-actor-cpython.sqlite")
+        actor, cache = scratch / "long-actor-cpython.sqlite", scratch / "cpython-pycache"
+        cpython_cold_start(actor, cache)  # fills the bytecode cache
+        cpython = {"cold_start_10k": cpython_cold_start(actor, cache)}
+        starts = cold_start_samples(args, scratch, wheels)
+        for name, trace in {**starts.sources_failures, **starts.cached_failures}.items():
+            print(f"\nFAILED {name}\n{trace}")
+        if starts.sources_failures or not starts.sources or not starts.snapshot:
+            return 1
+        ok = report_cold_start(cpython, starts.sources)
+        ok = report_first_request(starts.sources, starts.snapshot) and ok
+        if args.cached_cold_starts:
+            if starts.cached_failures or not starts.cached:
+                return 1
+            report_cached_cold_start(cpython, starts.cached)
+    return 0 if ok else 1
 
 
 def only_round_costs(wheels: Path) -> int:
@@ -817,6 +959,11 @@ def main() -> int:
         "--only-worker", action="store_true", help="run only the Worker bundle step (6)"
     )
     parser.add_argument(
+        "--only-cold-starts",
+        action="store_true",
+        help="run only the cold start samples and their reports (step 5)",
+    )
+    parser.add_argument(
         "--only-round-costs",
         action="store_true",
         help="run only the Durable Object's per-round counts, Pyodide and CPython",
@@ -830,6 +977,8 @@ def main() -> int:
     fetch_wheels(wheels)
     if args.only_round_costs:
         return only_round_costs(wheels)
+    if args.only_cold_starts:
+        return only_cold_starts(args, wheels)
     failed = False
     with tempfile.TemporaryDirectory(prefix="perdure-pyodide-") as tmp:
         scratch = Path(tmp)
@@ -884,16 +1033,20 @@ def main() -> int:
             print(f"Pyodide suite FAILED (exit {code})")
         else:
             report(cpython, inside)
-        runs, cold_failures, cached, cached_failures = cold_start_samples(args, scratch, wheels)
-        for name, trace in {**cold_failures, **cached_failures}.items():
+        starts = cold_start_samples(args, scratch, wheels)
+        for name, trace in {**starts.sources_failures, **starts.cached_failures}.items():
             print(f"\nFAILED {name}\n{trace}")
-        if cold_failures or not runs or not report_cold_start(cpython, runs):
+        if starts.sources_failures or not starts.sources or not starts.snapshot:
             failed = True
+        else:
+            cold_ok = report_cold_start(cpython, starts.sources)
+            first_ok = report_first_request(starts.sources, starts.snapshot)
+            failed = failed or not (cold_ok and first_ok)
         if args.cached_cold_starts:
-            if cached_failures or not cached:
+            if starts.cached_failures or not starts.cached:
                 failed = True
             else:
-                report_cached_cold_start(cpython, cached)
+                report_cached_cold_start(cpython, starts.cached)
         if args.importtime:
             import_profile(scratch, wheels)
         if not worker_bundle(args.worker, scratch):

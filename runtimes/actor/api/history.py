@@ -31,7 +31,6 @@ from runtimes.actor.api.routes import (
     ConversationId,
     HostDep,
 )
-from runtimes.actor.api.schemas import ErrorResponse
 from runtimes.actor.ids import ACTOR_ID_PATTERN
 
 __all__ = ["router"]
@@ -59,7 +58,7 @@ async def _cursors(request: Request) -> CursorCodec:
 Cursors = Annotated[CursorCodec, Depends(_cursors)]
 
 _UNSUPPORTED: dict[int | str, dict[str, Any]] = {
-    501: {"model": ErrorResponse, "description": "the host keeps no index of its actors"}
+    501: {"description": "the host keeps no index of its actors", "content": {}}  # _ERRORS
 }
 
 # auth and the JSON gate: see routes.router

@@ -14,12 +14,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from fastapi.encoders import jsonable_encoder
+from fastapi.openapi.models import Schema
+from pydantic.json_schema import GenerateJsonSchema
+
 from core.harness import Registry
+from runtimes.actor.api.schemas import ErrorResponse
 from runtimes.actor.scopes import ROUTE_RIGHTS
 
 __all__ = ["AUTH_PREFIX", "BEARER_SCHEME", "complete_openapi"]
 
-_ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+_REF_TEMPLATE = "#/components/schemas/{model}"
+_ERROR = {"application/json": {"schema": {"$ref": _REF_TEMPLATE.format(model="ErrorResponse")}}}
 
 AUTH_PREFIX = "/v1/"
 """The paths the bearer token guards (the middleware's prefix)."""
@@ -51,7 +57,8 @@ def complete_openapi(spec: dict[str, Any], registry: Registry) -> dict[str, Any]
             for status, response in operation.get("responses", {}).items():
                 if str(status)[:1] in ("4", "5"):
                     response["content"] = dict(_ERROR)
-    schemas = components.get("schemas", {})
+    schemas = _with_error_schemas(components.get("schemas", {}))
+    components["schemas"] = schemas
     _require_discriminators(spec, schemas)
     change = schemas.get("AgentChange")
     if change is not None:
@@ -67,6 +74,25 @@ def complete_openapi(spec: dict[str, Any], registry: Registry) -> dict[str, Any]
                     else:
                         option["maxItems"] = 0
     return spec
+
+
+def _with_error_schemas(schemas: dict[str, Any]) -> dict[str, Any]:
+    """``schemas`` with ``ErrorResponse`` and what it refers to, in FastAPI's order (by
+    name). The routes document their errors without a response model (see
+    ``routes._ERRORS``: a model costs a pydantic field per route and status when an app
+    first routes), so FastAPI does not derive these; they are derived here as FastAPI
+    would, as a response (serialization) schema."""
+    generator = GenerateJsonSchema(ref_template=_REF_TEMPLATE)
+    _, found = generator.generate_definitions(
+        [(ErrorResponse, "serialization", ErrorResponse.__pydantic_core_schema__)]
+    )
+    # Through FastAPI's own model of a schema, as FastAPI passes the whole document.
+    merged: dict[str, Any] = {
+        str(name): jsonable_encoder(Schema(**schema), by_alias=True, exclude_none=True)
+        for name, schema in found.items()
+    }
+    merged.update(schemas)
+    return {name: merged[name] for name in sorted(merged)}
 
 
 def _require_discriminators(node: Any, schemas: dict[str, Any]) -> None:

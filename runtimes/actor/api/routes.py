@@ -12,6 +12,7 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from core import JsonObject, UnknownRecord
 from core.errors import InvalidInput
 from core.harness import Conversation, Harness, Submission, agent_change, write_draft
+from core.jsonvalue import check_text
 from core.records import MAX_ID, ROOT_CONVERSATION_ID, SubmissionRecord
 from core.times import iso_time
 from remote_env.json_body import UniqueKeysRoute
@@ -25,7 +26,6 @@ from runtimes.actor.api.schemas import (
     CompactBody,
     CompactionStarted,
     ConversationView,
-    ErrorResponse,
     ForkBody,
     Forked,
     InputSubmission,
@@ -42,7 +42,7 @@ from runtimes.actor.api.schemas import (
 )
 from runtimes.actor.api.sse import WatchStream
 from runtimes.actor.api.taskgraph import task_graph_of
-from runtimes.actor.host import Host
+from runtimes.actor.host import Host, JournalingHost
 from runtimes.actor.ids import ACTOR_ID_PATTERN
 
 __all__ = [
@@ -94,8 +94,14 @@ ConversationId = Annotated[int, Path(ge=1, le=MAX_ID, examples=[1])]
 SubmissionId = Annotated[int, Path(ge=1, le=MAX_ID)]
 TaskId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
+# The error answers every route documents. No ``model: ErrorResponse`` here: FastAPI
+# builds a pydantic field per route and status for a response model (9 of each route's
+# ~10 fields, built again by every app on its first request: ~0.1 s of a Durable
+# Object's first request in Pyodide), and these are only ever documented. The empty
+# ``content`` keeps its place in the document; ``complete_openapi`` fills every 4xx/5xx
+# answer's content with ``ErrorResponse`` and adds its schema: the same document.
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 422, 423, 503)
+    code: {"content": {}} for code in (400, 401, 403, 404, 409, 413, 422, 423, 503)
 }
 
 # No per-request dependency documents the bearer scheme: the BearerAuth middleware
@@ -120,8 +126,35 @@ async def submit(
         write_draft(body.content.kind, message=body.content.message_json(), data=body.content.data)
     # While it is accepted the host holds answering work back (acceptance first).
     with host.accepting():
+        journaled = _journal(host, actor, cid, body)
+        if journaled is not None:
+            return journaled
         submission = await _admit(host, actor, cid, body)
     return SubmissionAccepted.of(_committed(submission))
+
+
+def _journal(host: Host, actor: str, cid: int, body: SubmissionBody) -> SubmissionAccepted | None:
+    """A host that journals a new actor's first input (:class:`JournalingHost`) may take
+    it here, before the actor's storage is open: answered ``mailed``, moved into the
+    actor by the host. Checked first as its admission would check it, so a journaled
+    input is never refused later."""
+    if (
+        cid != ROOT_CONVERSATION_ID
+        or not isinstance(body, InputSubmission)
+        or not isinstance(host, JournalingHost)
+    ):
+        return None
+    check_text(body.content, "content")
+    if body.request_id is not None:  # its length is the schema's
+        check_text(body.request_id, "request_id")
+    request_id = host.journal_input(
+        actor, body.content, request_id=body.request_id, when_busy=body.when_busy
+    )
+    if request_id is None:
+        return None
+    return SubmissionAccepted(
+        id=None, conversation_id=cid, type="input", status="mailed", request_id=request_id
+    )
 
 
 async def _admit(host: Host, actor: str, cid: int, body: SubmissionBody) -> Submission:
@@ -182,6 +215,20 @@ async def submission_by_request(
     reads ``{id: null, status: "mailed"}`` here until the actor's holder admits it —
     and the same on every host. ``404 not_found`` when no such submission exists."""
     async with host.use(actor) as harness:
+        if (
+            conversation_id == ROOT_CONVERSATION_ID
+            and isinstance(host, JournalingHost)
+            and host.journaled(actor, request_id)
+        ):  # accepted, not moved into the actor yet (the move failed, and is retried)
+            return SubmissionState(
+                id=None,
+                conversation_id=conversation_id,
+                type="input",
+                status="mailed",
+                request_id=request_id,
+                entry_id=None,
+                reason=None,
+            )
         conversation = await harness.conversation(conversation_id)
         submission = await conversation.submission_by_request(request_id)
         if submission is None:
@@ -259,7 +306,7 @@ async def view(actor: ActorId, conversation_id: ConversationId, host: HostDep) -
     response_class=WatchStream,
     responses={
         200: {"content": {"text/event-stream": {}}, "description": "the event stream"},
-        501: {"model": ErrorResponse, "description": "the host cannot stream (Lambda)"},
+        501: {"description": "the host cannot stream (Lambda)", "content": {}},  # see _ERRORS
     },
 )
 async def watch(

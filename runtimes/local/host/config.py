@@ -26,6 +26,13 @@ class HostConfig:
     wake those with pending work (a crash may have left some); without it, an actor comes
     back only when a request names it. ``synchronous``: SQLite's durability level.
     ``clock`` defaults to the system clock.
+
+    ``journal_when_opening``: a new actor's first input is accepted into the host's
+    admission journal (answered ``mailed``, moved into the actor once its file is open:
+    :mod:`runtimes.local.host.journal`) when at least this many actor opens are under
+    way — a burst of new actors — rather than wait for its own file; ``0`` journals
+    every new actor's first input, ``None`` none. Only with ``synchronous="NORMAL"``
+    (under ``FULL`` a journal commit would wait for an fsync on the event loop).
     """
 
     data_dir: Path
@@ -34,7 +41,15 @@ class HostConfig:
     recover_on_start: bool = True
     synchronous: Synchronous = "NORMAL"
     clock: Clock | None = None
+    journal_when_opening: int | None = 4
 
     def __post_init__(self) -> None:
         if not isinstance(self.idle_evict_s, int | float) or self.idle_evict_s < 0:
             raise ValueError(f"idle_evict_s must be >= 0 seconds, got {self.idle_evict_s!r}")
+        if self.journal_when_opening is not None and (
+            type(self.journal_when_opening) is not int or self.journal_when_opening < 0
+        ):
+            raise ValueError(
+                "journal_when_opening must be None or an int >= 0, "
+                f"got {self.journal_when_opening!r}"
+            )

@@ -20,7 +20,10 @@ What is local:
   parked, its ``next_wake()`` going to the in-process :class:`WakeHeap`;
 * **wake**: when the heap's time comes the actor is activated again, which resumes the
   due work (opening and resuming are idempotent, so a spurious wake only costs an open);
-* **recovery at start**: a look at every stored actor, to wake those a crash left due.
+* **recovery at start**: a look at every stored actor, to wake those a crash left due;
+* **the admission journal** (:mod:`runtimes.local.host.journal`): under a burst of new
+  actors, a new actor's first input is accepted before its file is open and moved into
+  it by the activation that follows (:meth:`ActorHost.activated`).
 
 Everything it keeps in memory (the heap, idle times) can be lost: deadlines live in
 storage, and ``recover_on_start`` re-derives them after a crash.
@@ -28,20 +31,28 @@ storage, and ``recover_on_start`` re-derives them after a crash.
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from core.harness import Harness
+from core.errors import ConversationBusy, InvalidInput, RequestIdConflict
+from core.harness import Harness, WhenBusy
 from core.tasks import Inspection
 from runtimes.actor import ActorLocked, ActorPool, OpenActor, UnknownActor, check_actor_id
 from runtimes.actor.clock import SystemClock
 from runtimes.local.host.config import HostConfig
+from runtimes.local.host.journal import AdmissionJournal, JournaledInput
 from runtimes.local.host.store import LocalStore
 from runtimes.local.host.wakes import WakeHeap
 
 T = TypeVar("T")
 
-__all__ = ["ActorHost"]
+__all__ = ["JOURNAL_RETRY_MS", "ActorHost"]
+
+JOURNAL_RETRY_MS = 1_000
+"""An actor with journaled input that another process holds is tried again this much
+later (that process has no access to this host's journal)."""
 
 
 class ActorHost(ActorPool):
@@ -51,11 +62,8 @@ class ActorHost(ActorPool):
     """
 
     def __init__(self, config: HostConfig) -> None:
-        super().__init__(
-            LocalStore(config.data_dir, synchronous=config.synchronous),
-            config.actor,
-            clock=config.clock or SystemClock(),
-        )
+        self._store = LocalStore(config.data_dir, synchronous=config.synchronous)
+        super().__init__(self._store, config.actor, clock=config.clock or SystemClock())
         self.config = config
         self._idle_ms = int(config.idle_evict_s * 1000)
         self._wakes = WakeHeap(self.clock, self._on_wake)
@@ -64,11 +72,30 @@ class ActorHost(ActorPool):
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Create the data directory; with ``recover_on_start``, look at every stored actor
+        """Create the data directory and open the admission journal (unless another host
+        process holds it, or it is turned off), activating every actor with journaled
+        input in the background; with ``recover_on_start``, look at every stored actor
         in the background and wake those whose work is due (see :meth:`recover`)."""
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.config.journal_when_opening is not None and self.config.synchronous == "NORMAL":
+            try:
+                journal = await asyncio.to_thread(AdmissionJournal.open, self.config.data_dir)
+            except ActorLocked:
+                journal = None  # another host process serves this directory's journal
+            self._store.journal = journal
+            for name in sorted(journal.actors if journal is not None else ()):
+                self._on_wake(name)  # accepted before a crash or a close: move it in
         if self.config.recover_on_start:
             self.spawn(self.recover())
+
+    async def close(self) -> None:
+        """As :meth:`ActorPool.close`; then the journal is closed (its rows stay)."""
+        try:
+            await super().close()
+        finally:
+            journal, self._store.journal = self._store.journal, None
+            if journal is not None:
+                await asyncio.to_thread(journal.close)
 
     def closing_started(self) -> None:
         self._wakes.close()  # the deadlines are in storage
@@ -93,6 +120,63 @@ class ActorHost(ActorPool):
     def touched(self, entry: OpenActor) -> None:
         self._arm_eviction(entry)
 
+    async def activated(self, entry: OpenActor) -> None:
+        """Move the actor's journaled input into it, before any request uses it: each
+        input admitted under its request id (so a move repeated after a crash answers
+        the original), then deleted from the journal. An input the actor refuses (it
+        was checked before it was journaled, so only a bug gets here) is reported and
+        dropped; any other failure is reported and the input stays for the next
+        activation."""
+        journal = self._store.journal
+        if journal is None or not journal.has(entry.name):
+            return
+        try:
+            for item in journal.pending(entry.name):
+                root = await entry.harness.root(agent=self.actor_config.default_agent, defer=True)
+                try:
+                    await root.submit(
+                        item.content, request_id=item.request_id, when_busy=item.when_busy
+                    )
+                except (InvalidInput, ConversationBusy, RequestIdConflict) as refused:
+                    self.report(entry.name, refused)
+                journal.remove(item)
+        except Exception as error:
+            self.report(entry.name, error)
+
+    # ------------------------------------------------------------------ the journal
+
+    def journal_input(
+        self, actor: str, content: str, *, request_id: str | None, when_busy: WhenBusy
+    ) -> str | None:
+        """Journal a new actor's first input when actor opens are already under way (see
+        :class:`~runtimes.actor.host.JournalingHost` and ``HostConfig.journal_when_opening``)
+        and start its activation; the request id it was journaled under, or ``None``
+        (not journaled: the actor is open, stored or already has journaled input, or
+        the host is not busy opening actors)."""
+        name = check_actor_id(actor)
+        journal = self._store.journal
+        threshold = self.config.journal_when_opening
+        if (
+            journal is None
+            or threshold is None
+            or self._store.opening < threshold
+            or self.closing
+            or self.current(name) is not None
+            or journal.has(name)
+            or self._store.has_file(name)
+        ):
+            return None
+        chosen = request_id if request_id is not None else f"journal-{uuid.uuid4().hex}"
+        journal.add(JournaledInput(name, chosen, content, when_busy))
+        self._on_wake(name)
+        return chosen
+
+    def journaled(self, actor: str, request_id: str) -> bool:
+        journal = self._store.journal
+        return journal is not None and any(
+            item.request_id == request_id for item in journal.pending(actor)
+        )
+
     # ------------------------------------------------------------------ local duties
 
     async def recover(self) -> None:
@@ -109,6 +193,8 @@ class ActorHost(ActorPool):
                 name = check_actor_id(db.stem)
             except ValueError:
                 continue
+            if self._store.journal is not None and self._store.journal.has(name):
+                continue  # start() activates it
             try:
                 async with self.transition(name):
                     if self.current(name) is None and not self.closing:
@@ -191,7 +277,11 @@ class ActorHost(ActorPool):
         try:
             await self.wake(name)
         except ActorLocked:
-            pass  # another process owns the actor now; its host wakes it
+            # Another process owns the actor now; its host wakes it, but only this one
+            # can move the actor's journaled input in: try again later.
+            journal = self._store.journal
+            if journal is not None and journal.has(name) and not self.closing:
+                self._wakes.set(name, self.clock.now() + JOURNAL_RETRY_MS)
         except Exception as error:
             self.report(name, error)
         finally:

@@ -10,6 +10,7 @@ from core import SqliteStorage
 from runtimes.actor import UnknownActor
 from runtimes.actor.ids import is_actor_id
 from runtimes.actor.sqlite import Synchronous
+from runtimes.local.host.journal import AdmissionJournal
 from runtimes.local.host.lock import ActorLock
 from runtimes.local.sqlite import open_sqlite_storage, open_sqlite_storage_here
 
@@ -53,23 +54,39 @@ class LocalStore:
     def __init__(self, data_dir: Path, *, synchronous: Synchronous = "NORMAL") -> None:
         self.data_dir = data_dir
         self.synchronous: Synchronous = synchronous
+        self.journal: AdmissionJournal | None = None
+        """The host's admission journal while it holds one: an actor with journaled
+        input exists (its first input was accepted), with or without a file yet."""
+        self.opening = 0
+        """Opens under way (each one a worker job that makes or opens a file)."""
+
+    def has_file(self, name: str) -> bool:
+        return actor_paths(self.data_dir, name)[0].exists()
 
     def exists(self, name: str) -> bool:
-        return actor_paths(self.data_dir, name)[0].exists()
+        return self._journaled(name) or self.has_file(name)
+
+    def _journaled(self, name: str) -> bool:
+        return self.journal is not None and self.journal.has(name)
 
     async def names(self, *, after: str | None, limit: int) -> list[str]:
         """The actors with a SQLite file in the data directory (a directory listing:
-        nothing is opened or locked)."""
+        nothing is opened or locked), and those whose first input waits in the journal."""
         if not self.data_dir.is_dir():
             return []
-        found = sorted(
-            p.stem
-            for p in self.data_dir.glob("*.sqlite")
-            if is_actor_id(p.stem) and (after is None or p.stem > after)
-        )
-        return found[:limit]
+        found = {p.stem for p in self.data_dir.glob("*.sqlite") if is_actor_id(p.stem)}
+        if self.journal is not None:
+            found |= self.journal.actors
+        return sorted(n for n in found if after is None or n > after)[:limit]
 
     async def open(self, name: str, *, create: bool) -> _LocalLease:
+        self.opening += 1
+        try:
+            return await self._open(name, create=create or self._journaled(name))
+        finally:
+            self.opening -= 1
+
+    async def _open(self, name: str, *, create: bool) -> _LocalLease:
         db, lock_path = actor_paths(self.data_dir, name)
         if not create and not db.exists():
             raise UnknownActor(f"no actor {name!r}")  # before the lock: no file is made

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -316,4 +317,33 @@ async def test_a_conversation_whose_range_was_dropped_asks_with_its_whole_contex
         for request in rig.faux.state.requests
     ]
     assert users[-2] == ["a0", "a1", "a2"] and users[-1] == ["b0", "b1", "b2"]
+    await h.close()
+
+
+async def test_loading_a_long_range_gives_the_loop_back_between_pages(tmp_path: Path) -> None:
+    """A conversation's range is read 500 entries a page; on a storage that answers
+    without suspending (MemoryStorage here, a Durable Object's SQL there) the load still
+    lets other ready work run between pages, so the request that started a turn is
+    answered before the turn has read a long transcript (issue 36)."""
+    rig = Rig(tmp_path, "memory")
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    for n in range(1_100):
+        await root.write("note", data={"n": n})
+    await h.close()
+    h = await rig.open()  # a fresh harness: no range in memory
+    await h.root(agent={"model": MODEL})
+    h._ranges.drop(root.id)
+    progress: list[bool] = []
+
+    async def other_work() -> None:  # queued behind the load's first step
+        for _ in range(3):
+            progress.append(load.done())
+            await asyncio.sleep(0)
+
+    load = asyncio.ensure_future(h.context(root.id))
+    other = asyncio.ensure_future(other_work())
+    await asyncio.gather(load, other)
+    assert progress[:2] == [False, False], progress  # ran while the pages were read
+    assert len([e for e in (await load).entries if e.kind == "note"]) == 1_100
     await h.close()
