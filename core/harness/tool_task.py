@@ -446,6 +446,10 @@ async def _run(c: _Call, tool: ToolDefinition, args: BaseModel, attempt: int) ->
     diagnostics: list[Diagnostic] = []
     failed = False
     ensure_outside_commit(f"tool {tool.name}")
+    if tool.replay != "safe":
+        # Invariant 4 on a storage that defers durability: the intent committed above
+        # must be durable, not only applied, before an effect that may not run twice.
+        await c.h.session.flush()
     span = c.h.session.telemetry.span(
         f"tool {tool.name}",
         {

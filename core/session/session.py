@@ -21,6 +21,10 @@ them and joins commits through the one :class:`~core.session.transaction.TaskLay
 attached as :attr:`Session.task_layer`, and derives ownership from the record indexes
 kept here (:meth:`Session.owned_by`, :meth:`Session.rootless_owned_by`,
 :meth:`Session.waiting_on`).
+
+Size: just over 600 lines because the line (commit, flush, adoption), the caches and
+indexes it keeps in step with every commit, and the reads served from them are one
+state; a split would pass that state between modules.
 """
 
 from __future__ import annotations
@@ -49,11 +53,12 @@ from core.records import (
     Waiting,
 )
 from core.session.documents import DocDefinition, DocHandle
-from core.session.landing import land_shielded
+from core.session.landing import land_shielded, let_ready_run
 from core.session.transaction import TaskLayer, Tx
 from core.session.waiters import WaiterRegistry
 from core.storage.paging import scan_all
 from core.storage.port import (
+    DeferringStorage,
     DocumentChange,
     DocumentCreate,
     DocumentQuery,
@@ -244,6 +249,34 @@ class Session:
             if not handed_over:
                 self._line.release()
 
+    async def flush(self) -> None:
+        """Make the commits that returned durable (a :class:`DeferringStorage`'s) before
+        acting on them elsewhere: a tool that is not ``safe`` (invariant 4). Fails as a
+        commit does. Tools started together queue their intents first: one write."""
+        self.check_open()
+        if not isinstance(storage := self.storage, DeferringStorage) or not storage.pending:
+            return
+        await let_ready_run()
+        async with self._line:
+            self.check_open()
+            await land_shielded(self._flush(storage))  # as a commit: never cut off midway
+
+    async def _flush(self, storage: DeferringStorage) -> None:
+        try:
+            await storage.flush()
+        except StorageRejected:
+            raise
+        except BaseException as e:
+            raise self._poisoned(e, f"storage flush failed: {e!r}") from e
+
+    def _poisoned(self, error: BaseException, message: str) -> SessionPoisoned:
+        self._poison = error
+        poisoned = SessionPoisoned(message)
+        poisoned.__cause__ = error
+        for registry in self._registries:
+            registry.fail_all(poisoned)
+        return poisoned
+
     async def _land(
         self, tx: Tx, writes: list[Write], events: list[DocumentEvent], retire_tasks: set[int]
     ) -> None:
@@ -253,14 +286,8 @@ class Session:
             except StorageRejected:
                 raise
             except BaseException as e:
-                self._poison = e
-                poisoned = SessionPoisoned(
-                    f"storage commit failed with an uncertain outcome: {e!r}"
-                )
-                poisoned.__cause__ = e
-                for registry in self._registries:
-                    registry.fail_all(poisoned)
-                raise poisoned from e
+                message = f"storage commit failed with an uncertain outcome: {e!r}"
+                raise self._poisoned(e, message) from e
             self._adopt(seq, tx, events, retire_tasks)
             for callback in tx.after_commit:
                 try:

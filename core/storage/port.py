@@ -20,6 +20,9 @@ checks each point):
   caller may go on. Any other exception from ``commit`` is *uncertain*: the batch may or
   may not be durable, and the caller must stop using this storage (the session poisons
   itself) until it is reopened.
+* **Durability.** A committed batch is durable when ``commit`` returns — unless the
+  storage says it defers (:class:`DeferringStorage`): then it is applied and visible to
+  reads at once, and durable once a later ``flush()`` returns.
 * **Detachment.** Records passed to ``commit`` and records returned by reads share no
   mutable state with the storage.
 * **Scans** take one query record (:class:`TaskQuery` and its siblings: filters, order,
@@ -55,6 +58,7 @@ from core.records import (
 __all__ = [
     "ConversationQuery",
     "Cursor",
+    "DeferringStorage",
     "DocumentChange",
     "DocumentCopy",
     "DocumentCreate",
@@ -401,4 +405,34 @@ class SequencedStorage(Protocol):
     @property
     def seq(self) -> int:
         """The seq of the newest commit (0 when there is none)."""
+        ...
+
+
+@runtime_checkable
+class DeferringStorage(Protocol):
+    """A storage that may defer making commits durable. Optional: a storage whose
+    commits are durable when ``commit`` returns need not implement it.
+
+    A deferred commit is applied (reads see it, later commits build on it) but may be
+    lost — with every later commit, never alone — until ``flush()`` makes it durable.
+    So nothing may act on it outside the storage until then: the session flushes before
+    a tool that is not ``safe`` runs (docs/design.md invariant 4), and the host before it
+    answers a client or lets the actor go.
+    """
+
+    @property
+    def pending(self) -> int:
+        """How many commits returned but are not durable yet (0: nothing to flush)."""
+        ...
+
+    async def flush(self) -> None:
+        """Make every commit that returned durable.
+
+        Returns once they are (at once when none is pending). On
+        :class:`~core.errors.StorageRejected` none of them became durable and they stay
+        pending: the caller may go on, but must not act as if they were durable. Any
+        other exception means they may never be: the caller stops using this storage
+        (the session poisons itself) until it is reopened. After ``close()`` it raises
+        :class:`~core.errors.StorageClosed`.
+        """
         ...

@@ -3,9 +3,11 @@ working copy made durable by a fenced commit log (DynamoDB) plus snapshots (S3).
 
 * :mod:`runtimes.aws.lease` — acquire / renew / release of the head item, bumping the
   fencing ``epoch`` on every grant;
-* :mod:`runtimes.aws.log` — a commit's write set as DynamoDB log items (or an S3 object);
-* :mod:`runtimes.aws.gate` — the :class:`~core.storage.sqlite.CommitGate` that makes each
-  commit durable with one fenced ``TransactWriteItems``;
+* :mod:`runtimes.aws.log` — a commit's write set, or a group's, as DynamoDB log items
+  (or an S3 object);
+* :mod:`runtimes.aws.gate` — the :class:`~core.storage.sqlite.CommitGate` that makes
+  commits durable with fenced ``TransactWriteItems``: one per commit, or (deferring,
+  under the handler) one per group;
 * :mod:`runtimes.aws.snapshots` — SQLite file snapshots to S3 and log garbage collection;
 * :mod:`runtimes.aws.replica` — opening an actor: lease, then a warm, caught-up or rebuilt
   working copy served by the portable ``SqliteStorage``;

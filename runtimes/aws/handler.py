@@ -27,6 +27,13 @@ holds before it parks them, and arms an immediate wake for mail that arrived aft
 last drain, so a mailbox is never stranded (a dead holder's mail is taken by the wake
 its mailer armed, once the lease ran out).
 
+Since every answer leaves only when the invocation ends, the actors are opened with a
+deferring gate (:mod:`runtimes.aws.gate`): their commits become durable in groups —
+before a tool that is not ``safe`` runs, before mail leaves a mailbox, and as the actor
+is parked (with the lease's release). An answer reporting state that did not become
+durable (the lease was taken over, DynamoDB failed) is replaced by ``503
+storage_failed``: nothing is answered that a later holder would not find.
+
 An event that is none of these, or malformed, is refused with a 4xx and
 ``{error: {code, message}}`` before any host exists, so nothing is written; bad actor
 ids and oversized bodies are refused by the app before it opens an actor.
@@ -60,7 +67,7 @@ from mangum.protocols import HTTPCycle
 from mangum.types import LambdaContext as MangumContext
 
 from core import Clock
-from core.errors import SessionClosed, SessionPoisoned
+from core.errors import PerdureError, SessionClosed, SessionPoisoned
 from core.jsonvalue import loads_unique
 from runtimes.actor.api import ApiConfig, create_app
 from runtimes.actor.api.app import rebind_app
@@ -192,6 +199,7 @@ class ActorFunction:
         async with self._invocation(host, app, context):
             cycle = HTTPCycle(scope, body)
             await cycle.run(app)
+            applied = host.aws_store.applied()  # what the answer may report
             status, headers, content = cycle.status, cycle.headers, cycle.body
             mailed: dict[str, Any] | None = None
             if status == 423:
@@ -203,6 +211,9 @@ class ActorFunction:
                 status = 200 if scope["method"] == "GET" else 202
                 content = json.dumps(mailed).encode()
                 headers = [[b"content-type", b"application/json"]]
+        lost = host.aws_store.not_durable(applied)
+        if lost:
+            return _refusal(503, "storage_failed", _lost_message(lost))
         response: dict[str, Any] = handler({"status": status, "headers": headers, "body": content})
         return response
 
@@ -220,6 +231,7 @@ class ActorFunction:
         ):
             kwargs: dict[str, Any] = {} if body is None else {"json": body}
             r = await client.request(method, path, headers=headers, **kwargs)
+            applied = host.aws_store.applied()  # what the answer may report
             if r.status_code == 423:
                 raw = json.dumps(body).encode()
                 mailed = await self._mail(method.upper(), path, raw, context)
@@ -229,6 +241,9 @@ class ActorFunction:
                 found = await self._mailed(r.request.url.path, r.request.url.query.decode())
                 if found is not None:
                     return {"status": 200, "body": found}
+        lost = host.aws_store.not_durable(applied)
+        if lost:
+            return _direct_refusal(503, "storage_failed", _lost_message(lost))
         try:
             answer: Any = r.json()
         except ValueError:
@@ -258,6 +273,8 @@ class ActorFunction:
                 return {"status": "busy", "actor": actor}
             if opened:
                 await self._run_due(host, actor, context)
+        if host.aws_store.lost:  # its schedule is armed: the next wake does the work again
+            return {"status": "lost", "actor": actor}
         return {"status": "woken" if opened else "unknown", "actor": actor}
 
     async def _sweep(self, context: LambdaContext) -> dict[str, Any]:
@@ -283,6 +300,9 @@ class ActorFunction:
             workdir=s.workdir,
             lease_now=s.lease_now or s.clock.now,
             lease_ms=s.lease_ms,
+            # Every answer leaves when the invocation ends, after the actors it held
+            # were parked (their commits flushed), so commits may be grouped until then.
+            defer=True,
         )
         return AwsHost(s.actor, store=store, clock=s.clock, alarms=s.alarms)
 
@@ -364,14 +384,26 @@ class ActorFunction:
             transport=transport, base_url="http://lambda", headers=headers
         ) as client:
             for name in sorted(host.active):
+                done = []
                 for mail in await mailbox.pending(name):
                     r = await client.post(f"/v1/actors/{name}/submissions", json=mail.body)
                     if r.status_code != 202 and _retry_later(r):
                         continue
                     if r.status_code != 202:
                         _log.warning("mailed submission %s refused: %s", mail.request_id, r.text)
-                    await mailbox.remove(name, mail.request_id)
-                    taken += 1
+                    done.append(mail.request_id)
+                if not done:
+                    continue
+                try:
+                    # The mail is the submission's only record until its admission is
+                    # durable: with commits deferred, flush before the mail goes.
+                    await host.flush(name)
+                except PerdureError as e:
+                    _log.warning("actor %s: mail kept, its admission is not durable: %r", name, e)
+                    continue
+                for request_id in done:
+                    await mailbox.remove(name, request_id)
+                taken += len(done)
         return taken
 
     async def _wake_for_mail(self, actors: set[str]) -> None:
@@ -451,6 +483,15 @@ class ActorFunction:
             if not committed:
                 host.unfinished.add(actor)
                 return
+
+
+def _lost_message(actors: list[str]) -> str:
+    return (
+        f"what this request did on actor {', '.join(actors)} could not be made durable"
+        " (another invocation took the actor over, or DynamoDB failed), so it is"
+        " dropped and the actor carries on from its last durable state. Send the request"
+        " again (a submission with the same request_id, so it is accepted once)"
+    )
 
 
 # The app's answers to a poll whose submission may wait in the mailbox: nothing admitted

@@ -15,6 +15,7 @@ the epoch never resets); that is "no actor".
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,8 @@ from runtimes.aws.resources import AwsResources, call
 __all__ = ["RETRY_AFTER_CAP_S", "AwsActorStore", "AwsHost"]
 
 
+_log = logging.getLogger("perdure.aws")
+
 RETRY_AFTER_CAP_S = 2
 """The longest ``Retry-After`` a request refused by another invocation's lease gets."""
 
@@ -51,7 +54,17 @@ class _ReplicaLease:
 
     async def release(self, *, discard: bool) -> None:
         # A crashed holder releases nothing: its lease runs out, as a killed one's does.
-        await self.replica.close(release=not self.store.crashed)
+        try:
+            await self.replica.close(release=not self.store.crashed)
+        except Exception as e:
+            # The last flush failed: the lease (if still ours) was released, the file is
+            # rebuilt at the next open, and the invocation must answer nothing.
+            _log.warning(
+                "actor %s: its last commits were lost: %r", self.replica.lease.keys.actor, e
+            )
+        failure = self.replica.gate.failure
+        if failure is not None:
+            self.store.lost[self.replica.lease.keys.actor] = failure
         if discard:
             await asyncio.to_thread(discard_working_copy, self.replica.path)
 
@@ -59,7 +72,11 @@ class _ReplicaLease:
 class AwsActorStore:
     """Actors' fenced replicas, opened under leases held by ``owner`` (unique per
     invocation). ``workdir`` is the container's ``/tmp`` (warm copies are reused);
-    ``lease_now`` is the lease clock (epoch ms)."""
+    ``lease_now`` is the lease clock (epoch ms). ``defer``: commits are made durable in
+    groups (:mod:`runtimes.aws.gate`) — only for a holder that answers nobody until it
+    has let the actor go (the Lambda handler), since an answer must only report what is
+    durable; an actor's group is flushed before its unsafe tools, by
+    :meth:`AwsHost.flush` and when it is parked."""
 
     def __init__(
         self,
@@ -69,15 +86,34 @@ class AwsActorStore:
         workdir: Path,
         lease_now: Callable[[], int],
         lease_ms: int = DEFAULT_LEASE_MS,
+        defer: bool = False,
     ) -> None:
         self.resources = resources
         self.owner = owner
         self.workdir = workdir
         self.lease_now = lease_now
         self.lease_ms = lease_ms
+        self.defer = defer
         self.crashed = False
         self.leases: dict[str, Lease] = {}
         """The lease of each actor this store opened last (parking reads its grant)."""
+        self.replicas: dict[str, ActorReplica] = {}
+        """The replica of each actor this store opened last."""
+        self.lost: dict[str, BaseException] = {}
+        """Actors whose deferred commits never became durable (a flush fenced off or
+        failed), with the error."""
+
+    def applied(self) -> dict[str, int]:
+        """The seq each actor's working copy holds now: what an answer given now may
+        report."""
+        return {name: replica.storage.seq for name, replica in self.replicas.items()}
+
+    def not_durable(self, applied: Mapping[str, int]) -> list[str]:
+        """The actors whose commits up to ``applied`` (an earlier :meth:`applied`) are
+        not all durable: an answer given then must not be sent."""
+        return sorted(
+            name for name, seq in applied.items() if self.replicas[name].gate.durable_seq < seq
+        )
 
     async def open(self, name: str, *, create: bool) -> _ReplicaLease:
         if not create and not await self._stored(name):
@@ -90,10 +126,12 @@ class AwsActorStore:
                 now=self.lease_now,
                 workdir=self.workdir,
                 lease_ms=self.lease_ms,
+                defer=self.defer,
             )
         except LeaseHeld as e:
             raise ActorLocked(str(e), retry_after_s=self._retry_after_s(e)) from e
         self.leases[name] = replica.lease
+        self.replicas[name] = replica
         return _ReplicaLease(self, replica, fresh=replica.storage.seq == 0)
 
     async def names(self, *, after: str | None, limit: int) -> list[str]:
@@ -213,6 +251,13 @@ class AwsHost(ActorPool):
             self.pending_wakes.add(name)
         elif lease is not None:
             lease.record_armed(wake)
+
+    async def flush(self, name: str) -> None:
+        """Make what ``name`` committed so far durable (with a deferring store), before
+        acting on it outside the actor. Raises as :meth:`core.session.Session.flush`."""
+        entry = self.current(name)
+        if entry is not None:
+            await entry.harness.session.flush()
 
     async def park_all(self) -> None:
         for name in sorted(self.active):

@@ -61,6 +61,7 @@ class FencedUpdate:
     expires_at: int
     snapshot: tuple[int, str] | None
     lists: bool = False  # sets the listing index's keys
+    release: bool = False  # gives the lease up
 
 
 def _n(value: int) -> dict[str, str]:
@@ -153,7 +154,12 @@ class Lease:
         return self._grant
 
     def fenced_update(
-        self, expect_seq: int, new_seq: int, snapshot: tuple[int, str] | None = None
+        self,
+        expect_seq: int,
+        new_seq: int,
+        snapshot: tuple[int, str] | None = None,
+        *,
+        release: bool = False,
     ) -> FencedUpdate:
         """The head ``Update`` for a write made under this lease: accepted only while the
         head carries our epoch and owner and ``seq == expect_seq``. It sets
@@ -162,8 +168,10 @@ class Lease:
         listing keys (:meth:`ActorKeys.listing`) also sets them, so the first commit
         lists the actor in the same write (and an actor committed before the index
         existed is listed by its next write); later writes leave them, so the index is
-        written once per actor, not once per commit. Send ``.request`` as an
-        ``UpdateItem`` or as a ``TransactWriteItems`` action, then :meth:`adopt` it."""
+        written once per actor, not once per commit. ``release``: the same write also
+        gives the lease up, as :meth:`release` does (a holder's last commit and its
+        release in one write). Send ``.request`` as an ``UpdateItem`` or as a
+        ``TransactWriteItems`` action, then :meth:`adopt` it."""
         grant = self.grant
         until = self.now() + self.duration_ms
         sets = ["#s = :new", "#x = :until"]
@@ -185,18 +193,30 @@ class Lease:
                 names[f"#l{n}"] = attribute
                 values[f":l{n}"] = value
                 sets.append(f"#l{n} = :l{n}")
+        removes: list[str] = []
+        if release:
+            sets[1] = "#x = :zero"
+            del values[":until"]  # DynamoDB refuses a request naming a value it does not use
+            values[":zero"] = _n(0)
+            removes = self._release_clauses(names, values, sets, grant.epoch)
         request = {
             "TableName": self.resources.table,
             "Key": self.keys.head(),
-            "UpdateExpression": "SET " + ", ".join(sets),
+            "UpdateExpression": ("REMOVE " + ", ".join(removes) + " " if removes else "")
+            + "SET "
+            + ", ".join(sets),
             "ConditionExpression": "#e = :epoch AND #o = :me AND #s = :seq",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
-        return FencedUpdate(request, new_seq, until, snapshot, lists)
+        return FencedUpdate(request, new_seq, until, snapshot, lists, release)
 
     def adopt(self, update: FencedUpdate) -> None:
-        """Record that ``update`` was accepted by DynamoDB."""
+        """Record that ``update`` was accepted by DynamoDB (one that released the lease
+        leaves this holder without a grant)."""
+        if update.release:
+            self._grant = None
+            return
         grant = replace(
             self.grant,
             seq=update.seq,
@@ -233,23 +253,16 @@ class Lease:
         if self._grant is None:
             return False
         grant, self._grant = self._grant, None
-        armed = self._armed
         names = {"#o": "owner", "#x": "expires_at", "#e": "epoch"}
         values = {":me": {"S": self.owner}, ":epoch": _n(grant.epoch), ":zero": _n(0)}
-        update = "REMOVE #o SET #x = :zero"
-        if armed is not None:
-            names |= {"#ae": "armed_epoch", "#a": "armed"}
-            update = "REMOVE #o" + (", #a" if armed[0] is None else "") + " SET #x = :zero"
-            update += ", #ae = :epoch"
-            if armed[0] is not None:
-                values[":a"] = _n(armed[0])
-                update += ", #a = :a"
+        sets = ["#x = :zero"]
+        removes = self._release_clauses(names, values, sets, grant.epoch)
         try:
             await call(
                 self.resources.dynamodb.update_item,
                 TableName=self.resources.table,
                 Key=self.keys.head(),
-                UpdateExpression=update,
+                UpdateExpression=f"REMOVE {', '.join(removes)} SET {', '.join(sets)}",
                 ConditionExpression="#e = :epoch AND #o = :me",
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
@@ -259,3 +272,23 @@ class Lease:
                 return False
             raise
         return True
+
+    def _release_clauses(
+        self, names: dict[str, str], values: dict[str, Any], sets: list[str], epoch: int
+    ) -> list[str]:
+        """Add what a release writes besides ``expires_at = 0`` (the armed wake, see
+        :meth:`record_armed`) to ``names``, ``values`` and ``sets``; return the
+        attributes it removes (the owner, and ``armed`` when no schedule is armed)."""
+        names["#o"] = "owner"
+        removes = ["#o"]
+        armed = self._armed
+        if armed is not None:
+            names |= {"#ae": "armed_epoch", "#a": "armed"}
+            values[":ae"] = _n(epoch)
+            sets.append("#ae = :ae")
+            if armed[0] is None:
+                removes.append("#a")
+            else:
+                values[":a"] = _n(armed[0])
+                sets.append("#a = :a")
+        return removes

@@ -11,6 +11,12 @@ between invocations of a warm container). Under a fresh grant it is
 * **rebuilt** — otherwise (no file, a file ahead of the head, or older than the
   snapshot): the snapshot is downloaded and the later log records replayed.
 
+With a deferring gate (``defer=True``) the file holds commits before they are durable.
+While it does, a marker file ``<actor>.sqlite.ahead`` exists beside it; a holder that
+died then (or whose flush failed) leaves it, and the next open rebuilds the file: its
+last commits may differ from what the next holder committed under the same seqs, so
+neither "equal seqs" nor a catch-up could be trusted.
+
 A replica must own its workdir: two holders in one process (as tests do) need two.
 """
 
@@ -51,18 +57,29 @@ class ActorReplica:
     async def snapshot(self) -> str:
         """Publish the working copy as the actor's snapshot now (and collect the log).
         Call it between commits (the storage's own snapshots run inside its commits)."""
+        await self.storage.flush()  # a snapshot shows durable state only
         return await take_snapshot(
             self.gate.resources, self.lease, self.db, self.storage.seq, self.path.parent
         )
 
     async def close(self, *, release: bool = True) -> None:
         """Close the working copy (it stays on disk for a warm reuse) and, by default,
-        release the lease."""
+        release the lease — after flushing what the gate holds pending, in the same
+        write. A failed flush is raised after the lease was released if it still could
+        be: the pending commits are lost (:attr:`DynamoCommitGate.failure`) and the
+        marked file is rebuilt at the next open. After an earlier failed flush it only
+        releases. ``release=False`` (a killed holder) flushes nothing."""
         try:
             await self.storage.close()
         finally:
-            if release:
-                await self.lease.release()
+            if release and self.gate.failure is not None:
+                await self.lease.release()  # the loss was raised already; no-op if fenced
+            elif release:
+                try:
+                    await self.gate.release()
+                except BaseException:
+                    await self.lease.release()  # no-op once the fence refused us
+                    raise
 
 
 async def open_actor_replica(
@@ -75,9 +92,12 @@ async def open_actor_replica(
     lease_ms: int = DEFAULT_LEASE_MS,
     snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
     synchronous: Synchronous = "NORMAL",
+    defer: bool = False,
 ) -> ActorReplica:
     """Acquire ``actor``'s lease for ``owner`` (raises :class:`LeaseHeld` if another
-    owner holds it) and open its working copy at the head's seq."""
+    owner holds it) and open its working copy at the head's seq. ``defer``: commits are
+    made durable in groups (see :mod:`runtimes.aws.gate`); whoever holds the replica
+    must flush before acting on them and :meth:`ActorReplica.close` to let go."""
     lease = Lease(resources, actor, owner, now, duration_ms=lease_ms)
     grant = await lease.acquire()
     try:
@@ -87,7 +107,23 @@ async def open_actor_replica(
         async def snapshot(seq: int) -> None:
             await take_snapshot(resources, lease, files[-1], seq, workdir)
 
-        gate = DynamoCommitGate(resources, lease, snapshot=snapshot, snapshot_every=snapshot_every)
+        marker = _ahead_marker(path)
+
+        def ahead(yes: bool) -> None:
+            # Tiny and rare (once per group): done inline rather than off the loop.
+            if yes:
+                marker.touch()
+            else:
+                marker.unlink(missing_ok=True)
+
+        gate = DynamoCommitGate(
+            resources,
+            lease,
+            snapshot=snapshot,
+            snapshot_every=snapshot_every,
+            defer=defer,
+            ahead=ahead,
+        )
 
         async def open_file() -> SqliteStorage:
             db = Sqlite3Database.open(path, synchronous=synchronous)
@@ -113,7 +149,7 @@ async def _working_copy(
     path: Path,
     open_file: Callable[[], Awaitable[SqliteStorage]],
 ) -> tuple[SqliteStorage, Origin, int]:
-    if _exists(path):
+    if _exists(path) and not _exists(_ahead_marker(path)):
         storage = await open_file()
         local = storage.seq
         if local == grant.seq:
@@ -153,7 +189,13 @@ def _exists(path: Path) -> bool:
     return path.exists()
 
 
+def _ahead_marker(path: Path) -> Path:
+    return Path(f"{path}.ahead")
+
+
 def discard_working_copy(path: Path) -> None:
-    """Remove a working copy and its WAL files (blocking: run it off the loop)."""
+    """Remove a working copy, its WAL files and its marker (blocking: run it off the
+    loop)."""
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
+    _ahead_marker(path).unlink(missing_ok=True)  # last: until the file is gone, it stays

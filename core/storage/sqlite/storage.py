@@ -9,8 +9,11 @@ With a :class:`~core.storage.sqlite.write_set.CommitGate` the commit has two pha
 *prepare* plans it in a read transaction and records its write set (the statements the
 plan executes, see :mod:`core.storage.sqlite.write_set`), the gate makes that durable
 elsewhere, and *apply* executes the write set in a write transaction. A gate refusal
-leaves the file untouched. :meth:`SqliteStorage.apply_write_set` replays a recorded
-write set on a replica (a host rebuilding its working copy from a log).
+leaves the file untouched. A gate that defers (a
+:class:`~core.storage.sqlite.write_set.DeferringGate`) makes the storage a
+:class:`~core.storage.port.DeferringStorage`: :meth:`SqliteStorage.flush` flushes it.
+:meth:`SqliteStorage.apply_write_set` replays a recorded write set on a replica (a host
+rebuilding its working copy from a log).
 
 The commit plumbing only ever *executes* statements (no reads whose answer steers a
 write), so what it records is exactly what it would have done.
@@ -51,6 +54,7 @@ from core.storage.sqlite.schema import SCHEMA_VERSION, WRITE_SETS_SINCE, open_sc
 from core.storage.sqlite.write_set import (
     WRITE_SET_FORMAT,
     CommitGate,
+    DeferringGate,
     WriteSetLog,
     replay_write_set,
 )
@@ -192,6 +196,20 @@ class SqliteStorage(SqliteQueries):
         self._chunked |= chunked
         return plan, learned
 
+    @property
+    def pending(self) -> int:
+        """Commits applied but not durable yet: the deferring gate's (else 0)."""
+        return self._gate.pending if isinstance(self._gate, DeferringGate) else 0
+
+    async def flush(self) -> None:
+        """Make every commit that returned durable (see
+        :class:`~core.storage.port.DeferringStorage`): a no-op unless the gate defers."""
+        self._check()
+        if isinstance(self._gate, DeferringGate):
+            async with self._commit_lock:  # after the commit in flight, if any
+                self._check()
+                await self._gate.flush()
+
     async def apply_write_set(self, write_set: JsonObject) -> int:
         """Replay a write set recorded by a two-phase commit of a replica; return its seq.
 
@@ -251,7 +269,10 @@ def _json_list(value: JsonValue) -> list[JsonValue]:
 
 
 if TYPE_CHECKING:  # mypy proves the adapter satisfies its port
-    from core.storage.port import Storage
+    from core.storage.port import DeferringStorage, Storage
 
     def _conforms(adapter: SqliteStorage) -> Storage:
+        return adapter
+
+    def _defers(adapter: SqliteStorage) -> DeferringStorage:
         return adapter

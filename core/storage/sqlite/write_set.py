@@ -21,13 +21,13 @@ scalars: the storage never binds ``bytes``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from core.errors import StorageCorrupt
 from core.jsonvalue import JsonObject, JsonValue
 from core.storage.sqlite.database import SqlExecutor, SqlValue
 
-__all__ = ["WRITE_SET_FORMAT", "CommitGate", "WriteSetLog", "replay_write_set"]
+__all__ = ["WRITE_SET_FORMAT", "CommitGate", "DeferringGate", "WriteSetLog", "replay_write_set"]
 
 WRITE_SET_FORMAT = 1
 
@@ -55,6 +55,9 @@ class CommitGate(Protocol):
       poisoned (docs/design.md, invariant 13) until the host reopens the storage and reconciles
       the replica with the durable copy.
 
+    A gate may also *defer* (:class:`DeferringGate`): then returning means the commit is
+    accepted into the gate's pending group, and durable only once ``flush()`` returns.
+
     ``write_set`` is a JSON value (see the module docstring) the gate may keep; it must
     not mutate it.
     """
@@ -62,6 +65,36 @@ class CommitGate(Protocol):
     async def make_durable(self, seq: int, write_set: JsonObject) -> None:
         """Make the prepared commit ``seq`` durable; the class docstring says what
         returning and each kind of exception mean."""
+        ...
+
+
+@runtime_checkable
+class DeferringGate(Protocol):
+    """A :class:`CommitGate` that may return from ``make_durable`` before the commit is
+    durable elsewhere, keeping it pending, so that several commits become durable in one
+    write. The storage then applies each commit locally at once and exposes ``flush()``
+    (:class:`~core.storage.port.DeferringStorage`).
+
+    ``make_durable`` keeps its contract for the commit it is given, with one addition:
+    returning may mean *pending*. The gate may flush the earlier pending commits inside
+    it (to bound what is pending); :class:`~core.errors.StorageRejected` then still means
+    that this commit is not durable, and any pending ones stay pending.
+    """
+
+    @property
+    def pending(self) -> int:
+        """How many commits are pending."""
+        ...
+
+    async def make_durable(self, seq: int, write_set: JsonObject) -> None:
+        """As :meth:`CommitGate.make_durable`; returning may leave the commit pending."""
+        ...
+
+    async def flush(self) -> None:
+        """Make every pending commit durable. The storage calls it under its commit lock.
+        Returns once they are; :class:`~core.errors.StorageRejected`: none became durable
+        and all stay pending; anything else: they may never become durable, and the gate
+        refuses every later call (the storage's owner must reopen it)."""
         ...
 
 

@@ -14,9 +14,13 @@ from typing import Any
 import pytest
 
 from core.errors import RequestIdConflict
-from core.faux import FauxState, faux_error, faux_message, faux_tool_call
-from core.harness import AssistantMessage, ModelRequest, ToolContext
+from core.faux import FauxModel, FauxState, faux_error, faux_message, faux_tool_call
+from core.harness import AssistantMessage, Harness, ModelRequest, Registry, ToolContext
+from core.jsonvalue import JsonObject
 from core.session import CommitEvent
+from core.storage.sqlite import SqliteStorage
+from core.testing import VirtualClock
+from runtimes.actor.sqlite import Sqlite3Database
 from tests.core.harness.support import MODEL, Args, Rig, extension, tool
 from tests.core.support import until
 
@@ -45,6 +49,67 @@ async def test_invariant_04_the_intent_is_committed_before_the_tool_runs(tmp_pat
     assert seen == [
         {"phase": "execute", "arguments": {"text": "final"}, "replay": "safe", "attempt": 1}
     ]
+    await h.close()
+
+
+class _DeferringGate:
+    """A commit gate that keeps commits pending until flushed, as the AWS host's does
+    under the Lambda handler (here in memory: ``durable`` is what a crash would keep)."""
+
+    def __init__(self) -> None:
+        self.waiting: list[int] = []
+        self.durable: list[int] = []
+
+    @property
+    def pending(self) -> int:
+        return len(self.waiting)
+
+    async def make_durable(self, seq: int, write_set: JsonObject) -> None:
+        self.waiting.append(seq)
+
+    async def flush(self) -> None:
+        self.durable += self.waiting
+        self.waiting = []
+
+
+async def test_invariant_04_a_deferring_storage_is_flushed_before_a_tool_that_is_not_safe(
+    tmp_path: Path,
+) -> None:
+    gate = _DeferringGate()
+    pending_at_start: dict[str, list[int]] = {}
+
+    async def effect(args: Args, ctx: ToolContext) -> str:
+        pending_at_start[args.text] = list(gate.waiting)
+        return "done"
+
+    storage = await SqliteStorage.open(Sqlite3Database.open(tmp_path / "a.sqlite"), gate=gate)
+    steps = [
+        faux_message(faux_tool_call("safe", {"text": "safe"}, id="a")),
+        faux_message("ok"),
+        faux_message(faux_tool_call("unsafe", {"text": "unsafe"}, id="b")),
+        faux_message("ok"),
+        faux_message(faux_tool_call("recoverable", {"text": "recoverable"}, id="c")),
+        faux_message("ok"),
+    ]
+    registry = Registry()
+    registry.install(
+        extension(
+            "fx",
+            tool("safe", effect, replay="safe"),
+            tool("unsafe", effect),
+            tool("recoverable", effect, replay="recoverable"),
+        )
+    )
+    clock = VirtualClock()
+    h = await Harness.open(storage, models=FauxModel(steps), registry=registry, clock=clock)
+    root = await h.root(agent={"model": MODEL})
+    for text in ("safe", "unsafe", "recoverable"):
+        await (await root.submit(text)).wait()
+    # A safe call may run on commits a crash would lose: it runs again (invariant 7).
+    assert pending_at_start["safe"], pending_at_start
+    # The others start only once everything committed, their intent too, is durable.
+    assert pending_at_start["unsafe"] == pending_at_start["recoverable"] == []
+    assert gate.durable and gate.durable == sorted(gate.durable)
     await h.close()
 
 

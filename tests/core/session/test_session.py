@@ -19,13 +19,16 @@ from core.errors import (
     UnknownRecord,
     UnknownTaskKind,
 )
+from core.jsonvalue import JsonObject
 from core.records import ConversationRecord, Running, Task, Terminal
 from core.session import CommitEvent, Session, TaskSpec, Tx, in_commit
 from core.storage import MemoryState, MemoryStorage
+from core.storage.sqlite import SqliteStorage
 from core.tasks import define_task
 from core.tasks.creation import TaskFactory
 from core.testing.clock import VirtualClock
 from core.testing.wrappers import CommitFault, FaultyStorage
+from runtimes.actor.sqlite import Sqlite3Database
 
 
 async def _noop(task: object, rt: object) -> None:
@@ -329,3 +332,64 @@ async def test_create_task_hands_the_task_layer_one_spec_of_everything_asked() -
         True,
         1,
     )
+
+
+class _Deferring:
+    """A deferring gate for SqliteStorage whose flush waits for ``opened`` or fails."""
+
+    def __init__(self) -> None:
+        self.waiting: list[int] = []
+        self.durable: list[int] = []
+        self.opened = asyncio.Event()
+        self.fail: BaseException | None = None
+
+    @property
+    def pending(self) -> int:
+        return len(self.waiting)
+
+    async def make_durable(self, seq: int, write_set: JsonObject) -> None:
+        self.waiting.append(seq)
+
+    async def flush(self) -> None:
+        await self.opened.wait()
+        if self.fail is not None:
+            raise self.fail
+        self.durable += self.waiting
+        self.waiting = []
+
+
+async def _deferring_session(tmp_path: Path) -> tuple[Session, _Deferring]:
+    gate = _Deferring()
+    storage = await SqliteStorage.open(Sqlite3Database.open(tmp_path / "a.sqlite"), gate=gate)
+    session = await Session.open(storage, VirtualClock())
+    await session.commit(lambda tx: tx.create_conversation())
+    return session, gate
+
+
+async def test_a_flush_whose_caller_is_cancelled_still_lands(tmp_path: Path) -> None:
+    session, gate = await _deferring_session(tmp_path)
+    flushing = asyncio.ensure_future(session.flush())
+    await asyncio.sleep(0.01)
+    flushing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await flushing
+    gate.opened.set()
+    await asyncio.sleep(0.01)
+    assert (gate.durable, gate.waiting, session.poisoned) == ([1], [], None)
+    await session.flush()  # nothing pending: at once
+    await session.close()
+
+
+async def test_a_failed_flush_poisons_and_a_refused_one_does_not(tmp_path: Path) -> None:
+    session, gate = await _deferring_session(tmp_path)
+    gate.opened.set()
+    gate.fail = StorageRejected("throttled")
+    with pytest.raises(StorageRejected):
+        await session.flush()
+    assert session.poisoned is None and gate.waiting == [1]  # still pending
+    gate.fail = ConnectionResetError("reply lost")
+    with pytest.raises(SessionPoisoned):
+        await session.flush()
+    with pytest.raises(SessionPoisoned):
+        await session.commit(lambda tx: tx.create_conversation())
+    await session.close()

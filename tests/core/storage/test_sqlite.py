@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -10,7 +11,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from core.errors import StorageCorrupt, StorageRejected
+from core.errors import StorageClosed, StorageCorrupt, StorageRejected
 from core.jsonvalue import JsonObject
 from core.records import Completed, ConversationRecord, Entry, Pending, Running, Task, Terminal
 from core.storage import (
@@ -671,3 +672,54 @@ def test_the_planner_writes_a_task_as_its_json_would_encode() -> None:
     ):
         task = Task(12, 3, kind, 1, task_input, state, owner, *flags, 100, None, memos)
         assert _task_text(task) == dumps(task.to_json())
+
+
+class _Deferring:
+    """A deferring gate (see DeferringGate) whose flush waits until released."""
+
+    def __init__(self) -> None:
+        self.waiting: list[int] = []
+        self.durable: list[int] = []
+        self.hold: asyncio.Event | None = None
+
+    @property
+    def pending(self) -> int:
+        return len(self.waiting)
+
+    async def make_durable(self, seq: int, write_set: JsonObject) -> None:
+        if self.hold is not None:
+            await self.hold.wait()
+        self.waiting.append(seq)
+
+    async def flush(self) -> None:
+        self.durable += self.waiting
+        self.waiting = []
+
+
+async def test_a_deferring_gate_makes_the_storage_flushable_after_the_commit_in_flight(
+    tmp_path: Path,
+) -> None:
+    plain = await SqliteStorage.open(Sqlite3Database.open(tmp_path / "plain.sqlite"))
+    await plain.commit([ConversationRecord(1)])
+    assert plain.pending == 0
+    await plain.flush()  # no gate that defers: nothing to do
+    await plain.close()
+
+    gate = _Deferring()
+    storage = await SqliteStorage.open(Sqlite3Database.open(tmp_path / "a.sqlite"), gate=gate)
+    await storage.commit([ConversationRecord(1)])
+    assert (storage.pending, storage.seq, gate.durable) == (1, 1, [])  # applied, pending
+    assert await storage.conversation(1) is not None
+    gate.hold = asyncio.Event()
+    in_flight = asyncio.ensure_future(storage.commit([Entry(await storage.mint_id(), 1, "x")]))
+    await asyncio.sleep(0)
+    flushing = asyncio.ensure_future(storage.flush())
+    await asyncio.sleep(0)
+    assert not flushing.done()  # behind the commit in flight (the commit lock)
+    gate.hold.set()
+    assert await in_flight == 2
+    await flushing
+    assert (storage.pending, gate.durable) == (0, [1, 2])
+    await storage.close()
+    with pytest.raises(StorageClosed):
+        await storage.flush()

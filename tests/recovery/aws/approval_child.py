@@ -3,9 +3,9 @@ server, with the tools that ask for approval (``tests.local.support``).
 
 ``python -m tests.recovery.aws.approval_child EVENT_JSON...``, configured like
 :mod:`tests.recovery.aws.handler_crash_child` (``CRASH_KILL_AFTER_TRANSACTION``,
-``CRASH_OWNER``), plus ``CRASH_CLOCK_OFFSET_MS``: the container's clock — the harness's
-and the lease's — runs that far ahead of the wall clock (hours passing between two
-containers)."""
+``CRASH_KILL_BEFORE_TRANSACTION``, ``CRASH_OWNER``), plus ``CRASH_CLOCK_OFFSET_MS``: the
+container's clock — the harness's and the lease's — runs that far ahead of the wall
+clock (hours passing between two containers)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from runtimes.actor.clock import SystemClock
 from runtimes.aws.environment import settings_from_environment
 from runtimes.aws.handler import FunctionSettings
 from tests.local.support import APPROVAL_AGENT, approval_extension, echo_extension, scripted_model
-from tests.recovery.aws.handler_crash_child import _KillAfterTransaction, main
+from tests.recovery.aws.handler_crash_child import killing, main
 
 
 class _OffsetClock(SystemClock):
@@ -43,10 +43,7 @@ def settings() -> FunctionSettings:
     )
     base = settings_from_environment(actor)
     clock = _OffsetClock(int(os.environ.get("CRASH_CLOCK_OFFSET_MS", "0")))
-    kill_after = os.environ.get("CRASH_KILL_AFTER_TRANSACTION")
-    dynamodb = _KillAfterTransaction(
-        base.resources.dynamodb, int(kill_after) if kill_after else None
-    )
+    dynamodb = killing(base.resources.dynamodb)
     alarms = dataclasses.replace(base.alarms, now=clock.now) if base.alarms else None
     return dataclasses.replace(
         base,

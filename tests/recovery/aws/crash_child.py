@@ -5,7 +5,10 @@
 * ``after-durable`` — the third entry's DynamoDB transaction lands, then the process is
   killed before the local apply;
 * ``after-apply`` — the third entry is committed and applied, then the process is killed
-  before its next commit.
+  before its next commit;
+* ``pending`` — deferring (as under the Lambda handler): the conversation is flushed,
+  the three entries are committed and applied but never flushed, then the process is
+  killed — its working copy is ahead of DynamoDB.
 
 Prints ``committed <entry id>`` for every entry whose commit returned, and
 ``durable <entry id>`` just before the kill in ``after-durable``.
@@ -60,15 +63,17 @@ async def main(endpoint: str, workdir: Path, point: str) -> None:
         now=VirtualClock(START).now,
         workdir=workdir,
         lease_ms=LEASE_MS,
+        defer=point == "pending",
     )
     await replica.storage.commit([ConversationRecord(1)])
+    await replica.storage.flush()  # a no-op unless deferring
     for n in range(3):
         entry_id = await replica.storage.mint_id()
         if n == 2 and point == "after-durable":
             dynamodb.armed = True
         await replica.storage.commit([Entry(entry_id, 1, "custom", data={"n": n})])
         print("committed", entry_id, flush=True)
-    if point == "after-apply":
+    if point in ("after-apply", "pending"):
         os.kill(os.getpid(), signal.SIGKILL)
 
 

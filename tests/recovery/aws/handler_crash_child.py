@@ -10,8 +10,10 @@ Environment besides the deployment's (``PERDURE_*``, ``AWS_ENDPOINT_URL``):
 ``CRASH_LOG`` (the tools' effects log), ``CRASH_LEASE_OFFSET_MS`` (the lease clock runs
 this far ahead, so a second container can take over a killed one's lease without the
 test waiting it out) and, optionally, ``CRASH_KILL_AFTER_TRANSACTION=n``: SIGKILL the
-process right after its ``n``-th DynamoDB transaction returned — durable, not yet
-applied to the working copy (printing ``{"durable": n}`` first).
+process right after its ``n``-th DynamoDB transaction returned (printing
+``{"durable": n}`` first), or ``CRASH_KILL_BEFORE_TRANSACTION=n``: right before it is
+sent (printing ``{"not_durable": n}``). The handler defers commits to a few flushes, so
+its working copy is ahead of DynamoDB before a transaction and level with it after.
 """
 
 from __future__ import annotations
@@ -32,21 +34,39 @@ from tests.recovery.seed_job import say, seed_travel
 
 
 class _KillAfterTransaction:
-    def __init__(self, inner: Any, kill_after: int | None) -> None:
+    def __init__(self, inner: Any, kill_after: int | None, kill_before: int | None = None) -> None:
         self.inner = inner
         self.kill_after = kill_after
+        self.kill_before = kill_before
         self.transactions = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def transact_write_items(self, **kwargs: Any) -> Any:
+        if self.transactions + 1 == self.kill_before:
+            say(not_durable=self.transactions + 1)
+            os.kill(os.getpid(), signal.SIGKILL)
         out = self.inner.transact_write_items(**kwargs)
         self.transactions += 1
         if self.transactions == self.kill_after:
             say(durable=self.transactions)
             os.kill(os.getpid(), signal.SIGKILL)
         return out
+
+
+def killing(dynamodb: Any) -> _KillAfterTransaction:
+    """``dynamodb`` killing the process where the environment says."""
+
+    def point(name: str) -> int | None:
+        value = os.environ.get(name)
+        return int(value) if value else None
+
+    return _KillAfterTransaction(
+        dynamodb,
+        point("CRASH_KILL_AFTER_TRANSACTION"),
+        point("CRASH_KILL_BEFORE_TRANSACTION"),
+    )
 
 
 def settings() -> FunctionSettings:
@@ -59,10 +79,7 @@ def settings() -> FunctionSettings:
     )
     base = settings_from_environment(actor)
     offset = int(os.environ.get("CRASH_LEASE_OFFSET_MS", "0"))
-    kill_after = os.environ.get("CRASH_KILL_AFTER_TRANSACTION")
-    dynamodb = _KillAfterTransaction(
-        base.resources.dynamodb, int(kill_after) if kill_after else None
-    )
+    dynamodb = killing(base.resources.dynamodb)
     return dataclasses.replace(
         base,
         resources=dataclasses.replace(base.resources, dynamodb=dynamodb),

@@ -1,5 +1,6 @@
 """A holder SIGKILLed between its DynamoDB commit and its local apply, or between a local
-apply and its next commit: a new invocation rebuilds exactly the committed state."""
+apply and its next commit, or (deferring) with applied commits not yet durable: a new
+invocation rebuilds exactly the committed state."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from core.records import Entry
 from core.storage import EntryQuery
 from core.testing.clock import VirtualClock
 from runtimes.aws import AwsResources
@@ -54,3 +56,27 @@ async def test_a_killed_holders_committed_state_is_rebuilt_exactly(
         assert [e.data for e in entries] == [{"n": n} for n in range(3)]
         assert replica.storage.seq == 4
         await replica.close()
+
+
+async def test_a_copy_killed_ahead_of_dynamodb_is_rebuilt_after_another_holder_moved_on(
+    aws_http: AwsResources, moto_server: str, tmp_path: Path
+) -> None:
+    workdir = container(tmp_path)
+    lines = _run_child(moto_server, workdir, "pending")
+    assert len([line for line in lines if line.startswith("committed")]) == 3
+    assert head(aws_http)["seq"] == "1"  # only the conversation became durable
+
+    # Another container takes over and commits its own seqs 2..5.
+    clock = VirtualClock(crash_child.START + crash_child.LEASE_MS + 1)
+    other = await open_replica(aws_http, container(tmp_path), owner="next", clock=clock)
+    for n in range(4):
+        entry_id = await other.storage.mint_id()
+        await other.storage.commit([Entry(entry_id, 1, "custom", data={"other": n})])
+    await other.close()
+
+    # The killed container's /tmp holds seqs 2..4 of its own: rebuilt, not caught up.
+    again = await open_replica(aws_http, workdir, owner="later", clock=clock)
+    assert again.origin == "rebuilt" and again.storage.seq == 5
+    entries = (await again.storage.scan_entries(EntryQuery(1, order="asc"))).items
+    assert [e.data for e in entries] == [{"other": n} for n in range(4)]
+    await again.close()
