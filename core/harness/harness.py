@@ -649,14 +649,10 @@ class Harness:
         storage = self.session.storage
         # A long transcript is many pages, and a storage that answers without suspending
         # (a Durable Object's) would read them all in one step of the loop: the loop is
-        # given back before each page, so the request that started this turn is answered
-        # before the turn's context is read (a 10,000-entry load held a Durable Object's
-        # 202 back ~0.5 s in Pyodide). A commit landing meanwhile is in the next page.
-        # Twice before the first: the answer of the request that committed the input
-        # still takes turns of the loop there (the ASGI bridge's future, then the
-        # handler's task that workerd awaits); with one, a page mostly went first.
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
+        # given back between pages (a 10,000-entry load held a Durable Object's 202 back
+        # ~0.5 s in Pyodide). A commit landing meanwhile is in the next page. A new
+        # turn gives it back before it starts (generation_task's prepare), so the
+        # request that started the turn is answered before the first page is read.
         marker = await storage.latest_head(conversation_id)
         active = ActiveRange(head=marker.id if marker else None)
         start = marker.head if marker is not None and marker.head is not None else None
@@ -669,7 +665,7 @@ class Harness:
             if page.next is None:
                 return active
             cursor = page.next
-            await asyncio.sleep(0)  # before the next page (see above)
+            await asyncio.sleep(0)  # between pages (see above)
 
     def built_message(self, entry: Entry, message: Message) -> None:
         built = self._built

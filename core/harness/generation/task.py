@@ -39,6 +39,7 @@ is kept, and a tool round waits for its tool tasks.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -63,6 +64,16 @@ __all__ = ["generation_task"]
 
 def generation_task(services: Callable[[], HarnessServices]) -> TaskDefinition:
     async def prepare(task: Task, rt: TaskRuntime) -> None:
+        if rt.fresh:
+            # A turn that an input's commit has just started (a request is waiting for
+            # its answer) gives the loop back twice before it reads anything: on a
+            # storage that answers without suspending (a Durable Object's) the request's
+            # answer still takes turns of the loop (the ASGI bridge's future, then the
+            # handler's task that workerd awaits). A resumed task has no such request,
+            # and yielding there would put a recovery's first phase after every resumed
+            # task's preparation (docs/performance.md, "Records are read-only").
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
         await _prepare_phase(services(), task, rt)
 
     async def request(task: Task, rt: TaskRuntime) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.faux import faux_message
+from core.faux import FauxModel, faux_message
+from core.harness import Harness
 from core.harness.context import MISSING_RESULT, ActiveRange, RangeCache, derive_context
 from core.harness.messages import (
     AssistantMessage,
@@ -21,6 +22,8 @@ from core.harness.messages import (
     message_to_json,
 )
 from core.records import Entry
+from runtimes.actor.clock import SystemClock
+from tests.bench.perdure_side import _registry, build_recovery_store, open_storage
 from tests.core.harness.support import MODEL, Rig
 
 
@@ -346,4 +349,41 @@ async def test_loading_a_long_range_gives_the_loop_back_between_pages(tmp_path: 
     await asyncio.gather(load, other)
     assert progress[:2] == [False, False], progress  # ran while the pages were read
     assert len([e for e in (await load).entries if e.kind == "note"]) == 1_100
+    await h.close()
+
+
+async def test_a_resumed_generation_reads_its_context_without_waiting_for_the_others(
+    tmp_path: Path,
+) -> None:
+    """Only a new turn gives the loop back before it reads its context (a request is
+    waiting for its answer); generations resumed together after a restart do not, so the
+    first of them reaches its model call before the others have asked for their context
+    (the recovery path's first phase, docs/performance.md)."""
+    path = tmp_path / "actor.sqlite"
+    await build_recovery_store(path, conversations=6, entries=120, live=4)
+    storage, _ = await open_storage(path)
+    first_call: list[int] = []
+    reached = asyncio.Event()
+
+    def step(request: Any, state: Any) -> Any:
+        if not first_call:
+            first_call.append(asked)
+            reached.set()
+        return faux_message("done")
+
+    h = await Harness.open(
+        storage, models=FauxModel(fallback=step), registry=_registry(), clock=SystemClock()
+    )
+    asked = 0
+    context = h.context
+
+    async def counted(conversation_id: int, cutoff: int | None = None) -> Any:
+        nonlocal asked
+        asked += 1  # a resumed generation asks for its context
+        return await context(conversation_id, cutoff)
+
+    h.context = counted  # type: ignore[method-assign]
+    h.resume()
+    await asyncio.wait_for(reached.wait(), 30)
+    assert first_call == [1]
     await h.close()
