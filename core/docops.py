@@ -21,13 +21,11 @@ can be stored as document deltas and sent to watchers unchanged.
 
 from __future__ import annotations
 
-from math import isfinite
 from typing import Any, cast
 
-from core.errors import InvalidJson
-from core.jsonvalue import JsonValue, json_copy, json_equal
+from core.jsonvalue import JsonValue, json_equal
 
-__all__ = ["InvalidOp", "apply_ops", "diff", "revise"]
+__all__ = ["InvalidOp", "apply_ops", "diff"]
 
 
 class InvalidOp(ValueError):
@@ -177,121 +175,6 @@ def _diff(old: JsonValue, new: JsonValue, path: list[JsonValue], ops: list[JsonV
         return
     if not json_equal(old, new):
         ops.append(["s", list(path), new] if path else ["r", new])
-
-
-_MISSING: Any = object()
-
-
-def revise(old: JsonValue, new: object, where: str) -> tuple[JsonValue, list[JsonValue]]:
-    """``(value, ops)``: ``value`` is ``new`` admitted as JSON (like :func:`json_copy`
-    with ``where``: detached and checked, :class:`~core.errors.InvalidJson` if it is not
-    JSON) and ``ops`` is ``diff(old, value)``, found in the same walk.
-
-    ``old`` must be an admitted value that nobody mutates (a document's committed value):
-    the parts of ``new`` equal to their place in ``old`` are not copied or checked again,
-    ``value`` shares ``old``'s parts there (and is ``old`` itself when nothing changed),
-    so a change costs a walk of the two values plus a copy of what changed. An unchanged
-    part that only reordered a dict's keys keeps ``old``'s order, as a delta would.
-
-    A second diff, kept equal to :func:`diff` by a property test
-    (``tests/core/test_jsonvalue_and_ops.py``), for one measured reason: a document
-    write through ``json_copy`` + ``diff`` instead costs ~3% of a safe tool round's
-    instructions (4.85 -> 4.99 M, callgrind), more than the round's +10% budget left
-    once the records became plain dataclasses (issue 32).
-    """
-    ops: list[JsonValue] = []
-    try:
-        value = _revise(old, new, [], ops, 1)
-    except InvalidJson:
-        # Parts are checked apart, so their errors lack the path to them: the whole-value
-        # check names the bad part from the root (and refuses whatever the parts refused).
-        json_copy(new, where)
-        raise
-    return value, ops
-
-
-def _scalar(value: Any) -> JsonValue:
-    """``value`` admitted as a scalar (or as whatever :func:`json_copy` makes of it)."""
-    t = type(value)
-    if (
-        (t is int and -_SMALL_INT < value < _SMALL_INT)
-        or value is None
-        or t is bool
-        or (t is str and len(value) <= _SHORT_TEXT and value.isascii())
-        or (t is float and isfinite(value))
-    ):
-        return value  # type: ignore[no-any-return]
-    return json_copy(value)  # the rare rest (and every refusal) goes through the gate
-
-
-# What ``_scalar`` admits without the gate: well inside its limits.
-_SMALL_INT = 2**63
-_SHORT_TEXT = 4096
-
-
-def _revise(
-    old: JsonValue, new: object, path: list[JsonValue], ops: list[JsonValue], depth: int
-) -> JsonValue:
-    """``new`` admitted at ``depth``, with the ops from ``old`` appended to ``ops``."""
-    t = type(old)
-    if t is not type(new):
-        value = json_copy(new, depth=depth)
-        ops.append(["s", list(path), value] if path else ["r", value])
-        return value
-    mark = len(ops)
-    if t is dict:
-        o = cast(dict[str, JsonValue], old)
-        n = cast(dict[Any, Any], new)
-        for k in o:
-            if k not in n:
-                ops.append(["d", [*path, k]])
-        out: dict[str, JsonValue] = {}
-        for k, v in n.items():
-            if type(k) is not str:
-                raise InvalidJson(f"has a key of type {type(k).__name__}")
-            was = o.get(k, _MISSING)
-            if was is not v:  # else the same object: an immutable scalar of ``old``
-                tv = type(v)
-                if was is _MISSING:
-                    json_copy(k)  # a new key: checked as a string
-                    v = json_copy(v, depth=depth + 1)
-                    ops.append(["s", [*path, k], v])
-                elif tv is dict or tv is list:
-                    v = _revise(was, v, [*path, k], ops, depth + 1)
-                elif tv is type(was) and v == was:  # equal scalars (NaN never is)
-                    v = was
-                else:
-                    v = _scalar(v)
-                    ops.append(["s", [*path, k], v])
-            out[k] = v
-        return old if len(ops) == mark else out
-    if t is list:
-        a = cast(list[JsonValue], old)
-        b = cast(list[Any], new)
-        if len(a) == len(b):
-            # Item by item, as diff does once it has trimmed the equal ends.
-            items = a.copy()
-            for i, x in enumerate(a):
-                y = b[i]
-                if x is y:
-                    continue
-                ty = type(y)
-                if ty is dict or ty is list:
-                    items[i] = _revise(x, y, [*path, i], ops, depth + 1)
-                elif ty is not type(x) or x != y:
-                    items[i] = y = _scalar(y)
-                    ops.append(["s", [*path, i], y])
-            return old if len(ops) == mark else items
-        start, end_a, end_b = _unequal_middle(a, b)
-        # The equal ends are ``old``'s own parts: json_equal tells types apart exactly.
-        middle = cast(list[JsonValue], json_copy(b[start:end_b], depth=depth))
-        ops.append(["p", list(path), start, end_a - start, middle])
-        return [*a[:start], *middle, *a[end_a:]]
-    if old == new:  # equal scalars of one type (NaN never is)
-        return old
-    value = _scalar(new)
-    ops.append(["s", list(path), value] if path else ["r", value])
-    return value
 
 
 def _unequal_middle(a: list[JsonValue], b: list[Any]) -> tuple[int, int, int]:

@@ -37,7 +37,7 @@ from dataclasses import field, replace
 from typing import Any, TypeVar, cast, overload
 
 from core.clock import Clock
-from core.docops import diff, revise
+from core.docops import diff
 from core.errors import SessionClosed, SessionPoisoned, StorageRejected
 from core.jsonvalue import JsonValue, json_copy
 from core.readonly import readonly
@@ -552,13 +552,8 @@ def _document_writes(handle: DocHandle) -> tuple[list[Write], DocumentEvent | No
     writes: list[Write] = []
     where = f"document {defn.kind!r}"
     base = handle.created or handle.stored_version != defn.version
-    if base or defn.model is not None:
-        value = defn.validate(json_copy(handle.value, where))
-        ops = [] if base else diff(handle.original, value)
-    else:
-        # Admitted and diffed in one walk that copies only what changed; the rest is
-        # shared with the committed value (which nothing mutates). Why: docops.revise.
-        value, ops = revise(handle.original, handle.value, where)
+    value = defn.validate(json_copy(handle.value, where))
+    ops = [] if base else diff(handle.original, value)
     if handle.created:
         writes.append(
             DocumentCreate(

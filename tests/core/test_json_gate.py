@@ -141,9 +141,9 @@ async def test_document_values_are_gated_and_nothing_is_written(bad: Any, field:
 
 @pytest.mark.parametrize(("bad", "field"), [(b, f) for _, b, f in BAD], ids=[i for i, _, _ in BAD])
 async def test_changes_to_a_stored_document_are_gated_with_their_path(bad: Any, field: str) -> None:
-    # A change is admitted part by part against the committed value (docops.revise); a bad
-    # part is still refused with the path the whole-value gate gives it, and nothing is
-    # written: not the storage, not the session's cached value.
+    # A change to a stored document goes through the whole-value gate: a bad part is
+    # refused with its path, and nothing is written: not the storage, not the session's
+    # cached value.
     session = await open_doc_session(MemoryState())
 
     async def start(tx: Tx) -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.docops import InvalidOp, apply_ops, diff, revise
+from core.docops import InvalidOp, apply_ops, diff
 from core.errors import InvalidJson
 from core.jsonvalue import (
     JsonValue,
@@ -121,58 +121,6 @@ def test_copy_admitted_copies_every_container(value: JsonValue) -> None:
     copied = copy_admitted(value)
     assert json_equal(copied, value) and dumps(copied) == dumps(value)
     assert not _containers(copied) & _containers(value)
-
-
-@settings(max_examples=400, deadline=None)
-@given(json_values, json_values)
-def test_revise_admits_the_new_value_and_finds_the_ops_diff_finds(
-    a: JsonValue, b: JsonValue
-) -> None:
-    old, new = json_copy(a), copy.deepcopy(b)
-    before = dumps(old)
-    value, ops = revise(old, new, "doc")
-    assert ops == diff(old, b)
-    assert json_equal(value, b)
-    assert json_equal(apply_ops(copy.deepcopy(old), copy.deepcopy(ops)), b)
-    # Detached from the new value (it may share parts of the old one, which is never
-    # mutated), and the old value is left as it was.
-    assert not _containers(value) & _containers(new)
-    assert dumps(old) == before
-    if not ops:
-        assert value is old
-
-
-def test_revise_shares_what_did_not_change() -> None:
-    old = json_copy({"run": {"inputs": [{"id": 1}]}, "tools": {"c1": {"status": "pending"}}})
-    new = copy_admitted(old)
-    new["tools"]["c1"]["status"] = "done"  # type: ignore[call-overload,index]
-    value, ops = revise(old, new, "doc")
-    assert ops == [["s", ["tools", "c1", "status"], "done"]]
-    assert value["run"] is old["run"]  # type: ignore[call-overload,index]
-    assert value["tools"] is not new["tools"]  # type: ignore[call-overload,index]
-    assert old["tools"]["c1"]["status"] == "pending"  # type: ignore[call-overload,index]
-
-
-@pytest.mark.parametrize(
-    "bad",
-    [math.nan, (1,), {1: 2}, {"k": [1, math.inf]}, "x\ud800", {"\udc00": 1}, b"x", 10**5000],
-    ids=["nan", "tuple", "int-key", "inf", "surrogate", "surrogate-key", "bytes", "huge-int"],
-)
-def test_revise_refuses_what_json_copy_refuses_with_its_field(bad: object) -> None:
-    old = json_copy({"a": {"b": [1, 2], "c": "x"}, "d": [0]})
-    for new in (
-        {"a": {"b": [1, bad], "c": "x"}, "d": [0]},  # an item of a list of the same length
-        {"a": {"b": [1, 2, bad], "c": "x"}, "d": [0]},  # a splice
-        {"a": {"b": [1, 2], "c": bad}, "d": [0]},  # a changed scalar
-        {"a": {"b": [1, 2], "c": "x", "e": bad}, "d": [0]},  # a new key
-        {"a": bad, "d": [0]},  # a changed type
-    ):
-        with pytest.raises(InvalidJson) as whole:
-            json_copy(new, "doc")
-        with pytest.raises(InvalidJson) as caught:
-            revise(old, new, "doc")
-        assert caught.value.field == whole.value.field
-        assert str(caught.value) == str(whole.value)
 
 
 def test_small_edits_produce_small_ops() -> None:
