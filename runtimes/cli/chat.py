@@ -364,9 +364,10 @@ class Chat:
                 self.screen.prompt()
             return
         if accepted.get("id") is None:
-            # AWS: another invocation holds the actor; the submission waits in its
-            # mailbox and its entries arrive in the view once the holder takes it.
-            self.screen.line("(mailed: the actor is busy elsewhere; it is taken next)", "dim")
+            # Accepted outside the actor's storage (on AWS another invocation holds it;
+            # on the local host its file was still being opened): its entries arrive in
+            # the view once the actor admits it.
+            self.screen.line("(mailed: accepted; the actor takes it up next)", "dim")
             self.created.set()
             return
         self.transcript.own.add(int(accepted["id"]))

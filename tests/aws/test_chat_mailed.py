@@ -37,7 +37,7 @@ async def test_a_mailed_line_is_told_not_crashed_on(aws: AwsResources, tmp_path:
                 ChatOptions(url="http://lambda", token=KIT_TOKEN, actor="chat-m"), client, screen
             )
             await chat._submit("hello")
-            assert "(mailed: the actor is busy elsewhere; it is taken next)" in out.getvalue()
+            assert "(mailed: accepted; the actor takes it up next)" in out.getvalue()
             assert not chat.awaiting
             assert [m.body["content"] for m in await Mailbox(aws).pending("chat-m")] == ["hello"]
     finally:
