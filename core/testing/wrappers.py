@@ -20,6 +20,7 @@ from core.records import (
 from core.storage.port import (
     ConversationQuery,
     Cursor,
+    DeferringStorage,
     DocumentQuery,
     EntryQuery,
     Page,
@@ -115,6 +116,15 @@ class DelegatingStorage:
         self, query: DocumentQuery, cursor: Cursor | None = None
     ) -> Page[DocumentRecord]:
         return await self.inner.scan_documents(query, cursor)
+
+    @property
+    def pending(self) -> int:
+        """The inner storage's commits not durable yet (0 unless it defers durability)."""
+        return self.inner.pending if isinstance(self.inner, DeferringStorage) else 0
+
+    async def flush(self) -> None:
+        if isinstance(self.inner, DeferringStorage):
+            await self.inner.flush()
 
     async def close(self) -> None:
         await self.inner.close()

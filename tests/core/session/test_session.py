@@ -393,3 +393,17 @@ async def test_a_failed_flush_poisons_and_a_refused_one_does_not(tmp_path: Path)
     with pytest.raises(SessionPoisoned):
         await session.commit(lambda tx: tx.create_conversation())
     await session.close()
+
+
+async def test_a_wrapped_deferring_storage_is_flushed_through_its_wrapper(
+    tmp_path: Path,
+) -> None:
+    gate = _Deferring()
+    gate.opened.set()
+    inner = await SqliteStorage.open(Sqlite3Database.open(tmp_path / "a.sqlite"), gate=gate)
+    session = await Session.open(FaultyStorage(inner), VirtualClock())
+    await session.commit(lambda tx: tx.create_conversation())
+    assert gate.waiting == [1]
+    await session.flush()  # reaches the inner storage: a wrapper hides no pending commit
+    assert (gate.durable, gate.waiting) == ([1], [])
+    await session.close()
