@@ -130,7 +130,7 @@ async def test_below_the_threshold_a_new_actors_input_is_admitted_as_before(
     """The default journals only while other opens are under way: one new actor on a
     quiet host gets its submission's id at once."""
     data = tmp_path / "data"
-    async with api(data) as (_, client):
+    async with api(data, journal_when_opening=4) as (_, client):
         r = await client.post(submit("cy"), json={"type": "input", "content": "hi"})
         assert r.status_code == 202 and r.json()["status"] == "placed", r.text
         assert isinstance(r.json()["id"], int)
@@ -140,7 +140,7 @@ async def test_below_the_threshold_a_new_actors_input_is_admitted_as_before(
 async def test_a_burst_of_new_actors_is_journaled_past_the_threshold_and_all_answered(
     tmp_path: Path,
 ) -> None:
-    async with api(tmp_path / "data") as (_, client):
+    async with api(tmp_path / "data", journal_when_opening=4) as (_, client):
         names = [f"burst-{n}" for n in range(30)]
         accepted = await asyncio.gather(
             *(
