@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Coroutine, Generator
 from typing import Any
 
-__all__ = ["land_shielded", "let_ready_run"]
+__all__ = ["land_shielded"]
 
 
 async def land_shielded(landing: Coroutine[Any, Any, None]) -> None:
@@ -58,16 +58,3 @@ class _Resumed:
                 pending = self._coro.send(None)
             except StopIteration:
                 return
-
-
-async def let_ready_run() -> None:
-    """Let the tasks that are ready run one step: one turn of the loop (no clock read).
-    A flush waits so, then queues behind the commits they started."""
-    turned: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    asyncio.get_running_loop().call_soon(_turned, turned)
-    await turned
-
-
-def _turned(turned: asyncio.Future[None]) -> None:
-    if not turned.done():  # the waiter was cancelled meanwhile
-        turned.set_result(None)

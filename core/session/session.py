@@ -53,7 +53,7 @@ from core.records import (
     Waiting,
 )
 from core.session.documents import DocDefinition, DocHandle
-from core.session.landing import land_shielded, let_ready_run
+from core.session.landing import land_shielded
 from core.session.transaction import TaskLayer, Tx
 from core.session.waiters import WaiterRegistry
 from core.storage.paging import scan_all
@@ -256,7 +256,7 @@ class Session:
         self.check_open()
         if not isinstance(storage := self.storage, DeferringStorage) or not storage.pending:
             return
-        await let_ready_run()
+        await asyncio.sleep(0)  # ready tasks run a step: their commits queue first
         async with self._line:
             self.check_open()
             await land_shielded(self._flush(storage))  # as a commit: never cut off midway
