@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
 from workers import DurableObject, Response, WorkerEntrypoint  # type: ignore[import-not-found]
@@ -51,14 +51,10 @@ from core.errors import UnknownRecord
 from runtimes.actor import ActorConfig, UnknownActor
 from runtimes.actor.clock import SystemClock
 from runtimes.actor.cors import CorsPolicy
-from runtimes.actor.inspector_files import inspector_answer
 from runtimes.actor.tokens import SigningKeys
 from runtimes.cloudflare.actor import DurableActor
 from runtimes.cloudflare.alarm import AlarmReport
-from runtimes.cloudflare.front_door import FrontDoor, Refusal, RouteTable, admit_request
 from runtimes.cloudflare.index import ActorIndex, IndexShard, shard_name
-from runtimes.cloudflare.listing import LISTING_PATH, list_at_door
-from runtimes.cloudflare.minting import TOKENS_PATH, mint_at_door
 from runtimes.cloudflare.names import DURABLE_OBJECT_BINDING, INDEX_BINDING
 from runtimes.cloudflare.settings import (
     MisconfiguredWorker,
@@ -67,6 +63,16 @@ from runtimes.cloudflare.settings import (
     default_actor_config,
 )
 from runtimes.cloudflare.watch import WatchHub
+
+# What only the front door (``Default``) or a WebSocket upgrade uses — the front door's
+# checks and route table, the scopes, the listing, the token minting and the inspector's
+# files — is imported in the functions that use it, not here: an isolate that opens a
+# Durable Object (for an alarm, or a request the front door of another isolate admitted)
+# does not compile it before its actor is open (issue 36: import + open <= 1 s from
+# sources in Pyodide; tests/cloudflare/test_open_path.py pins what stays off that path).
+# The entry module imports all of it for the deploy-time snapshot.
+if TYPE_CHECKING:
+    from runtimes.cloudflare.front_door import FrontDoor, Refusal, RouteTable
 
 __all__ = [
     "Default",
@@ -80,7 +86,8 @@ __all__ = [
 ]
 
 
-_WATCH = re.compile(r"/v1/actors/([^/]+)/conversations/([0-9]+)/watch")
+# A pattern, compiled (and cached by ``re``) on the first WebSocket upgrade, not at import.
+_WATCH = r"/v1/actors/([^/]+)/conversations/([0-9]+)/watch"
 
 
 class _Deployment:
@@ -108,6 +115,7 @@ def api_routes() -> RouteTable:
     """The actor API's own routes, for the front door (so the two cannot drift apart):
     the actor routes, the listings and the long-poll deltas."""
     from runtimes.actor.api.route_table import actor_routes
+    from runtimes.cloudflare.front_door import RouteTable
 
     return RouteTable.from_routes(actor_routes())
 
@@ -169,6 +177,8 @@ def _misconfigured(error: MisconfiguredWorker) -> Refusal:
     """The answer to every request while the deployment is misconfigured; the first
     time an isolate meets ``error`` it also goes to the Worker's log (``wrangler tail``),
     once, not once per request."""
+    from runtimes.cloudflare.front_door import Refusal
+
     message = str(error)
     if message not in _Deployment.logged:
         _Deployment.logged.add(message)
@@ -182,6 +192,8 @@ def _json_response(refusal: Refusal, extra: tuple[tuple[str, str], ...] = ()) ->
 
 
 def _door(settings: WorkerSettings, max_body_bytes: int | None = None) -> FrontDoor:
+    from runtimes.cloudflare.front_door import FrontDoor
+
     keys = SigningKeys.for_host(settings.api_token, settings.token_keys)
     size = settings.max_body_bytes if max_body_bytes is None else max_body_bytes
     return FrontDoor(settings.api_token, _Deployment.routes or api_routes(), size, keys=keys)
@@ -220,6 +232,11 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
     """The front door (see the module docstring)."""
 
     async def fetch(self, request: Any) -> Any:
+        from runtimes.actor.inspector_files import inspector_answer
+        from runtimes.cloudflare.front_door import Refusal, admit_request
+        from runtimes.cloudflare.listing import LISTING_PATH, list_at_door
+        from runtimes.cloudflare.minting import TOKENS_PATH
+
         js_request = _js(request)
         method = str(js_request.method).upper()
         path = urlsplit(str(js_request.url)).path
@@ -273,6 +290,9 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         settings: WorkerSettings,
         cors: CorsPolicy,
     ) -> Any:
+        from runtimes.cloudflare.front_door import Refusal
+        from runtimes.cloudflare.minting import mint_at_door
+
         keys = SigningKeys.for_host(settings.api_token, settings.token_keys)
         limit = settings.max_body_bytes
         answer = mint_at_door(settings.api_token, keys, method, headers, None, limit)
@@ -359,13 +379,15 @@ class PerdureActor(DurableObject):  # type: ignore[misc]
         from js import Response as JsResponse  # type: ignore[import-not-found]
         from js import WebSocketPair
 
+        from runtimes.cloudflare.front_door import Refusal
+
         headers = {str(k).lower(): str(v) for k, v in js_request.headers.entries()}
         path = urlsplit(str(js_request.url)).path
         door = _door(self.settings, 1024 * 1024)
         decision = door.admit("GET", path, headers)  # the app's auth and scope, re-checked
         if isinstance(decision, Refusal):
             return _json_response(decision)
-        match = _WATCH.fullmatch(unquote(path))
+        match = re.fullmatch(_WATCH, unquote(path))
         if match is None:
             return _json_response(Refusal(404, "no_route", f"no WebSocket route for {path}"))
         client, server = WebSocketPair.new().object_values()

@@ -1,12 +1,14 @@
 """What an isolate imports before it opens its actor stays small: core and the runtime,
-not the HTTP app (FastAPI, the actor API) or the adapters' httpx, which the runtime
-imports on its first HTTP request or first model call. Pyodide compiles every module it
-imports from source on a cold start, so each one on this path costs start-up time
-(``tests/pyodide/run.py`` measures it; its cold start asserts the same there, with the
-Workers SDK and ``runtimes.cloudflare.worker`` itself)."""
+not the HTTP app (FastAPI, the actor API), the front door's modules or the adapters'
+httpx, which the runtime imports on its first HTTP request, its front door's first
+request or its first model call. Pyodide compiles every module it imports from source
+on a cold start, so each one on this path costs start-up time (``tests/pyodide/run.py``
+measures it; its cold start asserts the same there, with the Workers SDK and
+``runtimes.cloudflare.worker`` itself)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -15,6 +17,7 @@ from pathlib import Path
 from tests.pyodide.inside.workload import NOT_ON_THE_OPEN_PATH, RUNTIME_MODULES
 
 ROOT = Path(__file__).resolve().parents[2]
+WORKER = ROOT / "runtimes" / "cloudflare" / "worker.py"
 
 _PROBE = """
 import importlib, json, sys
@@ -46,3 +49,35 @@ def test_the_probe_sees_an_eager_import() -> None:
     """The check can fail: the deployed entry's eager set does import them."""
     loaded = _imported(*RUNTIME_MODULES, "runtimes.actor.api", "runtimes.models.openai_http")
     assert {"fastapi", "httpx", "runtimes.actor.api"} <= loaded
+
+
+def _module_level_imports(source: str) -> list[str]:
+    """The modules ``source`` imports when it is imported: its top-level ``import`` and
+    ``from`` statements, not those in functions or under ``if TYPE_CHECKING:``."""
+    found: list[str] = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append(node.module)
+    return found
+
+
+def test_the_worker_module_leaves_the_front_door_to_the_front_door() -> None:
+    """``runtimes.cloudflare.worker`` (which CPython cannot import: it subclasses the
+    Workers SDK's types) imports at module level nothing that pulls the front door, the
+    HTTP app or httpx onto a Durable Object's open path: every module it imports there,
+    but the SDK, imported together leaves them all unimported."""
+    imports = [m for m in _module_level_imports(WORKER.read_text()) if m != "workers"]
+    assert "runtimes.cloudflare.actor" in imports  # the parse found the real imports
+    loaded = _imported(*imports)
+    assert not loaded & set(NOT_ON_THE_OPEN_PATH), sorted(loaded & set(NOT_ON_THE_OPEN_PATH))
+
+
+def test_the_module_level_import_check_sees_an_eager_front_door_import() -> None:
+    """The check can fail: a worker module importing the listing at the top, as it did
+    before issue 36, pulls the front door in."""
+    source = WORKER.read_text() + "\nfrom runtimes.cloudflare.listing import LISTING_PATH\n"
+    imports = [m for m in _module_level_imports(source) if m != "workers"]
+    leaked = _imported(*imports) & set(NOT_ON_THE_OPEN_PATH)
+    assert {"runtimes.cloudflare.listing", "runtimes.cloudflare.front_door"} <= leaked

@@ -5,7 +5,8 @@ from the Worker's vars and secrets (``runtimes/cloudflare/settings.py``). A depl
 with its own tools calls ``configure(ActorConfig(...))`` here instead.
 
 The actor API app (FastAPI; the runtime itself imports it only on an object's first
-HTTP request) and the adapters the default configuration builds on an object's first
+HTTP request), the front door's modules (imported by the runtime on the front door's
+first request), and the adapters the default configuration builds on an object's first
 event are imported here, at the top level, on purpose: Cloudflare documents that a Python Worker's
 top-level imports run at deploy time and are kept in a memory snapshot that cold starts
 restore, so what is imported here is not paid again by each new isolate (not
@@ -19,8 +20,12 @@ import workers.asgi  # noqa: F401  # the SDK's ASGI bridge, which serves every r
 import core.tools  # noqa: F401
 import remote_env.client  # noqa: F401
 import runtimes.actor.api
+import runtimes.actor.inspector_files
 import runtimes.actor.sandbox
 import runtimes.cloudflare.fetch_transport
+import runtimes.cloudflare.front_door
+import runtimes.cloudflare.listing
+import runtimes.cloudflare.minting
 import runtimes.models.openai_http  # noqa: F401
 from runtimes.cloudflare.worker import Default, PerdureActor, PerdureActorIndex
 
