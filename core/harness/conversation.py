@@ -8,7 +8,7 @@ not import :mod:`~core.harness.harness` (which imports it to hand the handles ou
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import ValidationError
 
@@ -19,14 +19,12 @@ from core.harness.compaction import start_compaction
 from core.harness.context import ContextView
 from core.harness.messages import Usage, UserMessage, message_to_json
 from core.harness.registry import ResolvedAgent
-from core.harness.reminders import RemindArgs, start_reminder
 from core.harness.runs import (
     admit_write,
     inbox_items,
     is_running,
     new_submission,
 )
-from core.harness.schedules import Schedule, ScheduleArgs, create_schedule, schedule_view
 from core.harness.settings import HarnessSettings
 from core.harness.submission import (
     Reminder,
@@ -44,6 +42,9 @@ from core.session.documents import DocDefinition
 from core.session.transaction import Tx
 from core.storage.paging import scan_all
 from core.storage.port import ConversationQuery, Cursor, EntryQuery, Order, Page, SubmissionQuery
+
+if TYPE_CHECKING:
+    from core.harness.schedules import Schedule
 
 __all__ = ["Conversation", "ConversationHandleOwner", "WhenBusy"]
 
@@ -229,6 +230,10 @@ class Conversation:
         at once) or ``after`` seconds, at most :data:`~core.harness.reminders.MAX_DELAY_S`
         ahead; returns the reminder (its task and due time). Cancel it with
         :meth:`Harness.cancel_reminder`. Bad arguments raise :class:`InvalidInput`."""
+        # Imported here, not with this module: reminders are off the open path (see
+        # core/harness/harness.py, issue 36).
+        from core.harness.reminders import RemindArgs, start_reminder
+
         try:
             args = RemindArgs(message=message, at=at, after=after)
         except ValidationError as e:
@@ -266,6 +271,10 @@ class Conversation:
         schedule of this conversation returns it (the same arguments) or raises
         :class:`RequestIdConflict`; bad arguments raise :class:`InvalidInput`. Nothing
         is written in either case."""
+        # Imported here, not with this module: schedules are off the open path (see
+        # core/harness/harness.py, issue 36).
+        from core.harness.schedules import ScheduleArgs, create_schedule, schedule_view
+
         check_request_id(request_id)
         try:
             args = ScheduleArgs(

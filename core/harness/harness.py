@@ -42,16 +42,13 @@ from core.harness.compaction import COMPACTION, compaction_task, settle_compacti
 from core.harness.context import ActiveRange, ContextView, RangeCache
 from core.harness.conversation import Conversation, WhenBusy
 from core.harness.events import note_abort, note_event, note_restart
-from core.harness.forks import document_definition, fork_conversation
 from core.harness.generation.end import settle_generation
 from core.harness.generation.task import generation_task
 from core.harness.live import ProgressPace
 from core.harness.messages import Message, Usage
 from core.harness.models import Models
 from core.harness.registry import Registry, ResolvedAgent
-from core.harness.reminders import REMINDER, pending_timers, reminder_task
-from core.harness.runs import withdraw_inputs
-from core.harness.schedules import SCHEDULE, Schedule, schedule_task, schedule_view
+from core.harness.runs import REMINDER, SCHEDULE, withdraw_inputs
 from core.harness.services import HarnessServices
 from core.harness.settings import HarnessSettings
 from core.harness.submission import (
@@ -81,6 +78,13 @@ from core.telemetry import NO_TELEMETRY, Telemetry
 
 if TYPE_CHECKING:
     from core.env import ExecutionEnv
+    from core.harness.schedules import Schedule
+
+# Reminders, recurring schedules and forks are features some actors use, not every
+# open and turn: their modules (and the pydantic models, dataclasses and regular
+# expressions in them) are imported when one is used — a reminder or schedule task met
+# by the scheduler (``_Tasks``), or a method below — not on the open path, which a fresh
+# Pyodide isolate compiles from source (issue 36; tests/architecture pins it).
 
 __all__ = [
     "HARNESS_KINDS",
@@ -100,14 +104,24 @@ EnvFactory = Callable[[int, str | None], "ExecutionEnv | None"]
 
 
 class _Tasks:
-    """The task source the scheduler sees: the built-in tasks, then extensions' tasks."""
+    """The task source the scheduler sees: the built-in tasks, then extensions' tasks.
+    ``deferred`` built-in tasks are defined the first time the scheduler asks for them."""
 
-    def __init__(self, builtins: Mapping[str, TaskDefinition], registry: Registry) -> None:
+    def __init__(
+        self,
+        builtins: Mapping[str, TaskDefinition],
+        registry: Registry,
+        deferred: Mapping[str, Callable[[], TaskDefinition]],
+    ) -> None:
         self._builtins = dict(builtins)
+        self._deferred = dict(deferred)
         self._registry = registry
 
     def task(self, name: str) -> TaskDefinition | None:
-        return self._builtins.get(name) or self._registry.task(name)
+        found = self._builtins.get(name)
+        if found is None and name in self._deferred:
+            found = self._builtins[name] = self._deferred.pop(name)()
+        return found or self._registry.task(name)
 
     def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
         return self._registry.subscribe(listener)
@@ -201,19 +215,27 @@ class Harness:
             if bound is not None:
                 await bound._on_settled(tx, task)
 
+        def reminders() -> TaskDefinition:
+            from core.harness.reminders import reminder_task
+
+            return reminder_task(services)
+
+        def schedules() -> TaskDefinition:
+            from core.harness.schedules import schedule_task
+
+            return schedule_task(services)
+
         builtins = {
             t.name: t
             for t in (
                 generation_task(services),
                 tool_task(services),
                 compaction_task(services),
-                reminder_task(services),
-                schedule_task(services),
             )
         }
         engine = await Engine.open(
             storage,
-            tasks=_Tasks(builtins, registry),
+            tasks=_Tasks(builtins, registry, {REMINDER: reminders, SCHEDULE: schedules}),
             clock=clock,
             report=report,
             telemetry=telemetry,
@@ -369,6 +391,8 @@ class Harness:
         """Cancel a recurring schedule: mark its task aborted and wait until it ended (an
         occurrence firing meanwhile commits first or not at all). Returns the schedule as
         it ended. :class:`TaskNotFound` when ``task_id`` is not a live schedule."""
+        from core.harness.schedules import schedule_view
+
         task = self.session.tasks.get(task_id)
         if task is None or task.kind != SCHEDULE:
             raise TaskNotFound(f"no active schedule {task_id}")
@@ -379,6 +403,8 @@ class Harness:
     def schedules(self, conversation_id: int | None = None) -> list[Schedule]:
         """The live recurring schedules (of one conversation, or all), oldest first, each
         with its next occurrences (see :func:`core.harness.schedules.schedule_view`)."""
+        from core.harness.schedules import schedule_view
+
         now = self.clock.now()
         return [
             schedule_view(task, now)
@@ -394,6 +420,8 @@ class Harness:
     def timers(self) -> list[JsonObject]:
         """Pending reminders and other waits for a time, soonest first (see
         :func:`core.harness.reminders.pending_timers`)."""
+        from core.harness.reminders import pending_timers
+
         return pending_timers(list(self.session.tasks.values()))
 
     def approvals(self) -> list[JsonObject]:
@@ -520,6 +548,8 @@ class Harness:
 
     def document_definition(self, kind: str) -> DocDefinition[Any] | None:
         """A built-in document kind, or one an installed extension registered."""
+        from core.harness.forks import document_definition
+
         return document_definition(self.registry, kind)
 
     async def fork(
@@ -533,6 +563,8 @@ class Harness:
         """A conversation that sees this one's history up to ``at_entry`` (not copied) and
         gets its documents by their fork policy; ``agent`` changes the child's agent (see
         :func:`~core.harness.forks.fork_conversation`)."""
+        from core.harness.forks import fork_conversation
+
         return Conversation(
             self,
             await fork_conversation(

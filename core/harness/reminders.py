@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.errors import InvalidInput
 from core.harness.registry import Extension, define_extension, define_tool
-from core.harness.schedules import SCHEDULE
+from core.harness.runs import REMINDER, SCHEDULE
 from core.harness.tools import ToolContext, ToolResult
 from core.jsonvalue import JsonObject
 from core.records import Task, Waiting
@@ -46,7 +46,6 @@ __all__ = [
     "start_reminder",
 ]
 
-REMINDER = "perdure.reminder"
 MAX_REMINDER_CHARS = 10_000
 MAX_DELAY_S = 366 * 24 * 3600
 

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GENERATION",
+    "REMINDER",
+    "SCHEDULE",
     "TOOL",
     "add_usage",
     "admit_write",
@@ -71,6 +73,10 @@ __all__ = [
 
 GENERATION = "perdure.generation"
 TOOL = "perdure.tool"
+# The kinds of the timed tasks, here rather than in their modules (reminders.py,
+# schedules.py) so that the harness names them without importing those on its open path.
+REMINDER = "perdure.reminder"
+SCHEDULE = "perdure.schedule"
 WhenBusy = Literal["follow_up", "steer"]
 
 

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.errors import InvalidInput, RequestIdConflict
+from core.harness.runs import SCHEDULE
 from core.harness.submission import admit_input
 from core.jsonvalue import JsonObject, JsonValue, json_equal
 from core.readonly import readonly
@@ -69,7 +70,6 @@ __all__ = [
     "schedule_view",
 ]
 
-SCHEDULE = "perdure.schedule"
 LATE_GRACE_MS = 120_000
 """How late an occurrence may fire under ``catch_up: none`` and still count as on time:
 hosts deliver wakes a little late (a cold start, an EventBridge schedule's minute)."""

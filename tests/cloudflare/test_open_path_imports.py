@@ -1,7 +1,8 @@
 """What an isolate imports before it opens its actor stays small: core and the runtime,
-not the HTTP app (FastAPI, the actor API), the front door's modules or the adapters'
-httpx, which the runtime imports on its first HTTP request, its front door's first
-request or its first model call. Pyodide compiles every module it imports from source
+not the HTTP app (FastAPI, the actor API), the front door's modules, the adapters' httpx
+or the harness's features an open and a turn do not use (reminders, schedules, forks),
+which are imported on the first HTTP request, the front door's first request, the first
+model call or the feature's first use. Pyodide compiles every module it imports from source
 on a cold start, so each one on this path costs start-up time (``tests/pyodide/run.py``
 measures it; its cold start asserts the same there, with the Workers SDK and
 ``runtimes.cloudflare.worker`` itself)."""
@@ -14,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.pyodide.inside.workload import NOT_ON_THE_OPEN_PATH, RUNTIME_MODULES
+from tests.pyodide.inside.workload import FEATURE_MODULES, NOT_ON_THE_OPEN_PATH, RUNTIME_MODULES
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = ROOT / "runtimes" / "cloudflare" / "worker.py"
@@ -45,10 +46,31 @@ def test_core_and_the_runtime_leave_the_http_app_and_httpx_unimported() -> None:
     assert not loaded & set(NOT_ON_THE_OPEN_PATH), sorted(loaded & set(NOT_ON_THE_OPEN_PATH))
 
 
+_TURNS = """
+import asyncio, json, sys
+from core.storage import MemoryStorage
+from tests.pyodide.inside import workload
+asyncio.run(workload.tool_rounds(MemoryStorage(), 2))
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_an_open_and_a_turn_with_tool_calls_leave_the_features_unimported() -> None:
+    """Opening a harness and running a submission through two tool rounds imports none
+    of the harness's features it did not use (reminders, schedules, forks, sub-agents)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _TURNS], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
+    loaded = set(json.loads(out))
+    assert "core.harness.tool_task" in loaded  # the turn ran its tools
+    assert not loaded & set(FEATURE_MODULES), sorted(loaded & set(FEATURE_MODULES))
+
+
 def test_the_probe_sees_an_eager_import() -> None:
     """The check can fail: the deployed entry's eager set does import them."""
     loaded = _imported(*RUNTIME_MODULES, "runtimes.actor.api", "runtimes.models.openai_http")
     assert {"fastapi", "httpx", "runtimes.actor.api"} <= loaded
+    assert {"core.harness.schedules", "core.harness.reminders"} <= loaded  # the app's routes
 
 
 def _module_level_imports(source: str) -> list[str]:

@@ -35,6 +35,7 @@ __all__ = [
     "ADAPTER_MODULES",
     "APP_MODULES",
     "DEPLOYED_MODULES",
+    "FEATURE_MODULES",
     "FRONT_DOOR_MODULES",
     "MODEL",
     "NOT_ON_THE_OPEN_PATH",
@@ -91,8 +92,19 @@ ADAPTER_MODULES = (
 # What the deployed entry module (infra/cloudflare/src/entry.py) imports eagerly, for
 # the deploy-time memory snapshot.
 DEPLOYED_MODULES = (*RUNTIME_MODULES, *FRONT_DOOR_MODULES, *APP_MODULES, *ADAPTER_MODULES)
+# The harness's features an open and a turn do not use: reminders, recurring schedules
+# (and their cron), forks, sub-agents; imported when one is used (issue 36).
+FEATURE_MODULES = (
+    "core.harness.reminders",
+    "core.harness.schedules",
+    "core.harness.schedule_tools",
+    "core.harness.cadence",
+    "core.harness.forks",
+    "core.harness.subagents",
+)
 # Modules the import + open of an isolate must leave unimported (the HTTP app, the
-# front door and the adapters come later, if at all): a regression here fails the suite.
+# front door, the adapters and the features above come later, if at all): a regression
+# here fails the suite.
 NOT_ON_THE_OPEN_PATH = (
     "fastapi",
     "starlette",
@@ -100,6 +112,7 @@ NOT_ON_THE_OPEN_PATH = (
     "pydantic.v1",
     "runtimes.actor.api",
     *FRONT_DOOR_MODULES,
+    *FEATURE_MODULES,
 )
 
 
