@@ -16,6 +16,13 @@ workload through the suite's own children:
   the first model call, so nothing that runs after it is counted. (The suite's
   ``perdure_recover`` child keeps running until its event loop has shut down, which
   costs several times as much as the path to the first phase.)
+
+``--open-path`` counts instead what a fresh Durable Object isolate does before its
+actor is open (issue 36), as CPython can stand for it: import ``core.harness`` and every
+module ``runtimes/cloudflare/worker.py`` imports at module level (but the Workers SDK,
+which runs only in Pyodide), then open a harness and resume it to idle, with every
+module compiled from source (an empty ``pycache_prefix``, as Pyodide has no bytecode),
+less a process that imports only what Pyodide's start-up and the SDK import anyway.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["FIRST_PHASE_CHILD", "count", "main"]
+__all__ = ["FIRST_PHASE_CHILD", "OPEN_PATH_CHILD", "count", "count_open_path", "main"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,6 +62,54 @@ async def main():
 
 asyncio.run(main())
 """
+
+
+# What Pyodide's start-up (its event loop, package loading) and the Workers SDK import
+# before the open path: counted on both sides of --open-path's difference.
+OPEN_PATH_BASE = (
+    "import asyncio, dataclasses, inspect, json, re, typing, shutil, tempfile, zipfile,"
+    " tarfile, importlib.metadata, email.parser, email.message, http.client, urllib.parse\n"
+)
+OPEN_PATH_CHILD = (
+    OPEN_PATH_BASE
+    + """
+import ast, asyncio, importlib
+from pathlib import Path
+import core.harness
+tree = ast.parse(Path("runtimes/cloudflare/worker.py").read_text())
+modules = [a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names]
+modules += [n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.level == 0]
+for module in modules:
+    if module and module != "workers":
+        importlib.import_module(module)
+from core.faux import FauxModel, faux_message
+from core.harness import Harness, Registry
+from core.storage import MemoryStorage
+from runtimes.actor.clock import SystemClock
+
+async def main():
+    models = FauxModel(fallback=lambda request, state: faux_message("ok"))
+    h = await Harness.open(
+        MemoryStorage(), models=models, registry=Registry([]), clock=SystemClock()
+    )
+    root = await h.root(agent={"model": "faux/faux-1"})
+    h.resume()
+    await root.wait_for_idle()
+    await h.close()
+
+asyncio.run(main())
+"""
+)
+
+
+def count_open_path(root: Path, *, valgrind: bool = True) -> float:
+    """Instructions of the open path from sources (see the module docstring)."""
+    counts = []
+    for code in (OPEN_PATH_CHILD, OPEN_PATH_BASE):
+        with tempfile.TemporaryDirectory() as cache:
+            argv = ["-B", "-X", f"pycache_prefix={cache}", "-c", code]
+            counts.append(_run(root, argv, valgrind=valgrind))
+    return float(counts[0] - counts[1])
 
 
 def _run(root: Path, argv: list[str], *, valgrind: bool = True) -> int:
@@ -101,12 +156,18 @@ def count(
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, action="append", help="a checkout (repeatable)")
+    parser.add_argument(
+        "--open-path", action="store_true", help="count a Durable Object's open path instead"
+    )
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
     store = {"conversations": 1000, "entries": 100_000, "live": 500}
     results: dict[str, dict[str, float]] = {}
     for root in args.root or [ROOT]:
+        if args.open_path:
+            results[str(root)] = {"open_path": count_open_path(root.resolve())}
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             results[str(root)] = count(root.resolve(), Path(tmp), store=store)
     first = next(iter(results.values()))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.bench.instructions import ROOT, count
+from tests.bench.instructions import ROOT, count, count_open_path
 
 
 def test_the_counted_children_run_to_the_first_resumed_phase(tmp_path: Path) -> None:
@@ -13,3 +13,7 @@ def test_the_counted_children_run_to_the_first_resumed_phase(tmp_path: Path) -> 
         ROOT, tmp_path, store={"conversations": 3, "entries": 30, "live": 2}, valgrind=False
     )
     assert set(counts) == {"round", "import", "first_phase"}
+
+
+def test_the_open_path_child_runs() -> None:
+    assert count_open_path(ROOT, valgrind=False) == 0
