@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from core.clock import Clock
 from core.errors import InvalidInput, UnknownRecord
 from core.harness.builtin_documents import AGENT, INBOX, LIVE, USAGE
-from core.harness.compaction import start_compaction
+from core.harness.compaction_start import start_compaction
 from core.harness.context import ContextView
 from core.harness.messages import Usage, UserMessage, message_to_json
 from core.harness.registry import ResolvedAgent

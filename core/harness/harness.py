@@ -38,7 +38,7 @@ from core.errors import (
 from core.harness.agents import agent_change
 from core.harness.approvals import decide, pending_approvals
 from core.harness.builtin_documents import AGENT, USAGE
-from core.harness.compaction import COMPACTION, compaction_task, settle_compaction
+from core.harness.compaction_start import COMPACTION
 from core.harness.context import ActiveRange, ContextView, RangeCache
 from core.harness.conversation import Conversation, WhenBusy
 from core.harness.events import note_abort, note_event, note_restart
@@ -80,11 +80,12 @@ if TYPE_CHECKING:
     from core.env import ExecutionEnv
     from core.harness.schedules import Schedule
 
-# Reminders, recurring schedules and forks are features some actors use, not every
-# open and turn: their modules (and the pydantic models, dataclasses and regular
-# expressions in them) are imported when one is used — a reminder or schedule task met
-# by the scheduler (``_Tasks``), or a method below — not on the open path, which a fresh
-# Pyodide isolate compiles from source (issue 36; tests/architecture pins it).
+# Reminders, recurring schedules, forks and the compaction task (summarizing; a turn
+# only asks whether one is needed: compaction_start) are features some actors use, not
+# every open and turn: their modules (and the pydantic models, dataclasses and regular
+# expressions in them) are imported when one is used — such a task met by the scheduler
+# (``_Tasks``), or a method below — not on the open path, which a fresh Pyodide isolate
+# compiles from source (issue 36; tests/cloudflare/test_open_path_imports.py pins it).
 
 __all__ = [
     "HARNESS_KINDS",
@@ -215,6 +216,11 @@ class Harness:
             if bound is not None:
                 await bound._on_settled(tx, task)
 
+        def compactions() -> TaskDefinition:
+            from core.harness.compaction import compaction_task
+
+            return compaction_task(services)
+
         def reminders() -> TaskDefinition:
             from core.harness.reminders import reminder_task
 
@@ -230,12 +236,15 @@ class Harness:
             for t in (
                 generation_task(services),
                 tool_task(services),
-                compaction_task(services),
             )
         }
         engine = await Engine.open(
             storage,
-            tasks=_Tasks(builtins, registry, {REMINDER: reminders, SCHEDULE: schedules}),
+            tasks=_Tasks(
+                builtins,
+                registry,
+                {COMPACTION: compactions, REMINDER: reminders, SCHEDULE: schedules},
+            ),
             clock=clock,
             report=report,
             telemetry=telemetry,
@@ -733,4 +742,6 @@ class Harness:
         elif task.kind == "perdure.tool":
             await settle_tool(self, tx, task)
         elif task.kind == COMPACTION:
+            from core.harness.compaction import settle_compaction
+
             await settle_compaction(tx, task)

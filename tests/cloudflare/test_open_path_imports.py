@@ -57,7 +57,8 @@ print(json.dumps(sorted(sys.modules)))
 
 def test_an_open_and_a_turn_with_tool_calls_leave_the_features_unimported() -> None:
     """Opening a harness and running a submission through two tool rounds imports none
-    of the harness's features it did not use (reminders, schedules, forks, sub-agents)."""
+    of the harness's features it did not use (the compaction task, reminders, schedules,
+    forks, sub-agents)."""
     out = subprocess.run(
         [sys.executable, "-c", _TURNS], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from core.harness.builtin_documents import INBOX, LIVE
-from core.harness.compaction import (
+from core.harness.compaction_start import (
     compaction_need,
     context_tokens,
     in_flight_compaction,

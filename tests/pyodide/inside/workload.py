@@ -92,9 +92,11 @@ ADAPTER_MODULES = (
 # What the deployed entry module (infra/cloudflare/src/entry.py) imports eagerly, for
 # the deploy-time memory snapshot.
 DEPLOYED_MODULES = (*RUNTIME_MODULES, *FRONT_DOOR_MODULES, *APP_MODULES, *ADAPTER_MODULES)
-# The harness's features an open and a turn do not use: reminders, recurring schedules
-# (and their cron), forks, sub-agents; imported when one is used (issue 36).
+# The harness's features an open and a turn do not use: the compaction task (a turn only
+# asks whether one is needed), reminders, recurring schedules (and their cron), forks,
+# sub-agents; imported when one is used (issue 36).
 FEATURE_MODULES = (
+    "core.harness.compaction",
     "core.harness.reminders",
     "core.harness.schedules",
     "core.harness.schedule_tools",
