@@ -6,7 +6,8 @@ with its own tools calls ``configure(ActorConfig(...))`` here instead.
 
 The actor API app (FastAPI; the runtime itself imports it only on an object's first
 HTTP request), the front door's modules (imported by the runtime on the front door's
-first request), and the adapters the default configuration builds on an object's first
+first request), the harness's compaction task and forks (imported when first used), and
+the adapters the default configuration builds on an object's first
 event are imported here, at the top level, on purpose: Cloudflare documents that a Python Worker's
 top-level imports run at deploy time and are kept in a memory snapshot that cold starts
 restore, so what is imported here is not paid again by each new isolate (not
@@ -17,6 +18,8 @@ import gc
 
 import workers.asgi  # noqa: F401  # the SDK's ASGI bridge, which serves every request
 
+import core.harness.compaction  # the harness imports these two when first used
+import core.harness.forks
 import core.tools  # noqa: F401
 import remote_env.client  # noqa: F401
 import runtimes.actor.api
