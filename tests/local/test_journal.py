@@ -164,6 +164,29 @@ async def test_a_burst_of_new_actors_is_journaled_past_the_threshold_and_all_ans
             assert len(await submissions(client, n)) == 1
 
 
+async def test_two_first_inputs_of_one_new_actor_at_once_are_both_admitted_once(
+    tmp_path: Path,
+) -> None:
+    """At the default threshold the second of two concurrent first inputs to one new actor
+    meets the first one's open under way and is journaled: the first's activation moves
+    it in, then admits the first. Each is answered once, under its own request id."""
+    async with api(tmp_path / "data") as (_, client):
+        accepted = await asyncio.gather(
+            *(
+                client.post(submit("gus"), json={"type": "input", "content": r, "request_id": r})
+                for r in ("one", "two", "three")
+            )
+        )
+        assert all(r.status_code == 202 for r in accepted), [r.text for r in accepted]
+        # The second is journaled; the third finds the journaled input and waits its turn.
+        assert [r.json()["status"] == "mailed" for r in accepted] == [False, True, False]
+        states = [await settled(client, "gus", r) for r in ("one", "two", "three")]
+        assert [s["answer"]["text"] for s in states] == ["echo: one", "echo: two", "echo: three"]
+        stored = await submissions(client, "gus")
+        assert sorted(s["request_id"] for s in stored) == ["one", "three", "two"]
+        assert len({s["id"] for s in stored}) == 3
+
+
 async def test_an_input_its_admission_would_refuse_is_refused_and_nothing_journaled(
     tmp_path: Path,
 ) -> None:
