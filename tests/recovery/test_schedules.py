@@ -57,6 +57,11 @@ TOOLS = st.lists(
     max_size=3,
 )
 STEP_TIMEOUT = 5.0  # real seconds: a step that takes longer is a hang (a liveness bug)
+# The checker reads what was committed through connections of its own, opened on worker
+# threads while the harness's tasks keep the loop (and the GIL) busy: on a loaded 2-core
+# machine that open alone once took over 5 s. It is not the system under test, so it
+# gets a bound that only a hang reaches.
+CHECK_TIMEOUT = 60.0
 
 
 class Schedule(RuleBasedStateMachine):
@@ -77,12 +82,12 @@ class Schedule(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ plumbing
 
-    def run(self, coro: Any) -> Any:
+    def run(self, coro: Any, timeout: float = STEP_TIMEOUT) -> Any:
         """Run one step on the machine's loop. A step cut short by an injected storage
         failure is what a host sees: the session is poisoned, so it reopens the actor."""
         self.steps += 1
         try:
-            return self.loop.run_until_complete(asyncio.wait_for(coro, STEP_TIMEOUT))
+            return self.loop.run_until_complete(asyncio.wait_for(coro, timeout))
         except SessionPoisoned:
             pass
         finally:
@@ -406,7 +411,7 @@ class Schedule(RuleBasedStateMachine):
 
     @invariant()
     def always_consistent(self) -> None:
-        problems = self.run(self.world.problems(settled=False))
+        problems = self.run(self.world.problems(settled=False), CHECK_TIMEOUT)
         assert not problems, problems
 
     def teardown(self) -> None:
@@ -415,12 +420,13 @@ class Schedule(RuleBasedStateMachine):
                 assert self.world.faulty is not None
                 self.world.faulty.faults.clear()  # settling runs on healthy storage
 
-                async def finish() -> list[str]:
+                async def settle() -> None:
                     self.world.install_tools("safe")
                     await self.world.settle()
-                    return await self.world.problems(settled=True)
 
-                problems = self.loop.run_until_complete(asyncio.wait_for(finish(), STEP_TIMEOUT))
+                run = self.loop.run_until_complete
+                run(asyncio.wait_for(settle(), STEP_TIMEOUT))
+                problems = run(asyncio.wait_for(self.world.problems(settled=True), CHECK_TIMEOUT))
                 assert not problems, problems
                 self._events()
                 # The log misses commits that landed without an acknowledgement (an
