@@ -19,8 +19,9 @@ ROUNDS = 40
 
 # Per tool round, 40 rounds in one submission. Before: safe 15.5, unsafe 18.5 (the
 # issue's count, 35 rows per submission of two model rounds and two tool calls, is
-# about 17.5). After: safe 10.5, unsafe 12.6.
-CEILINGS = {"safe": 11.0, "unsafe": 13.0}
+# about 17.5). Then safe 10.5, unsafe 12.6; with one generation task going on through
+# the run's rounds: safe 9.45, unsafe 11.5.
+CEILINGS = {"safe": 10.0, "unsafe": 12.0}
 
 
 async def _rows_per_round(tmp_path: Path, replay: str) -> tuple[float, dict[str, int]]:

@@ -19,6 +19,8 @@ from core.harness.generation.live import (
     _committed_value,
     _is_current,
     _live_section,
+    _round,
+    _with_round,
     append_message,
 )
 from core.harness.generation.prepare import _compact_first
@@ -265,7 +267,7 @@ async def _classify(
         final = final.model_copy(update={"model": str(cp.get("model"))})
     calls = final.tool_calls
     if calls and final.stop_reason != "error":
-        await _tool_round(h, rt, final, offered)
+        await _tool_round(h, rt, final, offered, _round(cp))
     else:
         await _answer(h, rt, final)
 
@@ -286,9 +288,12 @@ async def _answer(h: HarnessServices, rt: TaskRuntime, message: AssistantMessage
 
 
 async def _tool_round(
-    h: HarnessServices, rt: TaskRuntime, message: AssistantMessage, offered: set[str]
+    h: HarnessServices,
+    rt: TaskRuntime,
+    message: AssistantMessage,
+    offered: set[str],
+    round_number: int,
 ) -> None:
-
     conv = rt.conversation_id
     agent = await h.agent(conv)
     calls = message.tool_calls
@@ -353,7 +358,7 @@ async def _tool_round(
             "tasks": cast(JsonValue, started),
             "sequential": sequential,
         }
-        return Waiting(checkpoint, tuple(started))
+        return Waiting(_with_round(checkpoint, round_number), tuple(started))
 
     await rt.commit(round_)
 
