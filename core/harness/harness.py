@@ -37,7 +37,7 @@ from core.errors import (
 )
 from core.harness.agents import agent_change
 from core.harness.approvals import decide, pending_approvals
-from core.harness.builtin_documents import AGENT, USAGE
+from core.harness.builtin_documents import AGENT, LIVE, USAGE
 from core.harness.compaction import COMPACTION, compaction_task, settle_compaction
 from core.harness.context import ActiveRange, ContextView, RangeCache
 from core.harness.conversation import Conversation, WhenBusy
@@ -50,7 +50,7 @@ from core.harness.messages import Message, Usage
 from core.harness.models import Models
 from core.harness.registry import Registry, ResolvedAgent
 from core.harness.reminders import REMINDER, pending_timers, reminder_task
-from core.harness.runs import withdraw_inputs
+from core.harness.runs import run_usage, withdraw_inputs
 from core.harness.schedules import SCHEDULE, Schedule, schedule_task, schedule_view
 from core.harness.services import HarnessServices
 from core.harness.settings import HarnessSettings
@@ -417,12 +417,13 @@ class Harness:
         return self.engine.next_wake()
 
     async def usage(self) -> Usage:
-        """The sum of every conversation's usage ledger."""
+        """The sum of every conversation's usage ledger and current run's."""
         total = Usage()
         for conv in await self._all_conversations():
             ledger = await self.session.document_value(USAGE, conv)
             if isinstance(ledger, dict) and isinstance(ledger.get("total"), dict):
                 total = total + Usage.model_validate(ledger["total"])
+            total = total + run_usage(await self.session.document_value(LIVE, conv))
         return total
 
     async def conversations(

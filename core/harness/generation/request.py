@@ -46,7 +46,7 @@ from core.harness.models import (
 )
 from core.harness.partial import Partial, close_stream
 from core.harness.registry import ResolvedAgent
-from core.harness.runs import TOOL, add_usage, final_boundary, settle_run
+from core.harness.runs import TOOL, add_run_usage, add_usage, final_boundary, settle_run
 from core.harness.tool_sources import refresh_listings
 from core.jsonvalue import JsonObject, JsonValue, dumps
 from core.records import Completed, Task, Waiting
@@ -280,7 +280,7 @@ async def _answer(h: HarnessServices, rt: TaskRuntime, message: AssistantMessage
         await add_usage(tx, conv, message.usage, model=message.model)
         live = await tx.doc(LIVE, conv)
         if _is_current(live, current.id):
-            settle_run(tx, conv, live, answer=entry.id)
+            await settle_run(tx, conv, live, answer=entry.id)
             await final_boundary(tx, conv, h.settings)
         return Completed({"entry": entry.id})
 
@@ -303,8 +303,13 @@ async def _tool_round(
 
     async def round_(tx: Tx, current: Task) -> Waiting:
         entry = await append_message(h, tx, conv, "assistant", message, by_task_id=current.id)
-        await add_usage(tx, conv, message.usage, model=message.model)
         live = await tx.doc(LIVE, conv)
+        # The usage waits in the run, in ``live`` (written here anyway), for the run's end:
+        # the ledger is written once a run, not once a round (docs/performance.md).
+        model = message.model
+        pending = bool(model) and _is_current(live, current.id)
+        if not (pending and add_run_usage(live, message.usage, model=cast(str, model))):
+            await add_usage(tx, conv, message.usage, model=model)
         _live_section(live, "generation").pop("partial", None)
         slots = _live_section(live, "tools")
         slots.clear()
