@@ -102,8 +102,11 @@ class Scheduler:
         """The tasks commits, invocation ends and due timers touched, and timed waits."""
         self._runs = Invocations(self)
         self._outcomes = KnownOutcomes()
-        self._failed_migrations: set[tuple[int, int]] = set()
-        self._reported: set[tuple[int, str, int]] = set()
+        # The definition a task's migration failed under, and each report's definition:
+        # held, not keyed by ``id()``, which a later definition may reuse once the old
+        # one is collected (a registry replaced), and then silently inherit the failure.
+        self._failed_migrations: dict[int, object] = {}
+        self._reported: dict[tuple[int, str], object] = {}
         self._timer: TimerHandle | None = None
         self._timer_at: int | None = None
         self._task_waiters: WaiterRegistry[int, Task] = session.waiters()
@@ -504,8 +507,8 @@ class Scheduler:
         :func:`decisions.resolve`); ``run_migrations``: run a pending migration now (task
         code: at reservation only)."""
         defn = self.source.task(task.kind)
-        key = (task.id, id(defn))
-        res = decisions.resolve(task, defn, migration_failed=key in self._failed_migrations)
+        failed = defn is not None and self._failed_migrations.get(task.id) is defn
+        res = decisions.resolve(task, defn, migration_failed=failed)
         if defn is None or res.blocked is not None or defn.version == task.version:
             if res.blocked == "migration_failed" and defn is not None and defn.migrate is None:
                 self.report_once(
@@ -528,16 +531,15 @@ class Scheduler:
             )
             migrated = (json_copy(new_input), defn.checkpoint(new_checkpoint))
         except Exception as e:
-            self._failed_migrations.add(key)
+            self._failed_migrations[task.id] = defn
             self.report(e)
             return Resolution(None, "migration_failed")
         return Resolution(defn, migrated=migrated)
 
     def report_once(self, task_id: int, reason: str, defn: object, message: str) -> None:
         """Report ``message`` once per task, reason and definition."""
-        key = (task_id, reason, id(defn))
-        if key not in self._reported:
-            self._reported.add(key)
+        if self._reported.get((task_id, reason)) is not defn:
+            self._reported[(task_id, reason)] = defn
             self.report(RuntimeError(message))
 
     async def _prefetch_outcomes(self) -> None:

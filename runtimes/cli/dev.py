@@ -237,6 +237,8 @@ def _serve(options: DevOptions, sock: socket.socket, say: Callable[[str], None])
     finally:
         if provider is not None:
             provider.shutdown()
+    if not server.started:  # uvicorn logged why (a failed lifespan start-up) and returned
+        raise PreflightError("the server did not start: see the error above")
 
 
 def _log_actor(actor: str, event: str, wake_at: int | None) -> None:

@@ -218,8 +218,12 @@ def dev(
         run_dev(options, say=typer.echo)
     except PreflightError as error:
         _fail(str(error))
-    except KeyboardInterrupt:  # uvicorn re-raises SIGINT after its graceful shutdown
-        typer.echo("stopped")
+    except KeyboardInterrupt:
+        # uvicorn re-raises the SIGINT it handled once it has shut down, but whether
+        # asyncio's runner turns that into KeyboardInterrupt depends on when it sees the
+        # signal: the server may also just return. Either way it has stopped.
+        pass
+    typer.echo("stopped")
 
 
 def _fail(message: str) -> NoReturn:

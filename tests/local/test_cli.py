@@ -112,6 +112,23 @@ def fake_openai() -> Iterator[FakeOpenAI]:
     server.stop()
 
 
+@pytest.mark.parametrize("ends", ["returns", "raises KeyboardInterrupt"])
+def test_dev_says_stopped_however_the_server_s_shutdown_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ends: str
+) -> None:
+    """After a SIGINT uvicorn either returns or re-raises it as KeyboardInterrupt,
+    depending on when asyncio's runner sees the signal: both are a clean stop."""
+    import runtimes.cli.dev
+
+    def serve_until_sigint(options: object, say: object) -> None:
+        if ends != "returns":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(runtimes.cli.dev, "run_dev", serve_until_sigint)
+    result = CliRunner().invoke(app, ["dev", "--data", str(tmp_path)])
+    assert result.exit_code == 0 and result.output.strip().endswith("stopped"), result.output
+
+
 def test_dev_talks_to_a_litellm_model(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     fake_openai.script(Stream([text("Hi from "), text("the model"), finish("stop")]))
     proc, url, token, lines = start_dev(
