@@ -38,8 +38,9 @@ __all__ = [
 
 Status: TypeAlias = Literal["queued", "placed", "done", "unanswered", "mailed"]
 """A submission's status: input ``queued`` → ``placed`` → ``done`` | ``unanswered``;
-a write ``queued`` → ``done`` | ``unanswered``; ``mailed`` (AWS only): waiting in the
-actor's mailbox for the invocation that holds the actor, its id not known yet."""
+a write ``queued`` → ``done`` | ``unanswered``; ``mailed``: accepted outside the actor's
+storage, its id not known yet (AWS: in the actor's mailbox for the invocation that holds
+the actor; the local host: a new actor's first input in its admission journal)."""
 SETTLED: frozenset[str] = frozenset({"done", "unanswered"})
 """The statuses a submission ends in."""
 

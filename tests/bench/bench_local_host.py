@@ -3,7 +3,8 @@
 Run: ``python tests/bench/bench_local_host.py --actors 1000 --rounds 10``
 (``--tools N`` tool calls per submission, ``--concurrency C`` actors driven at once,
 ``--idle S`` the host's eviction idle period, ``--raw`` every actor at once on its own
-connection: ``--actors 100 --rounds 1 --tools 0 --raw`` is a burst of new actors).
+connection: ``--actors 100 --rounds 1 --tools 0 --raw`` is a burst of new actors;
+``--journal-when-opening N`` the host's admission journal threshold, ``-1`` off).
 
 The host runs in a subprocess (``--serve``: the local host with the scripted model of
 ``tests.local.support``, SQLite WAL + NORMAL, one file per actor). This process drives
@@ -51,14 +52,19 @@ def _rss_kb() -> tuple[int, int]:
     return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
 
 
-def serve(data: Path, idle_s: float) -> None:
+def serve(data: Path, idle_s: float, journal_when_opening: int | None) -> None:
     from core.harness import Harness
     from runtimes.actor.api import ApiConfig
     from runtimes.local.host import ActorHost
     from runtimes.local.server import bind, make_server
     from tests.local.support import host_config
 
-    host = ActorHost(host_config(data, idle_evict_s=idle_s, recover_on_start=False))
+    overrides: dict[str, Any] = {}
+    if journal_when_opening is not None:  # else HostConfig's default
+        overrides["journal_when_opening"] = (
+            None if journal_when_opening < 0 else journal_when_opening
+        )
+    host = ActorHost(host_config(data, idle_evict_s=idle_s, recover_on_start=False, **overrides))
     server = make_server(host, ApiConfig(TOKEN, max_wait_s=60), graceful_s=2)
 
     async def stats(trim: bool = False) -> dict[str, int]:
@@ -118,12 +124,16 @@ class Result:
     eviction_s: float
 
 
-def _poll_path(n: int, r: int, accepted: dict[str, Any]) -> str:
-    """Where to poll a submission: by id, or by request id while it has none (``mailed``:
-    a new actor's first input accepted into the host's admission journal)."""
+def _poll_path(n: int, r: int, accepted: dict[str, Any], wait_s: int = 30) -> str:
+    """Where to long-poll a submission: by id, or by request id while it has none
+    (``mailed``: a new actor's first input accepted into the host's admission journal).
+    The whole query is in the path: httpx's ``params=`` would replace ``request_id``."""
     if accepted["id"] is not None:
-        return f"/v1/actors/bench-{n}/submissions/{accepted['id']}"
-    return f"/v1/actors/bench-{n}/conversations/1/submissions/by-request?request_id=round-{r}"
+        return f"/v1/actors/bench-{n}/submissions/{accepted['id']}?wait={wait_s}"
+    return (
+        f"/v1/actors/bench-{n}/conversations/1/submissions/by-request"
+        f"?request_id=round-{r}&wait={wait_s}"
+    )
 
 
 def _percentile(values: list[float], p: float) -> float:
@@ -175,7 +185,8 @@ async def _drive(
                     assert response.status_code == 202, response.text
                     poll = _poll_path(n, r, response.json())
                     while True:
-                        polled = await send("GET", poll, params={"wait": 30})
+                        polled = await send("GET", poll)
+                        assert polled.status_code == 200, (poll, polled.text)
                         state = polled.json()
                         if state["status"] in ("done", "unanswered"):
                             assert state["status"] == "done", state
@@ -254,9 +265,8 @@ async def drive_raw(
                 assert status == 202, sent
                 poll = _poll_path(n, r, sent)
                 while True:
-                    _, state = await conn.request(
-                        "GET", poll + ("&" if "?" in poll else "?") + "wait=30"
-                    )
+                    polled, state = await conn.request("GET", poll)
+                    assert polled == 200, (poll, state)
                     if state["status"] in ("done", "unanswered"):
                         assert state["status"] == "done", state
                         break
@@ -281,11 +291,20 @@ def run_bench(
     idle_s: float = 1.0,
     wait_eviction: bool = True,
     raw_client: bool = False,
+    journal_when_opening: int | None = None,
 ) -> Result:
     with tempfile.TemporaryDirectory(prefix="perdure-bench-") as tmp:
         log = open(Path(tmp) / "host.log", "w")  # noqa: SIM115 - closed below
         proc = subprocess.Popen(
-            [sys.executable, "-u", __file__, "--serve", "--data", tmp, "--idle", str(idle_s)],
+            [
+                *(sys.executable, "-u", __file__, "--serve", "--data", tmp),
+                *("--idle", str(idle_s)),
+                *(
+                    ("--journal-when-opening", str(journal_when_opening))
+                    if journal_when_opening is not None
+                    else ()
+                ),
+            ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=log,
@@ -353,11 +372,17 @@ def main() -> None:
         action="store_true",
         help="every actor at once, each on its own connection (the suite's client)",
     )
+    parser.add_argument(
+        "--journal-when-opening",
+        type=int,
+        default=None,
+        help="the host's HostConfig.journal_when_opening (default: HostConfig's; -1: off)",
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.data, args.idle)
+        serve(args.data, args.idle, args.journal_when_opening)
         return
     result = run_bench(
         actors=args.actors,
@@ -366,6 +391,7 @@ def main() -> None:
         concurrency=args.concurrency,
         idle_s=args.idle,
         raw_client=args.raw,
+        journal_when_opening=args.journal_when_opening,
     )
     for key, value in asdict(result).items():
         print(f"{key:>22}: {value}")

@@ -160,6 +160,17 @@ def _peak_rss_mb() -> float:
     return 0.0
 
 
+def _io() -> dict[str, int]:
+    """This process's write calls and bytes written so far (every thread; Linux's
+    ``/proc/self/io``, empty elsewhere): exact counts, whatever the machine's load."""
+    try:
+        text = Path("/proc/self/io").read_text()
+    except OSError:
+        return {}
+    fields = dict(line.split(": ") for line in text.splitlines())
+    return {"syscw": int(fields["syscw"]), "wchar": int(fields["wchar"])}
+
+
 async def concurrency(path: Path, *, conversations: int = 1000, rounds: int = 20) -> dict[str, Any]:
     counts: dict[object, int] = {}
 
@@ -187,10 +198,10 @@ async def concurrency(path: Path, *, conversations: int = 1000, rounds: int = 20
     # ~190 MB the conversations hold took ~20% of this run (runtimes/local/collector.py).
     with ServingCollector():
         convs = [await h.create_conversation(agent=AGENT) for _ in range(conversations)]
-        started = time.perf_counter()
+        started, io_before = time.perf_counter(), _io()
         subs = [await c.submit(f"Find the failing request {c.id}.") for c in convs]
         records = await asyncio.gather(*(s.wait() for s in subs))
-        seconds = time.perf_counter() - started
+        seconds, io_after = time.perf_counter() - started, _io()
     assert all(r.status == "done" for r in records), [r for r in records if r.status != "done"][:1]
     await h.close()
     return {
@@ -198,4 +209,8 @@ async def concurrency(path: Path, *, conversations: int = 1000, rounds: int = 20
         "seconds": seconds,
         "rounds_per_s": conversations * rounds / seconds,
         "peak_rss_mb": _peak_rss_mb(),
+        # The WAL's frames (two write calls each) and the checkpoints' pages, per round.
+        "writes_per_round": {
+            k: (io_after[k] - io_before[k]) / (conversations * rounds) for k in io_after
+        },
     }

@@ -436,6 +436,12 @@ def concurrency_rows(cfg: Config, tmp: Path) -> list[Row]:
             rounds=cfg.conc_rounds,
         )
         row.add(rounds_per_s=out["rounds_per_s"], peak_rss_mb=out["peak_rss_mb"])
+        written = out["writes_per_round"]
+        if written:  # exact counts (Linux), unlike the timings
+            row.add(
+                write_calls_per_round=written["syscw"],
+                kib_written_per_round=written["wchar"] / 1024,
+            )
         row.notes["pragmas"] = out["pragmas"]
     return [row.finish()]
 

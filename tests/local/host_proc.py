@@ -4,7 +4,8 @@ Serves the actor API on a free loopback port with the scripted model of
 ``tests.local.support`` and the test token, prints ``{"url": ...}`` as its first line,
 and runs until SIGINT/SIGTERM (graceful) or SIGKILL. ``--approvals`` installs the tools
 that ask for approval; ``--clock-offset-ms`` runs the host's clock that far ahead of the
-wall clock (hours passing between two processes without waiting for them).
+wall clock (hours passing between two processes without waiting for them);
+``--journal-when-opening N`` sets ``HostConfig.journal_when_opening``.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)  # fixed: clients outlive restarts
     parser.add_argument("--approvals", type=float, default=None, help="expiry seconds")
     parser.add_argument("--clock-offset-ms", type=int, default=0)
+    parser.add_argument(
+        "--journal-when-opening", type=int, default=None, help="default: HostConfig's"
+    )
     args = parser.parse_args()
     settings = HarnessSettings(retry=RetrySettings(base_delay_ms=args.retry_ms))
     extra: dict[str, Any] = {}
@@ -58,6 +62,8 @@ def main() -> None:
         extra["default_agent"] = dict(APPROVAL_AGENT)
     if args.clock_offset_ms:
         extra["clock"] = OffsetClock(args.clock_offset_ms)
+    if args.journal_when_opening is not None:
+        extra["journal_when_opening"] = args.journal_when_opening
     host = ActorHost(host_config(args.data, idle_evict_s=args.idle, settings=settings, **extra))
     server = make_server(host, ApiConfig(TOKEN), graceful_s=2)
     sock = bind("127.0.0.1", args.port)

@@ -130,17 +130,23 @@ async def test_below_the_threshold_a_new_actors_input_is_admitted_as_before(
     """The default journals only while other opens are under way: one new actor on a
     quiet host gets its submission's id at once."""
     data = tmp_path / "data"
-    async with api(data, journal_when_opening=4) as (_, client):
+    async with api(data) as (_, client):
         r = await client.post(submit("cy"), json={"type": "input", "content": "hi"})
         assert r.status_code == 202 and r.json()["status"] == "placed", r.text
         assert isinstance(r.json()["id"], int)
     assert journal_rows(data) == []
 
 
+@pytest.mark.parametrize("threshold", [None, 4])
 async def test_a_burst_of_new_actors_is_journaled_past_the_threshold_and_all_answered(
-    tmp_path: Path,
+    tmp_path: Path, threshold: int | None
 ) -> None:
-    async with api(tmp_path / "data", journal_when_opening=4) as (_, client):
+    """On by default: past the first new actor (whose file is being opened), every new
+    actor's first input of a burst is journaled."""
+    overrides = {} if threshold is None else {"journal_when_opening": threshold}
+    waiting = 1 if threshold is None else threshold  # the default threshold is 1
+    async with api(tmp_path / "data", **overrides) as (host, client):
+        assert host.config.journal_when_opening == waiting
         names = [f"burst-{n}" for n in range(30)]
         accepted = await asyncio.gather(
             *(
@@ -150,12 +156,35 @@ async def test_a_burst_of_new_actors_is_journaled_past_the_threshold_and_all_ans
         )
         assert all(r.status_code == 202 for r in accepted), [r.text for r in accepted]
         mailed = [r.json()["status"] == "mailed" for r in accepted]
-        # The first four wait for their own files; the rest arrive while those open.
-        assert mailed[:4] == [False] * 4 and all(mailed[4:]), mailed
+        # The first ones wait for their own files; the rest arrive while those open.
+        assert mailed[:waiting] == [False] * waiting and all(mailed[waiting:]), mailed
         states = await asyncio.gather(*(settled(client, n, "r") for n in names))
         assert [s["answer"]["text"] for s in states] == [f"echo: {n}" for n in names]
         for n in names:
             assert len(await submissions(client, n)) == 1
+
+
+async def test_two_first_inputs_of_one_new_actor_at_once_are_both_admitted_once(
+    tmp_path: Path,
+) -> None:
+    """At the default threshold the second of two concurrent first inputs to one new actor
+    meets the first one's open under way and is journaled: the first's activation moves
+    it in, then admits the first. Each is answered once, under its own request id."""
+    async with api(tmp_path / "data") as (_, client):
+        accepted = await asyncio.gather(
+            *(
+                client.post(submit("gus"), json={"type": "input", "content": r, "request_id": r})
+                for r in ("one", "two", "three")
+            )
+        )
+        assert all(r.status_code == 202 for r in accepted), [r.text for r in accepted]
+        # The second is journaled; the third finds the journaled input and waits its turn.
+        assert [r.json()["status"] == "mailed" for r in accepted] == [False, True, False]
+        states = [await settled(client, "gus", r) for r in ("one", "two", "three")]
+        assert [s["answer"]["text"] for s in states] == ["echo: one", "echo: two", "echo: three"]
+        stored = await submissions(client, "gus")
+        assert sorted(s["request_id"] for s in stored) == ["one", "three", "two"]
+        assert len({s["id"] for s in stored}) == 3
 
 
 async def test_an_input_its_admission_would_refuse_is_refused_and_nothing_journaled(

@@ -61,11 +61,15 @@ STATUSES = (
     "user entry is in the transcript; the answer is being made) → `done` (answered) or "
     "`unanswered` (`reason`: e.g. aborted, no_model, model_error). write: `queued` (until "
     "the next boundary) → `done` (its entry appended) or `unanswered` (e.g. stale). "
-    "`mailed` (AWS only): waiting in the actor's mailbox for the invocation that holds it."
+    "`mailed` (AWS and the local host): accepted outside the actor's storage, not admitted "
+    "yet — on AWS in the actor's mailbox for the invocation that holds it, on the local "
+    "host in its admission journal while other actors' files are being opened; it has no "
+    "id yet: poll it by request id."
 )
 ID_OR_MAILED = (
     "the submission's id; `null` only while it is `mailed` (AWS: it arrived while another "
-    "invocation held the actor): poll it by request id, "
+    "invocation held the actor; the local host: a new actor's first input accepted into "
+    "its admission journal): poll it by request id, "
     "`GET .../conversations/{cid}/submissions/by-request?request_id=`"
 )
 WHEN_BUSY = (

@@ -31,11 +31,13 @@ class HostConfig:
     admission journal (answered ``mailed``, moved into the actor once its file is open:
     :mod:`runtimes.local.host.journal`) when at least this many actor opens are under
     way — a burst of new actors — rather than wait for its own file; ``0`` journals
-    every new actor's first input, ``None`` (the default) none. Only with
+    every new actor's first input, ``None`` none. The default, ``1``, journals as soon
+    as one other open is under way: a lone new actor on a quiet host is admitted at
+    once (its answer has an id), and of a burst only the first waits for its file; it
+    gave the lowest p99 of 100 new actors arriving at once among 0, 1, 2, 4 and 8
+    (docs/performance.md § The local host under load). Only with
     ``synchronous="NORMAL"`` (under ``FULL`` a journal commit would wait for an fsync on
-    the event loop). Off by default until every client the project ships waits out a
-    ``mailed`` first answer: the 200-actor load test and the soak still count one as
-    lost (see docs/hosts.md).
+    the event loop).
     """
 
     data_dir: Path
@@ -44,7 +46,7 @@ class HostConfig:
     recover_on_start: bool = True
     synchronous: Synchronous = "NORMAL"
     clock: Clock | None = None
-    journal_when_opening: int | None = None
+    journal_when_opening: int | None = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.idle_evict_s, int | float) or self.idle_evict_s < 0:

@@ -3,18 +3,21 @@
 ``python -m tests.recovery.local.soak --cycles 200`` (the full run, well under 20 minutes here;
 ``.ci/run`` runs a shortened one). One host process (``tests.local.host_proc``, on a
 fixed loopback port and one data directory) is killed at a random moment of each cycle
-and started again at once; a second process (``tests.recovery.local.soak_load``) keeps inputs
-coming over HTTP the whole time, retrying with the same request id while the host is
-down. At the end the load stops, every accepted input is waited for, the host is stopped
-and every actor's SQLite is checked (``PRAGMA integrity_check`` and the consistency
-checker, settled) and counted.
+and started again at once; a second process (``tests.recovery.local.soak_load``) keeps
+inputs coming over HTTP the whole time, retrying with the same request id while the host
+is down; every 25th input of a worker goes to a new actor, and the host journals every
+new actor's first input (``journal_when_opening=0``), so kills also land around the
+admission journal's moves. At the end the load stops, every accepted input is waited
+for, the host is stopped and every actor's SQLite is checked (``PRAGMA integrity_check``
+and the consistency checker, settled) and counted.
 
-Reported: inputs accepted, answered, unanswered, lost (accepted, never settled: must be
-0), duplicated (a request id with more than one submission, or a submission placed or
-answered more than once: must be 0), and p99 latency (first send to settle) of the
-inputs settled in the ``window`` seconds before each kill and after each restart (these
-include time the host was down), and of the inputs whose wait overlapped no downtime.
-Exit status 1 if anything was lost or duplicated or a check failed.
+Reported: inputs accepted (and of them answered ``mailed``), answered, unanswered, lost
+(accepted, never settled: must be 0), duplicated (a request id with more than one
+submission, or a submission placed or answered more than once: must be 0), and p99
+latency (first send to settle) of the inputs settled in the ``window`` seconds before
+each kill and after each restart (these include time the host was down), and of the
+inputs whose wait overlapped no downtime. Exit status 1 if anything was lost or
+duplicated or a check failed.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class SoakResult:
     cycles: int
     seconds: float
     accepted: int
+    mailed: int  # accepted with no id yet: into the host's admission journal
     answered: int
     unanswered: int
     lost: int
@@ -109,6 +113,8 @@ def run_soak(
     window_s: float = 1.0,
     drain_s: float = 90.0,
     seed: int = 15,
+    fresh_every: int = 25,
+    journal_when_opening: int = 0,
 ) -> SoakResult:
     rng = random.Random(seed)
     data.mkdir(parents=True, exist_ok=True)
@@ -116,7 +122,13 @@ def run_soak(
     url = f"http://127.0.0.1:{port}"
     log, stop_file = data.parent / "load.jsonl", data.parent / "load.stop"
     started = time.monotonic()
-    host, _ = start_host_process(data, "--port", str(port), "--idle", "3600")
+    # Every new actor's first input journaled, and a new actor every ``fresh_every``
+    # inputs of a worker: kills land around the journal's moves too.
+    host_args = (
+        *("--port", str(port), "--idle", "3600"),
+        *("--journal-when-opening", str(journal_when_opening)),
+    )
+    host, _ = start_host_process(data, *host_args)
     load = subprocess.Popen(
         [
             *(
@@ -128,6 +140,7 @@ def run_soak(
                 str(stop_file),
             ),
             *("--actors", str(actors), "--workers", str(workers)),
+            *("--fresh-every", str(fresh_every)),
         ],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -143,7 +156,7 @@ def run_soak(
             host.send_signal(signal.SIGKILL)
             killed = time.time()
             stop(host)
-            host, _ = start_host_process(data, "--port", str(port), "--idle", "3600")
+            host, _ = start_host_process(data, *host_args)
             kills.append((killed, _ready(url)))
         time.sleep(window_s)  # the last restart's "after" window
         stop_file.touch()
@@ -176,7 +189,7 @@ def _result(
     kills: list[tuple[float, float]],
     window_s: float,
 ) -> SoakResult:
-    accepted: dict[str, tuple[str, int]] = {}
+    accepted: dict[str, tuple[str, int | None]] = {}
     settled: dict[str, dict[str, Any]] = {}
     duplicated = 0
     for line in log.read_text().splitlines():
@@ -187,6 +200,10 @@ def _result(
             if record["rid"] in settled:
                 duplicated += 1
             settled[record["rid"]] = record
+    mailed = sum(1 for _, sid in accepted.values() if sid is None)
+    for rid, (actor, sid) in accepted.items():
+        if sid is None and rid in settled:  # answered mailed: the id came with the settle
+            accepted[rid] = (actor, settled[rid]["id"])
     wrong = 0
     for rid, record in settled.items():
         text = (record.get("answer") or {}).get("text", "")
@@ -210,6 +227,7 @@ def _result(
         cycles=cycles,
         seconds=round(seconds, 1),
         accepted=len(accepted),
+        mailed=mailed,
         answered=sum(1 for r in settled.values() if r["status"] == "done"),
         unanswered=sum(1 for r in settled.values() if r["status"] == "unanswered"),
         lost=len(set(accepted) - set(settled)),
@@ -225,7 +243,7 @@ def _result(
 
 
 async def _check_actors(
-    paths: list[Path], accepted: dict[str, tuple[str, int]]
+    paths: list[Path], accepted: dict[str, tuple[str, int | None]]
 ) -> tuple[list[str], int]:
     """The consistency checker on every actor file, and the stored side of "exactly
     once": one submission per request id, the one the client was given."""

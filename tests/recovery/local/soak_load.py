@@ -1,13 +1,16 @@
 """The soak's steady load, as its own process on loopback:
-``python -m tests.recovery.local.soak_load URL OUT STOP --actors N --workers W``.
+``python -m tests.recovery.local.soak_load URL OUT STOP --actors N --workers W [--fresh-every K]``.
 
 Each worker submits inputs to one actor, one at a time (alternately plain text and one
-tool round), each with a fresh request id, and long-polls it until it settles. A
-refused connection or a 5xx (the host is being killed and restarted) is retried with
-the *same* request id, which is how a client gets exactly-once through crashes. Every
-finished input is one JSON line in ``OUT``: request id, actor, submission id, status,
-answer text, first send and settle times (epoch seconds). When the file ``STOP``
-appears, workers finish the input they have and stop; the last line is a summary.
+tool round), each with a fresh request id; with ``--fresh-every K`` every K-th goes to a
+new actor instead (a new actor's first input: the one the host may journal), and
+long-polls it until it settles (by its id, or by its request id when it was answered
+``mailed``, with no id yet). A refused connection or a 5xx (the host is being killed and
+restarted) is retried with the *same* request id, which is how a client gets
+exactly-once through crashes. Every finished input is one JSON line in ``OUT``: request id,
+actor, submission id, status, answer text, first send and settle times (epoch seconds).
+When the file ``STOP`` appears, workers finish the input they have and stop; the last
+line is a summary.
 """
 
 from __future__ import annotations
@@ -41,9 +44,15 @@ async def _call(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any)
 
 
 async def worker(
-    n: int, base: str, actors: int, out: Any, stop: Path, counts: dict[str, int]
+    n: int,
+    base: str,
+    actors: int,
+    out: Any,
+    stop: Path,
+    counts: dict[str, int],
+    fresh_every: int = 0,
 ) -> None:
-    actor = f"soak-{n % actors}"
+    own = f"soak-{n % actors}"
     headers = {"authorization": f"Bearer {TOKEN}"}
     timeout = httpx.Timeout(15.0, connect=2.0)
     seq = 0
@@ -51,6 +60,7 @@ async def worker(
         while not stop.exists():  # noqa: ASYNC240 - a stat per input, from another process
             seq += 1
             rid = f"load-{n}-{seq}"
+            actor = f"fresh-{n}-{seq}" if fresh_every and seq % fresh_every == 0 else own
             content = "tools:1" if seq % 2 else f"hello {rid}"
             sent = time.time()
             body = {"type": "input", "content": content, "request_id": rid}
@@ -64,18 +74,30 @@ async def worker(
             counts["accepted"] += 1
             out.write(json.dumps({"rid": rid, "actor": actor, "accepted": sid}) + "\n")
             out.flush()
+            # A mailed answer (a new actor's first input, accepted into the host's
+            # admission journal) has no id yet: it is polled by its request id.
+            poll = (
+                f"/v1/actors/{actor}/submissions/{sid}?wait=5"
+                if sid is not None
+                else f"/v1/actors/{actor}/conversations/1/submissions/by-request"
+                f"?request_id={rid}&wait=5"
+            )
             while True:
-                r = await _call(client, "GET", f"/v1/actors/{actor}/submissions/{sid}?wait=5")
+                r = await _call(client, "GET", poll)
+                if r.status_code != 200:
+                    raise RuntimeError(f"GET {poll}: {r.status_code} {r.text}")
                 state = r.json()
-                if state.get("status") in ("done", "unanswered"):
+                if state["status"] in ("done", "unanswered"):
                     break
+                if state["status"] == "mailed":
+                    await asyncio.sleep(_RETRY_S)  # not moved yet: the host retries it
             counts["settled"] += 1
             out.write(
                 json.dumps(
                     {
                         "rid": rid,
                         "actor": actor,
-                        "id": sid,
+                        "id": state["id"],
                         "content": content,
                         "status": state["status"],
                         "answer": state.get("answer"),
@@ -88,10 +110,14 @@ async def worker(
             out.flush()
 
 
-async def main(url: str, out_path: Path, stop: Path, actors: int, workers: int) -> None:
+async def main(
+    url: str, out_path: Path, stop: Path, actors: int, workers: int, fresh_every: int
+) -> None:
     counts = {"accepted": 0, "settled": 0, "refused": 0}
     with out_path.open("a") as out:
-        await asyncio.gather(*(worker(n, url, actors, out, stop, counts) for n in range(workers)))
+        await asyncio.gather(
+            *(worker(n, url, actors, out, stop, counts, fresh_every) for n in range(workers))
+        )
         out.write(json.dumps({"summary": counts}) + "\n")
 
 
@@ -102,5 +128,6 @@ if __name__ == "__main__":
     parser.add_argument("stop", type=Path)
     parser.add_argument("--actors", type=int, default=4)
     parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--fresh-every", type=int, default=0)
     args = parser.parse_args()
-    asyncio.run(main(args.url, args.out, args.stop, args.actors, args.workers))
+    asyncio.run(main(args.url, args.out, args.stop, args.actors, args.workers, args.fresh_every))
