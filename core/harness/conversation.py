@@ -24,6 +24,7 @@ from core.harness.runs import (
     inbox_items,
     is_running,
     new_submission,
+    run_usage,
 )
 from core.harness.settings import HarnessSettings
 from core.harness.submission import (
@@ -430,11 +431,13 @@ class Conversation:
         return await self._h.session.document_value(LIVE, self.id)
 
     async def usage(self, *, include_owned: bool = False) -> Usage:
-        """This conversation's usage; with ``include_owned``, plus that of every
+        """This conversation's usage (its ledger and the current run's, which joins the
+        ledger when the run ends); with ``include_owned``, plus that of every
         conversation its tasks own (sub-agents), recursively."""
         ledger = await self._h.session.document_value(USAGE, self.id)
         total = ledger.get("total") if isinstance(ledger, dict) else None
         usage = Usage.model_validate(total) if isinstance(total, dict) else Usage()
+        usage = usage + run_usage(await self._h.session.document_value(LIVE, self.id))
         if include_owned:
             storage = self._h.session.storage
             async for conv in scan_all(

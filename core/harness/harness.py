@@ -37,7 +37,7 @@ from core.errors import (
 )
 from core.harness.agents import agent_change
 from core.harness.approvals import decide, pending_approvals
-from core.harness.builtin_documents import AGENT, USAGE
+from core.harness.builtin_documents import AGENT, LIVE, USAGE
 from core.harness.compaction_start import COMPACTION
 from core.harness.context import ActiveRange, ContextView, RangeCache
 from core.harness.conversation import Conversation, WhenBusy
@@ -48,7 +48,7 @@ from core.harness.live import ProgressPace
 from core.harness.messages import Message, Usage
 from core.harness.models import Models
 from core.harness.registry import Registry, ResolvedAgent
-from core.harness.runs import REMINDER, SCHEDULE, withdraw_inputs
+from core.harness.runs import REMINDER, SCHEDULE, run_usage, withdraw_inputs
 from core.harness.services import HarnessServices
 from core.harness.settings import HarnessSettings
 from core.harness.submission import (
@@ -454,12 +454,13 @@ class Harness:
         return self.engine.next_wake()
 
     async def usage(self) -> Usage:
-        """The sum of every conversation's usage ledger."""
+        """The sum of every conversation's usage ledger and current run's."""
         total = Usage()
         for conv in await self._all_conversations():
             ledger = await self.session.document_value(USAGE, conv)
             if isinstance(ledger, dict) and isinstance(ledger.get("total"), dict):
                 total = total + Usage.model_validate(ledger["total"])
+            total = total + run_usage(await self.session.document_value(LIVE, conv))
         return total
 
     async def conversations(

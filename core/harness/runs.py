@@ -3,6 +3,9 @@
 A *run* answers one or more placed inputs: it is recorded in the ``live`` document as
 ``{"inputs": [submission ids], "generation": task id}`` and ends when a generation
 answers (every input ``done`` with that answer) or fails (every input ``unanswered``).
+The usage of its model responses before the answer is kept there too (``usage``, by
+model) and added to the ``usage`` ledger when the run ends (:func:`add_run_usage`):
+the round commit writes ``live`` anyway, the ledger then once per run.
 
 While a run is going, new submissions queue in the ``inbox`` document. They are placed
 at *boundaries*, writes first, then user items, each in id order:
@@ -50,6 +53,7 @@ __all__ = [
     "REMINDER",
     "SCHEDULE",
     "TOOL",
+    "add_run_usage",
     "add_usage",
     "admit_write",
     "count_stale",
@@ -65,6 +69,7 @@ __all__ = [
     "queued_summary",
     "range_start",
     "run_inputs",
+    "run_usage",
     "settle_run",
     "start_run",
     "withdraw_inputs",
@@ -317,7 +322,7 @@ async def start_run(tx: Tx, conversation_id: int, inputs: list[SubmissionRecord]
     return task
 
 
-def settle_run(
+async def settle_run(
     tx: Tx,
     conversation_id: int,
     live: DocHandle,
@@ -327,7 +332,13 @@ def settle_run(
     detail: JsonValue = None,
 ) -> None:
     """Settle every input of the current run — ``done`` with ``answer``, or ``unanswered``
-    with ``reason`` — and clear the run from ``live``."""
+    with ``reason`` —, add its usage to the ledger and clear the run from ``live``."""
+    run = _obj(live).get("run")
+    pending = run.get("usage") if isinstance(run, dict) else None
+    if isinstance(pending, dict):
+        for model, used in pending.items():
+            if isinstance(used, dict):
+                await add_usage(tx, conversation_id, Usage.model_validate(used), model=model)
     for rec in run_inputs(live):
         if answer is not None:
             sub = _submission(conversation_id, "input", rec, status="done", answer=answer)
@@ -486,6 +497,32 @@ def _usage_shaped(value: JsonValue) -> bool:
     return all(type(n) is int for n in counts) and type(cost) is float
 
 
+def add_run_usage(live: DocHandle, usage: Usage, *, model: str) -> bool:
+    """Add a model response's usage to the current run's in ``live`` (``run.usage``, by
+    model), for :func:`settle_run` to add to the ledger; ``False`` (nothing added) when
+    ``live`` has no run. A reader of the ledger adds :func:`run_usage`."""
+    run = _obj(live).get("run")
+    if not isinstance(run, dict):
+        return False
+    if usage.total_tokens or usage.cost:
+        pending = run.setdefault("usage", {})
+        if isinstance(pending, dict):
+            _bump(pending, model, usage)
+    return True
+
+
+def run_usage(live: JsonValue) -> Usage:
+    """The usage of the current run's responses so far (``live``'s ``run.usage``): not in
+    the ``usage`` ledger until the run ends."""
+    run = live.get("run") if isinstance(live, dict) else None
+    pending = run.get("usage") if isinstance(run, dict) else None
+    total = Usage()
+    for used in pending.values() if isinstance(pending, dict) else ():
+        if isinstance(used, dict):
+            total = total + Usage.model_validate(used)
+    return total
+
+
 async def add_usage(
     tx: Tx, conversation_id: int, usage: Usage, *, model: str | None, tool: str | None = None
 ) -> None:
@@ -494,21 +531,21 @@ async def add_usage(
         return
     ledger = await tx.doc(USAGE, conversation_id)
     value = _obj(ledger)
-
-    added: dict[str, Any] = usage.model_dump()
-
-    def bump(bucket: JsonObject, key: str) -> None:
-        current: Any = bucket.get(key)
-        if _usage_shaped(current):
-            # What the ledger always holds (written here): summed without revalidating.
-            bucket[key] = {k: current[k] + v for k, v in added.items()}
-            return
-        base = Usage.model_validate(current) if isinstance(current, dict) else Usage()
-        bucket[key] = (base + usage).model_dump()
-
-    bump(value, "total")
+    _bump(value, "total", usage)
     for kind, name in (("models", model), ("tools", tool)):
         if name:
             bucket = value.setdefault(kind, {})
             if isinstance(bucket, dict):
-                bump(bucket, name)
+                _bump(bucket, name, usage)
+
+
+def _bump(bucket: JsonObject, key: str, usage: Usage) -> None:
+    """Add ``usage`` to ``bucket[key]``."""
+    current: Any = bucket.get(key)
+    if _usage_shaped(current):
+        # What the ledger always holds (written here): summed without revalidating.
+        added: dict[str, Any] = usage.model_dump()
+        bucket[key] = {k: current[k] + v for k, v in added.items()}
+        return
+    base = Usage.model_validate(current) if isinstance(current, dict) else Usage()
+    bucket[key] = (base + usage).model_dump()

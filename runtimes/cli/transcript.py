@@ -86,9 +86,11 @@ class _Events:
     # This chat asked for the conversation's abort: its own ``[run aborted (n tasks)]``
     # line tells it, so the harness's event for it is not shown twice.
     own_abort: bool = False
-    # ``(task, attempt)`` of every retry shown: the retry event and the live document's
-    # ``generation.retry`` tell of the same retry, and it is shown once.
-    retries: set[tuple[int, int]] = field(default_factory=set)
+    # ``(task, attempt, until)`` of every retry shown: the retry event and the live
+    # document's ``generation.retry`` tell of the same retry, and it is shown once. The
+    # time too: one generation task makes every model round of a run, each counting its
+    # own attempts.
+    retries: set[tuple[int, int, int]] = field(default_factory=set)
 
     def show(self, screen: Screen, doc: JsonObject, *, first: bool) -> None:
         items = [e for e in as_list(doc.get("items")) if isinstance(e, dict)]
@@ -123,11 +125,11 @@ class _Events:
             self.flush(screen)
             line = describe_event(event)
             if kind == "retry":
-                task, attempt = event.get("task"), event.get("attempt")
-                if isinstance(task, int) and isinstance(attempt, int):
-                    if (task, attempt) in self.retries:
+                task, attempt, until = event.get("task"), event.get("attempt"), event.get("until")
+                if isinstance(task, int) and isinstance(attempt, int) and isinstance(until, int):
+                    if (task, attempt, until) in self.retries:
                         return
-                    self.retries.add((task, attempt))
+                    self.retries.add((task, attempt, until))
                 line = (
                     f"{_short(str(event.get('error') or 'model error'), 200)}: retry "
                     f"{event.get('attempt')} in {_seconds(event.get('delay_ms'))} "
@@ -165,7 +167,7 @@ class Transcript:
     sending: list[str] = field(default_factory=list)  # typed lines not yet accepted
     shown: set[int] = field(default_factory=set)  # entry ids
     calls: set[str] = field(default_factory=set)  # tool call ids
-    retries: set[tuple[int, int]] = field(default_factory=set)  # streams restarted for
+    retries: set[tuple[int, int, int]] = field(default_factory=set)  # streams restarted for
     stream: _Stream = field(default_factory=_Stream)
     busy: bool = False
     events: _Events = field(default_factory=lambda: _Events())
@@ -290,24 +292,17 @@ class Transcript:
         generation = as_object(live.get("generation"))
         task = generation.get("task")
         retry = as_object(generation.get("retry"))
-        attempt = retry.get("attempt")
-        if (
-            isinstance(task, int)
-            and isinstance(attempt, int)
-            and (task, attempt) not in self.retries
-        ):
-            self.retries.add((task, attempt))
+        attempt, at = retry.get("attempt"), retry.get("at")
+        told = isinstance(task, int) and isinstance(attempt, int) and isinstance(at, int)
+        key = (cast(int, task), cast(int, attempt), cast(int, at))
+        if told and key not in self.retries:
+            self.retries.add(key)
             self.stream = _Stream()
-        if (
-            isinstance(task, int)
-            and isinstance(attempt, int)
-            and (task, attempt) not in self.events.retries
-        ):
+        if told and key not in self.events.retries:
             # Not told by the retry event (shown before this, when the view has it).
-            self.events.retries.add((task, attempt))
+            self.events.retries.add(key)
             error = _short(str(retry.get("error") or "model error"), 200)
-            at = retry.get("at")
-            when = f" at {_local_time(at)}" if isinstance(at, int) else ""
+            when = f" at {_local_time(at)}"
             self.screen.line(f"[{error}: retrying (attempt {attempt}){when}]", "yellow")
         partial = generation.get("partial")
         if isinstance(task, int) and isinstance(partial, dict):

@@ -160,6 +160,7 @@ def test_a_crash_mid_tool_is_recovered_and_shown(
                 tool_call(
                     0, id="call_book", name="bash", arguments=json.dumps({"command": command})
                 ),
+                usage(200, 20),
                 finish("tool_calls"),
             ]
         ),
@@ -177,6 +178,8 @@ def test_a_crash_mid_tool_is_recovered_and_shown(
         expect(tool_row.locator("td.tool")).to_have_text("bash")
         expect(tool_row.locator("td.args")).to_contain_text("sleep 40")
         expect(page.locator("#tasks tr[data-kind='perdure.generation']")).to_contain_text("tools")
+        # The running run's usage is counted (it joins the ledger when the run ends).
+        expect(page.locator("#usage-total")).to_contain_text("200 in · 20 out")
         shot(page, "crash-mid-tool")
 
         dev.kill()

@@ -19,8 +19,10 @@ ROUNDS = 40
 
 # Per tool round, 40 rounds in one submission. Before: safe 15.5, unsafe 18.5 (the
 # issue's count, 35 rows per submission of two model rounds and two tool calls, is
-# about 17.5). After: safe 10.5, unsafe 12.6.
-CEILINGS = {"safe": 11.0, "unsafe": 13.0}
+# about 17.5, half of it 8.75). Then safe 10.5, unsafe 12.6; now, with one generation
+# task going on through the run's rounds and the run's usage added to the ledger once
+# when it ends: safe 8.55, unsafe 10.6.
+CEILINGS = {"safe": 8.75, "unsafe": 11.0}
 
 
 async def _rows_per_round(tmp_path: Path, replay: str) -> tuple[float, dict[str, int]]:
@@ -60,7 +62,7 @@ async def test_a_tool_round_writes_few_rows(tmp_path: Path, replay: str) -> None
     # The counters are reserved ahead: no counter row in a round (one in the whole
     # submission when the reservation runs out, one at the orderly close that ends it).
     assert by_table.get("meta", 0) <= 2, by_table
-    # The usage ledger's new base goes over the old one and the live document's deltas
-    # fold into one row: about one revision row per document change, none deleted.
+    # The live document's deltas fold into one row, about one revision row per commit
+    # of the round, none deleted; the usage ledger is written once, when the run ends.
     documents = by_table.get("revisions", 0) / ROUNDS
-    assert documents <= (3.4 if replay == "safe" else 4.4), by_table
+    assert documents <= (2.5 if replay == "safe" else 3.5), by_table

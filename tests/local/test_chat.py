@@ -269,6 +269,24 @@ def test_the_transcript_streams_partials_then_finishes_with_the_entry() -> None:
     ]
 
 
+def test_a_retry_of_a_later_round_of_the_same_generation_is_shown_too() -> None:
+    """One generation task makes every model round of a run: the second round's retry
+    has the task and attempt number of the first round's, and is still shown."""
+    out = io.StringIO()
+    screen = Screen(Console(file=out, width=200, color_system=None, soft_wrap=True))
+    t = Transcript(screen, own={10})
+    for n, at in ((1, 1000), (2, 9000)):
+        event = {"n": n, "kind": "retry", "task": 5, "attempt": 2, "delay_ms": 2000}
+        event |= {"until": at, "error": "overloaded"}
+        retry = {"at": at, "attempt": 2, "error": "overloaded"}
+        view = _view([_user(1, "hi", 10)], {"run": {}, "generation": {"task": 5, "retry": retry}})
+        view["docs"]["events"] = {"items": [event]}
+        t.show(view)
+    assert out.getvalue().splitlines() == [
+        f"[overloaded: retry 2 in 2.0 s (at {iso_time(at, LOCAL)})]" for at in (1000, 9000)
+    ]
+
+
 def test_a_retry_is_shown_once_though_the_event_and_the_live_document_both_tell_it() -> None:
     out = io.StringIO()
     screen = Screen(Console(file=out, width=200, color_system=None, soft_wrap=True))

@@ -179,12 +179,13 @@ async def test_a_run_recovered_after_a_crash_stays_one_trace(tmp_path: Path) -> 
     assert {s.context.trace_id for s in after} == {root.context.trace_id}
     assert all(s.parent is not None for s in after)
     # ... the rerun tool call is still the child of the round that called it, and the
-    # next round continues the run (a child of the tool call that handed over to it).
+    # next round is the same generation task's (one task makes every round of a run):
+    # a child of the run's root, as the first round was.
     phase = _one(after, "perdure.tool execute")
     assert _parent_of(phase) == request.context.span_id
     assert _parent_of(_one(after, "tool search")) == phase.context.span_id
     next_round = _one(after, "perdure.generation request")
-    assert _parent_of(next_round) == phase.context.span_id
+    assert _parent_of(next_round) == _parent_of(request) == root.context.span_id
 
 
 async def test_tasks_kept_without_a_trace_context_still_run_traced_after_a_restart(

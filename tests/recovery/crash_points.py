@@ -138,9 +138,15 @@ def approval(*, decided: bool) -> Match:
 
 
 def handover(writes: Sequence[Write]) -> bool:
-    """The tool round's generation ending as a new generation task takes the run."""
-    gens = [t for t in _tasks(writes) if t.kind == GENERATION]
-    return any(isinstance(t.state, Terminal) for t in gens) and any(t.live for t in gens)
+    """The run handed on after a tool round: its generation goes on to its next model
+    round (the same task, its checkpoint at a later ``round``, prepared or to prepare)."""
+    return any(
+        t.kind == GENERATION
+        and t.live
+        and _phase(t) in ("prepare", "request")
+        and isinstance(_get(getattr(t.state, "checkpoint", None), "round"), int)
+        for t in _tasks(writes)
+    )
 
 
 def answer(request_id_prefix: str) -> Match:
@@ -230,7 +236,7 @@ POINTS: tuple[CrashPoint, ...] = (
     _C("tool.result.safe", "the safe tool's result entry + terminal", result("call_safe")),
     _C("tool.result.unsafe", "the unsafe tool's result entry + terminal", result("call_unsafe")),
     _C("tool.result.recoverable", "the recoverable tool's result", result("call_rec")),
-    _C("handover", "the next generation takes over the run", handover, quick=("do",)),
+    _C("handover", "the generation goes on to its next round", handover, quick=("do",)),
     _C("subagent.created", "the sub-agent's conversation created", owned_conversation),
     _C("subagent.answer", "the sub-agent's input answered", answer("subagent:")),
     _C("answer", "the first input answered", answer("r1")),

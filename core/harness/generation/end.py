@@ -37,7 +37,7 @@ async def _fail_run(
             await add_usage(tx, conv, message.usage, model=message.model)
         live = await tx.doc(LIVE, conv)
         if _is_current(live, current.id):
-            settle_run(tx, conv, live, reason=reason, detail=detail)
+            await settle_run(tx, conv, live, reason=reason, detail=detail)
             # Queued input still gets its turn: a failed run must not strand it.
             await final_boundary(tx, conv, h.settings)
         return Failed(ErrorInfo(detail, {"reason": reason}))
@@ -60,7 +60,7 @@ async def _end_run(
             conv, "assistant", message=message_to_json(message), by_task_id=task.id
         )
     if _is_current(live, task.id):
-        settle_run(tx, conv, live, reason=reason, detail=detail)
+        await settle_run(tx, conv, live, reason=reason, detail=detail)
         if h.cancelled(conv, tx):
             # The conversation's owner is being aborted: queued input goes with it.
             await withdraw_inputs(tx, conv)

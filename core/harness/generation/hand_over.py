@@ -1,7 +1,12 @@
 """The tool round handed over: the generation's ``tools`` phase (start the next call of
 a sequential round, run ``after_tools`` observers, then the post-tools boundary and the
-run handed to an already prepared successor in one commit), and the merged hand-over the
-round's last tool result commit can carry instead (one commit less per round)."""
+generation's next round, already prepared, in one commit), and the merged hand-over the
+round's last tool result commit can carry instead (one commit less per round).
+
+The same generation task goes on through every round of its run: a hand-over writes
+its row once (its next checkpoint) where a successor task would write two rows (the
+new task, and the current one terminal). Each checkpoint of a later round carries its
+number (``round``)."""
 
 from __future__ import annotations
 
@@ -9,7 +14,14 @@ from typing import TYPE_CHECKING, cast
 
 from core.harness.builtin_documents import INBOX, LIVE
 from core.harness.context import ContextView
-from core.harness.generation.live import _checkpoint_copy, _is_current, _live_section, staged_value
+from core.harness.generation.live import (
+    _checkpoint_copy,
+    _is_current,
+    _live_section,
+    _round,
+    _with_round,
+    staged_value,
+)
 from core.harness.generation.prepare import _pin_request, _Plan, _plan_request
 from core.harness.messages import Message, ToolResultMessage
 from core.harness.runs import GENERATION, TOOL, post_tools_boundary
@@ -55,37 +67,45 @@ async def _tools_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
             except Exception as e:
                 h.report(e)
 
-    # The successor's preparation happens here, so it starts at ``request`` and the
+    # The next round's preparation happens here, so it starts at ``request`` and the
     # hand-over commit also pins its model and context: one commit less per round.
     plan = await _plan_request(h, conv)
 
-    async def hand_over(tx: Tx, current: Task) -> Completed:
-        await _hand_over(h, tx, current, plan)
-        return Completed({"entry": cp["assistant"]})
+    async def hand_over(tx: Tx, current: Task) -> JsonObject | Completed:
+        following = await _hand_over(h, tx, current, plan)
+        return following if following is not None else Completed({"entry": cp["assistant"]})
 
     await rt.commit(hand_over)
 
 
-async def _hand_over(h: HarnessServices, tx: Tx, current: Task, plan: _Plan | str) -> None:
+async def _hand_over(
+    h: HarnessServices, tx: Tx, current: Task, plan: _Plan | str
+) -> JsonObject | None:
     """Inside a commit: the post-tools boundary of the generation ``current`` and the
-    run handed to its successor (already prepared unless the boundary moved the start
-    of the context or the plan says it must compact first)."""
+    checkpoint its next model round starts from (already prepared unless the boundary
+    moved the start of the context or the plan says it must compact first); ``None``
+    if ``current`` no longer runs the run (it completes).
+
+    The same task goes on with the run: one task row per round instead of a successor
+    inserted and the current one written terminal (docs/performance.md, "The rows a
+    round writes"). Its round number (``round``) tells the rounds apart."""
     conv = current.conversation_id
     live = await tx.doc(LIVE, conv)
-    if _is_current(live, current.id):
-        await post_tools_boundary(tx, conv, h.settings)
-        # A summary placed here starts a new context range: the plan made is void.
-        moved = any(e.head is not None for e in tx.entries if e.conversation_id == conv)
-        start = None
-        if not moved and not isinstance(plan, str) and plan.compaction != "blocking":
-            start = await _pin_request(h, tx, conv, plan, current.id, 1, overflowed=False)
-        successor = await tx.create_task(
-            GENERATION, {}, conversation_id=conv, checkpoint=start, continues=current
+    if not _is_current(live, current.id):
+        return None
+    await post_tools_boundary(tx, conv, h.settings)
+    # A summary placed here starts a new context range: the plan made is void.
+    moved = any(e.head is not None for e in tx.entries if e.conversation_id == conv)
+    round_ = _round(current.checkpoint or {}) + 1
+    following: JsonObject = _with_round({"phase": "prepare", "attempt": 1}, round_)
+    if not moved and not isinstance(plan, str) and plan.compaction != "blocking":
+        following = await _pin_request(
+            h, tx, conv, plan, current.id, 1, overflowed=False, round_=round_
         )
-        _live_section(live, "run")["generation"] = successor.id
-        value = cast(JsonObject, live.value)
-        value["generation"] = {"task": successor.id}
-        value.pop("tools", None)
+    value = cast(JsonObject, live.value)
+    value["generation"] = {"task": current.id}  # the round's retry or poll notes go
+    value.pop("tools", None)
+    return following
 
 
 # --------------------------------------------------------------------------- merged hand-over
@@ -135,7 +155,7 @@ def _round_closes(h: HarnessServices, tool: Task, staged: dict[int, Task] | None
 async def plan_merged_hand_over(
     h: HarnessServices, tool: Task, result: Message
 ) -> _Plan | str | None:
-    """Before ``tool``'s result commit: the successor's plan if that commit can hand the
+    """Before ``tool``'s result commit: the next round's plan if that commit can hand the
     round over (see :func:`merge_hand_over`), else ``None``."""
     gen = _round_closes(h, tool, None)
     if gen is None:
@@ -168,7 +188,14 @@ async def merge_hand_over(h: HarnessServices, tx: Tx, tool: Task, plan: _Plan | 
             # which this commit may no longer make: the ``tools`` phase hands over. With
             # no note, starting one reads nothing.
             return False
-    await _hand_over(h, tx, gen, plan)
+    following = await _hand_over(h, tx, gen, plan)
+    state = gen.state
+    assert isinstance(state, Waiting)
+    if following is not None:
+        # Still waiting on the round, now at its next checkpoint: the scheduler reserves
+        # it in this commit, which settles the last of ``state.on``.
+        await tx.put_task(gen.evolve(state=Waiting(following, state.on, state.policy)))
+        return True
     assistant = cast(JsonObject, gen.checkpoint)["assistant"]
     # Its only owned live work is ``tool``, settled by this same commit: terminal now.
     done = Terminal(Completed({"entry": assistant}))

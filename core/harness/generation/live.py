@@ -51,6 +51,22 @@ def _checkpoint_copy(task: Task) -> JsonObject:
     return dict(cp)
 
 
+def _round(cp: JsonObject) -> int:
+    """Which model round of its run a generation's checkpoint is at (1 when unnoted).
+
+    One generation task goes on through every round of its run (see ``hand_over``):
+    the round tells them apart, and each checkpoint of a later round carries it."""
+    value = cp.get("round")
+    return value if type(value) is int else 1
+
+
+def _with_round(checkpoint: JsonObject, round_: int) -> JsonObject:
+    """``checkpoint`` noting ``round_`` (the first round's checkpoints leave it out)."""
+    if round_ > 1:
+        checkpoint["round"] = round_
+    return checkpoint
+
+
 def _live_section(live: DocHandle, key: str) -> JsonObject:
     value = live.value
     if not isinstance(value, dict):

@@ -1,7 +1,7 @@
 """The generation's ``prepare`` phase: land a queued summary, plan the request (agent,
 model, system prompt change, compaction need) and pin it in the ``request`` checkpoint;
 a context too big to send waits for a compaction first (``_compact_first``). The plan and
-pin are reused by the tool round's hand-over, which prepares the successor."""
+pin are reused by the tool round's hand-over, which prepares the next round."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from core.harness.generation.live import (
     _committed_value,
     _is_current,
     _live_section,
+    _round,
+    _with_round,
 )
 from core.harness.messages import Message, SystemMessage, message_to_json
 from core.harness.prompt import PromptChange, plan_prompt, render_sections
@@ -77,6 +79,7 @@ async def _pin_request(
     attempt: int,
     *,
     overflowed: bool,
+    round_: int,
 ) -> JsonObject:
     """Inside a commit: record the prompt change, start a background compaction if the
     context calls for one, and return the ``request`` checkpoint, whose cutoff is the
@@ -108,7 +111,7 @@ async def _pin_request(
     }
     if overflowed:
         checkpoint["overflowed"] = True
-    return checkpoint
+    return _with_round(checkpoint, round_)
 
 
 async def _prepare_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
@@ -135,7 +138,9 @@ async def _prepare_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> Non
 
     async def pin(tx: Tx, current: Task) -> JsonObject:
         overflowed = bool(cp.get("overflowed"))
-        return await _pin_request(h, tx, conv, plan, current.id, attempt, overflowed=overflowed)
+        return await _pin_request(
+            h, tx, conv, plan, current.id, attempt, overflowed=overflowed, round_=_round(cp)
+        )
 
     await rt.commit(pin)
 
@@ -169,7 +174,7 @@ async def _compact_first(rt: TaskRuntime, cp: JsonObject, *, reason: str) -> Non
         checkpoint["compacted"] = True
         if reason == "overflow":
             checkpoint["overflowed"] = True
-        return Waiting(checkpoint, (child_id,))
+        return Waiting(_with_round(checkpoint, _round(cp)), (child_id,))
 
     await rt.commit(compact)
 

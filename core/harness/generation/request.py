@@ -19,6 +19,8 @@ from core.harness.generation.live import (
     _committed_value,
     _is_current,
     _live_section,
+    _round,
+    _with_round,
     append_message,
 )
 from core.harness.generation.prepare import _compact_first
@@ -44,7 +46,7 @@ from core.harness.models import (
 )
 from core.harness.partial import Partial, close_stream
 from core.harness.registry import ResolvedAgent
-from core.harness.runs import TOOL, add_usage, final_boundary, settle_run
+from core.harness.runs import TOOL, add_run_usage, add_usage, final_boundary, settle_run
 from core.harness.tool_sources import refresh_listings
 from core.jsonvalue import JsonObject, JsonValue, dumps
 from core.records import Completed, Task, Waiting
@@ -265,7 +267,7 @@ async def _classify(
         final = final.model_copy(update={"model": str(cp.get("model"))})
     calls = final.tool_calls
     if calls and final.stop_reason != "error":
-        await _tool_round(h, rt, final, offered)
+        await _tool_round(h, rt, final, offered, _round(cp))
     else:
         await _answer(h, rt, final)
 
@@ -278,7 +280,7 @@ async def _answer(h: HarnessServices, rt: TaskRuntime, message: AssistantMessage
         await add_usage(tx, conv, message.usage, model=message.model)
         live = await tx.doc(LIVE, conv)
         if _is_current(live, current.id):
-            settle_run(tx, conv, live, answer=entry.id)
+            await settle_run(tx, conv, live, answer=entry.id)
             await final_boundary(tx, conv, h.settings)
         return Completed({"entry": entry.id})
 
@@ -286,9 +288,12 @@ async def _answer(h: HarnessServices, rt: TaskRuntime, message: AssistantMessage
 
 
 async def _tool_round(
-    h: HarnessServices, rt: TaskRuntime, message: AssistantMessage, offered: set[str]
+    h: HarnessServices,
+    rt: TaskRuntime,
+    message: AssistantMessage,
+    offered: set[str],
+    round_number: int,
 ) -> None:
-
     conv = rt.conversation_id
     agent = await h.agent(conv)
     calls = message.tool_calls
@@ -298,8 +303,13 @@ async def _tool_round(
 
     async def round_(tx: Tx, current: Task) -> Waiting:
         entry = await append_message(h, tx, conv, "assistant", message, by_task_id=current.id)
-        await add_usage(tx, conv, message.usage, model=message.model)
         live = await tx.doc(LIVE, conv)
+        # The usage waits in the run, in ``live`` (written here anyway), for the run's end:
+        # the ledger is written once a run, not once a round (docs/performance.md).
+        model = message.model
+        pending = bool(model) and _is_current(live, current.id)
+        if not (pending and add_run_usage(live, message.usage, model=cast(str, model))):
+            await add_usage(tx, conv, message.usage, model=model)
         _live_section(live, "generation").pop("partial", None)
         slots = _live_section(live, "tools")
         slots.clear()
@@ -353,7 +363,7 @@ async def _tool_round(
             "tasks": cast(JsonValue, started),
             "sequential": sequential,
         }
-        return Waiting(checkpoint, tuple(started))
+        return Waiting(_with_round(checkpoint, round_number), tuple(started))
 
     await rt.commit(round_)
 

@@ -25,9 +25,9 @@ Phases (checkpoint ``phase``):
 ``retry``    resend the request with the pinned model and options.
 ``poll``     fetch a deferred response.
 ``tools``    after the tool round: the post-tools boundary (steers join the run, a
-             queued compaction summary lands) and, in the same commit, the run handed
-             to a new generation task — already prepared, unless the boundary moved
-             the context's start (then the successor prepares against the new range).
+             queued compaction summary lands) and, in the same commit, the next model
+             round of the same task (``round`` one more) — already prepared, unless the
+             boundary moved the context's start (then it prepares against the new range).
 
 This module is the task definition; each job lives beside it in this package (see its
 docstring).

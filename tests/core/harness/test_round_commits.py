@@ -199,3 +199,52 @@ async def test_a_round_in_the_band_while_a_compaction_summarizes_starts_no_secon
     tools = (await h.session.storage.scan_tasks(TaskQuery(kind="perdure.tool"))).items
     assert [type(t.outcome).__name__ for t in tools] == ["Completed", "Completed"]
     await h.close()
+
+
+@pytest.mark.parametrize("observed", [False, True])
+async def test_one_generation_task_goes_on_through_every_round_of_a_run(
+    tmp_path: Path, observed: bool
+) -> None:
+    """The tool round hands the run on to the same generation task at its next round
+    (one task row per round) instead of a successor task inserted and the current one
+    written terminal (two): issue 36, the rows a round writes. The tools of every round
+    are its children, and each later round's checkpoints carry the round's number."""
+    from core.harness.runs import GENERATION
+    from core.records import Completed
+
+    rounds = 3
+    steps = [
+        faux_message(faux_tool_call("look", {"text": f"p{i}"}, id=f"c{i}"))
+        for i in range(rounds)
+    ]
+    rig = Rig(tmp_path, "sqlite", steps=[*steps, faux_message("done")])
+
+    async def look(args: Args, ctx: ToolContext) -> str:
+        return "seen"
+
+    async def after_tools(results: Any, ctx: Any) -> None:
+        pass
+
+    # An ``after_tools`` observer: the hand-over from the generation's ``tools`` phase,
+    # not merged into the last result commit.
+    hooks = {"hooks": Hooks(after_tools=after_tools)} if observed else {}
+    rig.registry.install(extension("look", tool("look", look, replay="safe"), **hooks))
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    written: list[Any] = []
+    h.session.subscribe(lambda e: written.extend(t for t in e.tasks if t.kind == GENERATION))
+    record = await (await root.submit("go")).wait()
+    assert record.status == "done"
+    storage = h.session.storage
+    gens = (await storage.scan_tasks(TaskQuery(kind=GENERATION))).items
+    assert len(gens) == 1
+    gen = gens[0]
+    assert isinstance(gen.outcome, Completed)
+    tools = (await storage.scan_tasks(TaskQuery(kind="perdure.tool"))).items
+    assert len(tools) == rounds and all(t.owner == gen.id for t in tools)
+    # Per round: waiting on its tools, then on to the next round (woken first, when
+    # its ``tools`` phase hands over); plus its creation, reservation, first pin and answer.
+    assert len(written) == (3 if observed else 2) * rounds + 4
+    later = [t.checkpoint for t in written if t.checkpoint and "round" in t.checkpoint]
+    assert {cp["round"] for cp in later} == set(range(2, rounds + 2))
+    await h.close()

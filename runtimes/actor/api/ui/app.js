@@ -450,8 +450,13 @@ function renderTimers() {
 }
 
 function renderUsage() {
-  const usage = state.view && state.view.docs && state.view.docs.usage;
-  const total = (usage && usage.total) || {};
+  const docs = (state.view && state.view.docs) || {};
+  const total = { ...((docs.usage && docs.usage.total) || {}) };
+  // The current run's usage joins the ledger when the run ends: until then it is in live.
+  const run = (docs.live && docs.live.run && docs.live.run.usage) || {};
+  for (const used of Object.values(run)) {
+    for (const key of ["input", "output", "cost"]) total[key] = (total[key] || 0) + (used[key] || 0);
+  }
   const runs = usagePerRun(state.view);
   replaceChildren($("usage"), [
     h("p", { id: "usage-total" }, `conversation: ${total.input || 0} in · ${total.output || 0} out · ${money(total.cost)}`),
