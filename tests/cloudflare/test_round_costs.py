@@ -25,7 +25,9 @@ ROUNDS = 40
 CEILINGS = {"safe": 8.75, "unsafe": 11.0}
 
 
-async def _rows_per_round(tmp_path: Path, replay: str) -> tuple[float, dict[str, int]]:
+async def _rows_per_round(
+    tmp_path: Path, replay: str, rounds: int = ROUNDS, calls: int = 1
+) -> tuple[float, dict[str, int]]:
     home = DurableObjectHome(tmp_path / f"{replay}.sqlite")
     storage = home.open()
     by_table: dict[str, int] = {}
@@ -50,7 +52,7 @@ async def _rows_per_round(tmp_path: Path, replay: str) -> tuple[float, dict[str,
         sql: SqlStorage = storage.sql
         return {"rows_written": sql.rows_written}
 
-    cost = await workload.durable_rounds(storage, counters, ROUNDS, replay=replay)
+    cost = await workload.durable_rounds(storage, counters, rounds, replay=replay, calls=calls)
     home.close()
     return cost["rows_written"], by_table
 
@@ -66,3 +68,20 @@ async def test_a_tool_round_writes_few_rows(tmp_path: Path, replay: str) -> None
     # of the round, none deleted; the usage ledger is written once, when the run ends.
     documents = by_table.get("revisions", 0) / ROUNDS
     assert documents <= (2.5 if replay == "safe" else 3.5), by_table
+
+
+# The issue's own shape: one submission of two model rounds and two tool calls (the
+# model asks for both at once, then answers), counted whole. The issue measured 35
+# rows, so half is 17.5: NOT met. Before this stop's harness changes the same code
+# counted 28 (safe) and 32 (unsafe); now 26 and 30. Most of it is per submission, not
+# per round: its 5 entries, 2 submission rows, 3 document rows, the tasks' 9-11 rows
+# and 7-9 revision rows (docs/performance.md, "The rows a round writes").
+SUBMISSION_CEILINGS = {"safe": 27, "unsafe": 31}
+
+
+@pytest.mark.parametrize("replay", ["safe", "unsafe"])
+async def test_a_submission_of_two_model_rounds_and_two_tool_calls(
+    tmp_path: Path, replay: str
+) -> None:
+    rows, by_table = await _rows_per_round(tmp_path, replay, rounds=1, calls=2)
+    assert rows <= SUBMISSION_CEILINGS[replay], (rows, by_table)

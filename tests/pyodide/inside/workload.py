@@ -164,7 +164,12 @@ async def tool_rounds(storage: Storage, rounds: int) -> dict[str, Any]:
 
 
 async def durable_rounds(
-    storage: Any, counters: Callable[[], dict[str, int]], rounds: int, *, replay: str
+    storage: Any,
+    counters: Callable[[], dict[str, int]],
+    rounds: int,
+    *,
+    replay: str,
+    calls: int = 1,
 ) -> dict[str, Any]:
     """Per tool round of a ``replay`` tool on a Durable Object's host over ``storage``
     (``ctx.storage``; the submission is posted in one request and its rounds run after
@@ -172,13 +177,17 @@ async def durable_rounds(
     stand-in's SQL statements, rows read and written, ``transactionSync`` and alarm
     calls) divided by ``rounds``, and the wall and process CPU milliseconds per round
     (the stand-in's own SQLite work included; its fsyncs only in the wall time). The
-    first request (creating the actor) is not counted."""
+    first request (creating the actor) is not counted. ``calls``: tool calls the model
+    asks for at once in each tool round."""
     from runtimes.actor import ActorConfig
     from runtimes.cloudflare.actor import DurableActor
 
     def step(request: ModelRequest, state: FauxState) -> AssistantMessage:
         if request.messages[-1].role == "user" or state.call_count % (rounds + 1):
-            return faux_message(faux_tool_call("noop", {}, id=f"call_{state.call_count}"))
+            n = state.call_count
+            return faux_message(
+                *(faux_tool_call("noop", {}, id=f"call_{n}_{i}") for i in range(calls))
+            )
         return faux_message("done")
 
     tool = define_tool(
