@@ -214,8 +214,7 @@ async def test_one_generation_task_goes_on_through_every_round_of_a_run(
 
     rounds = 3
     steps = [
-        faux_message(faux_tool_call("look", {"text": f"p{i}"}, id=f"c{i}"))
-        for i in range(rounds)
+        faux_message(faux_tool_call("look", {"text": f"p{i}"}, id=f"c{i}")) for i in range(rounds)
     ]
     rig = Rig(tmp_path, "sqlite", steps=[*steps, faux_message("done")])
 
