@@ -15,8 +15,7 @@ from typing import Any, cast
 
 import pytest
 
-from core.faux import FauxModel, FauxState, faux_message, faux_tool_call
-from core.harness import ModelRequest, ToolResultMessage, UserMessage
+from core.faux import FauxModel
 from core.harness.runs import TOOL
 from core.jsonvalue import JsonObject
 from core.storage import TaskQuery
@@ -33,28 +32,9 @@ from runtimes.aws.log import read_log
 from tests.aws.aws_target import create_alarms
 from tests.aws.lambda_support import answer, context, url_event
 from tests.aws.support import container, head, items
-from tests.bench.edge_aws import count_calls
+from tests.bench.edge_aws import TOOLS, count_calls, scripted_model
 
 ACTOR = "g1"
-_TOOLS = {"safe": "kit_search", "unsafe": "kit_book"}
-
-
-def _model(before_call: Any = None) -> FauxModel:
-    """``safe`` / ``unsafe``: one call of that tool (``before_call()`` first), then done."""
-
-    def step(request: ModelRequest, state: FauxState) -> Any:
-        last = request.messages[-1] if request.messages else None
-        if isinstance(last, ToolResultMessage):
-            return faux_message("done: " + last.content)
-        users = [m for m in request.messages if isinstance(m, UserMessage)]
-        text = users[-1].content if users else ""
-        if text in _TOOLS:
-            if before_call is not None:
-                before_call()
-            return faux_message(faux_tool_call(_TOOLS[text], {"what": "seat"}, id=f"c_{text}"))
-        return faux_message(f"echo: {text}")
-
-    return FauxModel(fallback=step, record_requests=False)
 
 
 def _function(aws: AwsResources, tmp: Path, tools: KitTools, model: FauxModel) -> ActorFunction:
@@ -97,7 +77,7 @@ async def test_an_unsafe_tools_intent_is_durable_when_it_starts_and_a_safe_round
     def started(name: str) -> None:
         seq_at_start[name] = int(head(aws, ACTOR)["seq"])
 
-    fn = _function(aws, tmp_path, KitTools(started=started), _model())
+    fn = _function(aws, tmp_path, KitTools(started=started), scripted_model())
     assert (await _submit(fn, "safe", "r-safe"))[0] == 202  # a new actor: one invocation
     assert (await _submit(fn, "unsafe", "r-unsafe"))[0] == 202
 
@@ -151,7 +131,7 @@ async def test_a_lease_lost_before_a_flush_answers_nothing_and_writes_nothing(
         _take_over(aws)
 
     tools = KitTools()
-    fn = _function(aws, tmp_path, tools, _model(steal))
+    fn = _function(aws, tmp_path, tools, scripted_model(steal))
     assert (await _submit(fn, "hello", "r-0"))[0] == 202  # the actor exists
     before = items(aws, ACTOR)
     stored = {i["sk"]["S"] for i in before if i["sk"]["S"] != "head"}
@@ -175,7 +155,7 @@ async def test_a_lease_lost_before_a_flush_answers_nothing_and_writes_nothing(
     path = f"/v1/actors/{ACTOR}/submissions/{again['id']}"
     status, state = answer(await fn.invoke(url_event("GET", path), context()))
     assert status == 200 and state["status"] == "done", state
-    assert tools.runs[_TOOLS[tool]] == (2 if tool == "safe" else 1)
+    assert tools.runs[TOOLS[tool]] == (2 if tool == "safe" else 1)
 
 
 class _WatchedDeletes:
@@ -201,7 +181,7 @@ async def test_a_mailed_submission_leaves_the_mailbox_only_once_its_admission_is
 ) -> None:
     watched = _WatchedDeletes(aws.dynamodb)
     resources = dataclasses.replace(aws, dynamodb=watched)
-    fn = _function(resources, tmp_path, KitTools(), _model())
+    fn = _function(resources, tmp_path, KitTools(), scripted_model())
     assert (await _submit(fn, "hello", "r-0"))[0] == 202
     holder = Lease(aws, ACTOR, "someone-else", VirtualClock().now)
     await holder.acquire()

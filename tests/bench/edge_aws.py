@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,10 +27,18 @@ from runtimes.actor.testing import KitTools, kit_config
 from runtimes.aws.gate import item_bytes
 from runtimes.aws.handler import ActorFunction, FunctionSettings
 
-__all__ = ["Tool", "count_calls", "edge_config", "measure", "write_units"]
+__all__ = [
+    "TOOLS",
+    "Tool",
+    "count_calls",
+    "edge_config",
+    "measure",
+    "scripted_model",
+    "write_units",
+]
 
 Tool = Literal["safe", "unsafe"]
-_TOOLS = {"safe": "kit_search", "unsafe": "kit_book"}
+TOOLS = {"safe": "kit_search", "unsafe": "kit_book"}
 
 
 def _written(action: dict[str, Any]) -> dict[str, Any]:
@@ -77,8 +86,9 @@ def count_calls(calls: Counter[str], client: Any, service: str) -> None:
         client.meta.events.register("before-parameter-build.dynamodb", payload)
 
 
-def _model() -> FauxModel:
-    """``safe`` / ``unsafe``: one call of that tool, then ``done``."""
+def scripted_model(before_call: Callable[[], None] | None = None) -> FauxModel:
+    """``safe`` / ``unsafe``: one call of that tool (``before_call()`` first, if given),
+    then ``done``."""
 
     def step(request: ModelRequest, state: FauxState) -> Any:
         last = request.messages[-1] if request.messages else None
@@ -86,8 +96,10 @@ def _model() -> FauxModel:
             return faux_message("done: " + last.content)
         users = [m for m in request.messages if isinstance(m, UserMessage)]
         text = users[-1].content if users else ""
-        if text in _TOOLS:
-            return faux_message(faux_tool_call(_TOOLS[text], {"what": "seat"}, id=f"c_{text}"))
+        if text in TOOLS:
+            if before_call is not None:
+                before_call()
+            return faux_message(faux_tool_call(TOOLS[text], {"what": "seat"}, id=f"c_{text}"))
         return faux_message(f"echo: {text}")
 
     return FauxModel(fallback=step, record_requests=False)
@@ -95,7 +107,7 @@ def _model() -> FauxModel:
 
 def edge_config() -> ActorConfig:
     """The kit's actor with :func:`_model`: one tool per round."""
-    return dataclasses.replace(kit_config(KitTools()), models=_model())
+    return dataclasses.replace(kit_config(KitTools()), models=scripted_model())
 
 
 async def measure(tool: Tool, rounds: int = 10, actors: int = 2) -> dict[str, float]:
