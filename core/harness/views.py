@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from core.clock import Clock
 from core.errors import UnknownRecord
+from core.harness.builtin_documents import BUILTIN_DOCUMENTS
 from core.harness.context import ContextView
 from core.harness.settings import HarnessSettings
 from core.harness.task_graph import live_task_graph
@@ -27,7 +28,7 @@ from core.harness.watch import (
     Watch,
     document_name,
 )
-from core.jsonvalue import JsonObject
+from core.jsonvalue import JsonObject, json_copy
 from core.session.documents import DocDefinition
 from core.session.session import CommitEvent, Session
 from core.session.transaction import Tx
@@ -72,7 +73,8 @@ class Views:
 
     async def view(self, conversation_id: int) -> JsonObject:
         """The committed view of a conversation: its record, its active entries and its
-        current documents. :class:`UnknownRecord` for an unknown conversation."""
+        current documents, with every built-in one (at its initial value when it does
+        not exist). :class:`UnknownRecord` for an unknown conversation."""
         session = self._owner.session
         conv = await session.conversation(conversation_id)
         if conv is None:
@@ -87,6 +89,12 @@ class Views:
             state = await storage.document(record.id)
             if state is not None:
                 docs[document_name(record.kind, record.key)] = state.value
+        for kind, definition in BUILTIN_DOCUMENTS.items():
+            # A built-in document is created only once it leaves its initial value (an
+            # inbox nothing was ever queued in is never stored): the view reads a
+            # missing one as that value, as every reader does.
+            if kind not in docs:
+                docs[kind] = json_copy(definition.initial())
         return {
             "conversation": conv.to_json(),
             "entries": [e.to_json() for e in ctx.entries],
@@ -120,17 +128,31 @@ class Views:
         self, definition: DocDefinition[Any], owner_id: int | None = None, key: str | None = None
     ) -> Watch:
         """``{"value": ...}`` of one document, then its changes; ends ``retired`` with it.
-        :class:`UnknownRecord` when no such document is current."""
+        A ``latest`` document not created yet (one is stored once it leaves its initial
+        value) is watched from its initial value, under the id its creation will take;
+        :class:`UnknownRecord` for a missing ``rewindable`` one."""
         session = self._owner.session
         state = await session.current_document(definition, owner_id, key)
-        if state is None:
-            raise UnknownRecord(f"no current {definition.kind!r} document at that address")
-        doc_id = state.record.id
+        if state is not None:
+            doc_id = state.record.id
+        else:
+
+            async def unborn(tx: Tx) -> int:
+                # Opened and left at its initial value: nothing is written, and the id
+                # stays the one a later creation takes (Session.unborn_document_id).
+                handle = await tx.doc(definition, owner_id, key)
+                if definition.history != "latest":  # opening would create it: not here
+                    raise UnknownRecord(f"no current {definition.kind!r} document there")
+                return handle.id
+
+            doc_id = await session.commit(unborn)
         mount_key: tuple[object, ...] = ("document", doc_id)
 
         async def build() -> Mount:
             current = await session.storage.document(doc_id)
             value = current.value if current is not None else None
+            if current is None and state is None:
+                value = json_copy(definition.initial())
             return DocumentMount(doc_id, {"value": value}, self._unmount(mount_key))
 
         return (await self._mount(mount_key, build)).watch()

@@ -39,7 +39,7 @@ from typing import Any, TypeVar, cast, overload
 from core.clock import Clock
 from core.docops import diff
 from core.errors import SessionClosed, SessionPoisoned, StorageRejected
-from core.jsonvalue import JsonValue, json_copy
+from core.jsonvalue import JsonValue, json_copy, json_equal
 from core.readonly import readonly
 from core.records import (
     ConversationRecord,
@@ -147,6 +147,12 @@ class Session:
         # their values are never mutated, handles and readers get copies).
         self._docs: dict[int, DocumentState] = {}
         self._addresses: dict[DocAddress, int | None] = {}
+        self._unborn: dict[DocAddress, int] = {}
+        """The id minted for each document a commit opened where none existed and left
+        at its initial value (not created: ``_document_writes``). The next commit that
+        opens it takes the same id, so a document that stays initial (most inboxes)
+        costs one id per open session, not one per commit that looks at it, and the ids
+        of everything else stay what they were when such a document was created."""
         self._task_docs: dict[int, set[int]] = {}
         """Current task-scoped documents per task, for tasks whose set is known."""
         # Indexes over ``tasks`` (kept in step with it by ``_track``) and over the cached
@@ -352,7 +358,9 @@ class Session:
             else:
                 if ev.created:
                     rec = replace(rec, created_at=seq)
-                    self._addresses[(rec.kind, rec.scope, rec.owner_id, rec.key)] = rec.id
+                    address: DocAddress = (rec.kind, rec.scope, rec.owner_id, rec.key)
+                    self._addresses[address] = rec.id
+                    self._unborn.pop(address, None)
                     if rec.scope == "task" and rec.owner_id is not None:
                         self._task_docs.setdefault(rec.owner_id, set()).add(rec.id)
                 prev = self._docs.get(rec.id)
@@ -362,6 +370,9 @@ class Session:
             stamped.append(ev if rec is ev.record else replace(ev, record=rec))
         for task_id in ended_tasks:
             self._task_docs.pop(task_id, None)
+        if ended_tasks and self._unborn:  # an ended task's documents are never created
+            for address in [a for a in self._unborn if a[1] == "task" and a[2] in ended_tasks]:
+                del self._unborn[address]
         event = CommitEvent(
             seq=seq,
             conversations=list(tx.conversations.values()),
@@ -467,6 +478,15 @@ class Session:
         self._docs[record.id] = state
         return state
 
+    async def unborn_document_id(self, address: DocAddress) -> int:
+        """The id the document at ``address``, which does not exist, gets when a commit
+        creates it: minted on first ask and kept until that creation lands (or its task
+        ends). Only on the mutation line."""
+        doc_id = self._unborn.get(address)
+        if doc_id is None:
+            doc_id = self._unborn[address] = await self.storage.mint_id()
+        return doc_id
+
     async def prefetch_docs(self, definition: DocDefinition[Any], ids: Iterable[int]) -> None:
         """Read the committed current values of ``definition``'s (keyless) documents owned
         by ``ids`` into the cache :meth:`current_document` answers from, in one storage
@@ -553,6 +573,11 @@ def _document_writes(handle: DocHandle) -> tuple[list[Write], DocumentEvent | No
     where = f"document {defn.kind!r}"
     base = handle.created or handle.stored_version != defn.version
     value = defn.validate(json_copy(handle.value, where))
+    if handle.created and _initial_and_latest(defn, value, where):
+        # Not created: every reader of a missing document gets its initial value, so
+        # storing that value adds rows and nothing a reader can see (a conversation's
+        # inbox is opened by every admission and stays empty in most of them).
+        return writes, None
     ops = [] if base else diff(handle.original, value)
     if handle.created:
         writes.append(
@@ -576,6 +601,16 @@ def _document_writes(handle: DocHandle) -> tuple[list[Write], DocumentEvent | No
         writes.append(DocumentRetire(rec.id))
         event = DocumentEvent(rec, defn.version, None, None, created=False, retired=True)
     return writes, event
+
+
+def _initial_and_latest(defn: DocDefinition[Any], value: JsonValue, where: str) -> bool:
+    """Whether a document this commit would create may be left uncreated: ``value`` is
+    its definition's initial value and it keeps no history (a ``rewindable`` one is
+    created as before: a read as of an earlier commit tells "no incarnation yet" from
+    "initial", and so does an ``as_of`` fork)."""
+    if defn.history != "latest":
+        return False
+    return json_equal(value, defn.validate(json_copy(defn.initial(), where)))
 
 
 _NONE: set[int] = set()  # the empty answer of the index reads; never mutated

@@ -160,6 +160,12 @@ class TxSession(Protocol):
 
     async def prefetch_docs(self, definition: DocDefinition[Any], ids: Iterable[int]) -> None: ...
 
+    async def unborn_document_id(self, address: DocAddress) -> int:
+        """The id for a document that does not exist at ``address``: the same one each
+        time until a commit creates it there (a document left at its initial value is
+        not created, and its id is kept for the next commit that opens it)."""
+        ...
+
 
 class Tx:
     """A transaction on the session's mutation line. Valid only inside its callback."""
@@ -491,7 +497,7 @@ class Tx:
                 json_copy(definition.initial(), f"initial {definition.kind!r}")
             )
             record = DocumentRecord(
-                id=await self.mint_id(),
+                id=await self._session.unborn_document_id(address),
                 kind=definition.kind,
                 scope=definition.scope,
                 owner_id=owner_id,

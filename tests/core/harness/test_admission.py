@@ -10,6 +10,7 @@ import pytest
 from core.errors import ConversationBusy, RequestIdConflict, UnknownRecord
 from core.faux import FauxState, faux_error, faux_message, faux_tool_call
 from core.harness import AssistantMessage, ModelRequest, ToolContext
+from core.harness.builtin_documents import INBOX
 from tests.core.harness.support import MODEL, Args, Rig, entries, extension, kinds, tool
 from tests.core.support import settle, until
 
@@ -117,6 +118,48 @@ async def test_follow_ups_queue_and_start_the_next_run_one_at_a_time(tmp_path: P
     assert [r.status for r in records] == ["done", "done", "done"]
     assert len({r.answer for r in records}) == 3  # one run each
     assert seen == [["one"], ["one", "two"], ["one", "two", "three"]]
+    await h.close()
+
+
+async def test_an_inbox_nothing_was_queued_in_is_not_stored(tmp_path: Path) -> None:
+    """Every admission opens the inbox; one that only finds it empty does not store it
+    (a row and a revision fewer on a conversation's first submission). Readers get the
+    empty inbox; the first queued item creates it, and it reads back after a reopen."""
+    release = asyncio.Event()
+
+    async def answer(request: ModelRequest, state: FauxState) -> AssistantMessage:
+        if state.call_count == 2 and not release.is_set():
+            await release.wait()
+        return faux_message(f"answer {state.call_count}")
+
+    rig = Rig(tmp_path, "sqlite", steps=[answer] * 4)
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    assert (await (await root.submit("one")).wait()).status == "done"
+    assert await h.session.storage.find_document("inbox", "conversation", 1) is None
+    assert await root.document(INBOX) == {"items": []}
+    assert (await root.view())["docs"]["inbox"] == {"items": []}
+    await h.close()
+
+    h = await rig.open()
+    root = await h.conversation(1)
+    assert await h.session.storage.find_document("inbox", "conversation", 1) is None
+    second = await root.submit("two")
+    await until(lambda: rig.faux.state.call_count == 2)
+    third = await root.submit("three")  # busy: queued, and the inbox is created
+    assert (await third.status()).status == "queued"
+    assert await h.session.storage.find_document("inbox", "conversation", 1) is not None
+    await h.close()
+
+    h = await rig.open()  # the queued item reads back from storage
+    root = await h.conversation(1)
+    inbox = await root.document(INBOX)
+    assert [(i["id"], i["content"]) for i in inbox["items"]] == [(third.id, "three")]
+    assert (await root.view())["docs"]["inbox"] == inbox
+    release.set()
+    records = [await (await h.submission(s.id)).wait() for s in (second, third)]  # type: ignore[union-attr]
+    assert [r.status for r in records] == ["done", "done"]
+    assert await root.document(INBOX) == {"items": []}
     await h.close()
 
 

@@ -8,9 +8,13 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from core.docops import apply_ops
+from core.errors import UnknownRecord
 from core.faux import faux_message, faux_tool_call
 from core.harness import HarnessSettings, ProgressSettings
+from core.harness.builtin_documents import INBOX
 from core.harness.watch import MAX_PENDING_FRAMES
 from core.session import Tx, define_doc
 from runtimes.actor.clock import SystemClock
@@ -48,7 +52,10 @@ async def test_a_watch_starts_with_the_view_and_its_deltas_rebuild_every_later_v
     watch = await root.watch()
     first = await watch.__anext__()
     assert first["type"] == "view"
-    assert first["value"]["entries"] == [] and set(first["value"]["docs"]) == {"agent"}
+    assert first["value"]["entries"] == []
+    # The built-in documents not created yet are in the view at their initial values.
+    docs = first["value"]["docs"]
+    assert set(docs) == {"agent", "live", "inbox", "usage"} and docs["inbox"] == {"items": []}
     await (await root.submit("hi")).wait()
     await settle()
     frames = [first, *await drain(watch)]
@@ -61,6 +68,39 @@ async def test_a_watch_starts_with_the_view_and_its_deltas_rebuild_every_later_v
     assert set(view["docs"]) == {"agent", "live", "inbox", "usage"}
     watch.stop()
     assert watch.reason == "stopped"
+    await h.close()
+
+
+async def test_a_document_not_created_yet_is_watched_from_its_initial_value(
+    tmp_path: Path,
+) -> None:
+    """An inbox nothing was queued in is not stored; its watch starts at the empty inbox
+    and follows the commit that creates it (and so does the conversation's watch)."""
+    rig = Rig(tmp_path, steps=[faux_message("one"), faux_message("two")])
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    await (await root.submit("hi")).wait()
+    assert await h.session.storage.find_document("inbox", "conversation", 1) is None
+    seq = h.session.last_seq
+    inbox = await h.watch_document(INBOX, 1)
+    view = await root.watch()
+    assert h.session.last_seq == seq  # watching writes nothing
+    assert (await inbox.__anext__())["value"] == {"value": {"items": []}}
+    frames = await drain(view)
+
+    async def queue(tx: Tx) -> None:
+        (await tx.doc(INBOX, 1)).value["items"].append({"id": 99})
+
+    await h.session.commit(queue)
+    assert replay([{"type": "view", "value": {"value": {"items": []}}}, *await drain(inbox)]) == {
+        "value": {"items": [{"id": 99}]}
+    }
+    assert replay([*frames, *await drain(view)]) == await root.view()
+    assert (await root.view())["docs"]["inbox"] == {"items": [{"id": 99}]}
+    # A rewindable document is created whenever it is opened: a missing one is unknown.
+    with pytest.raises(UnknownRecord):
+        await h.watch_document(define_doc("test.r", history="rewindable"), 1)
+    assert await h.session.storage.find_document("test.r", "conversation", 1) is None
     await h.close()
 
 
@@ -135,9 +175,13 @@ async def test_the_task_graph_and_document_watches(tmp_path: Path) -> None:
     assert replay([{"type": "view", "value": {"tasks": {}}}, *await drain(graph)]) == {"tasks": {}}
 
     notes = define_doc("test.scratch", initial=lambda: {"n": 0})
-    await h.session.commit(lambda tx: tx.doc(notes, 1))
+
+    async def create(tx: Tx) -> None:
+        (await tx.doc(notes, 1)).value = {"n": 0, "created": True}
+
+    await h.session.commit(create)
     doc_watch = await h.watch_document(notes, 1)
-    assert (await doc_watch.__anext__())["value"] == {"value": {"n": 0}}
+    assert (await doc_watch.__anext__())["value"] == {"value": {"n": 0, "created": True}}
 
     async def retire(tx: Tx) -> None:
         (await tx.doc(notes, 1)).retire()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -10,7 +11,7 @@ from pydantic import BaseModel
 from core.errors import DocumentError, InvalidJson, UnknownRecord
 from core.jsonvalue import JsonValue
 from core.records import Completed, Terminal
-from core.session import CommitEvent, DocHandle, Session, Tx, define_doc
+from core.session import CommitEvent, DocDefinition, DocHandle, Session, Tx, define_doc
 from core.storage import EntryQuery, MemoryState, MemoryStorage
 from core.tasks import define_task
 from core.tasks.creation import TaskFactory
@@ -105,13 +106,84 @@ async def test_checkpoint_when_decides_bases_with_the_delta_count() -> None:
     assert value is not None and value.value == 9 and value.deltas_since_base == 2
 
 
+async def test_a_document_left_at_its_initial_value_is_not_created() -> None:
+    """Every reader of a missing document gets its initial value, so a commit that opens
+    one where none exists and leaves it there stores nothing for it. It keeps the id it
+    was given until a commit changes it, which creates it under that id."""
+    state = MemoryState()
+    session = await open_session(state)
+    quiet = define_doc("test.quiet", initial=lambda: {"items": []})
+    events: list[CommitEvent] = []
+    session.subscribe(events.append)
+    seq = session.last_seq
+
+    async def look(tx: Tx) -> int:
+        return (await tx.doc(quiet, 1)).id
+
+    doc_id = await session.commit(look)
+    assert session.last_seq == seq and events == []  # nothing else staged: no commit
+    assert await session.storage.find_document("test.quiet", "conversation", 1) is None
+    assert await session.document_value(quiet, 1) == {"items": []}
+
+    async def look_and_write(tx: Tx) -> int:
+        await tx.append_entry(1, "custom")
+        return (await tx.doc(quiet, 1)).id
+
+    assert await session.commit(look_and_write) == doc_id  # not a new id per commit
+    assert session.last_seq != seq and [d for e in events for d in e.documents] == []
+    assert await session.storage.find_document("test.quiet", "conversation", 1) is None
+
+    created = await session.commit(append("a", quiet))
+    assert created.id == doc_id and events[-1].documents[0].created
+    await session.commit(append("b", quiet))
+    await session.close()
+    session = await open_session(state)  # a new process reads what was stored
+    assert await session.document_value(quiet, 1) == {"items": ["a", "b"]}
+    record = await session.storage.find_document("test.quiet", "conversation", 1)
+    assert record is not None and record.id == doc_id
+
+    # A rewindable document is created at its initial value all the same: a read as of
+    # an earlier commit tells "no incarnation yet" from "initial".
+    await session.commit(lambda tx: tx.doc(NOTES, 1))
+    assert await session.storage.find_document("test.notes", "conversation", 1) is not None
+
+
+async def test_a_task_document_left_initial_is_neither_created_nor_retired() -> None:
+    scratch = define_doc("test.untouched", scope="task", initial=lambda: {"n": 0})
+    state = MemoryState()
+    session = await open_session(state)
+    task = await session.commit(lambda tx: tx.create_task(NOOP))
+    await session.commit(lambda tx: tx.doc(scratch, task.id))
+    assert await session.storage.find_document("test.untouched", "task", task.id) is None
+    events: list[CommitEvent] = []
+    session.subscribe(events.append)
+
+    async def end(tx: Tx) -> None:
+        await tx.doc(scratch, task.id)
+        await tx.put_task(replace(task, state=Terminal(Completed(None))))
+
+    await session.commit(end)
+    assert [d for e in events for d in e.documents] == []
+    assert await session.storage.find_document("test.untouched", "task", task.id) is None
+
+
+def create(definition: DocDefinition[Any], value: JsonValue):  # type: ignore[no-untyped-def]
+    """A commit that creates ``definition``'s document of conversation 1 at ``value`` (a
+    document only touched at its initial value is not created)."""
+
+    async def make(tx: Tx) -> None:
+        (await tx.doc(definition, 1)).value = value
+
+    return make
+
+
 async def test_a_throwing_base_decision_rolls_back_every_change_of_the_commit() -> None:
     def broken(value: JsonValue, ops: list[JsonValue], deltas: int) -> bool:
         raise RuntimeError("no decision")
 
     bad = define_doc("test.bad", initial=lambda: 0, checkpoint_when=broken)
     session = await open_session(MemoryState())
-    await session.commit(lambda tx: tx.doc(bad, 1))  # creation is always a base
+    await session.commit(create(bad, 5))  # creation is always a base
 
     async def change(tx: Tx) -> None:
         await tx.append_entry(1, "custom")
@@ -128,8 +200,8 @@ async def test_a_throwing_base_decision_rolls_back_every_change_of_the_commit() 
 async def test_version_changes_migrate_lazily_and_store_a_base() -> None:
     state = MemoryState()
     session = await open_session(state)
-    v1 = define_doc("test.shape", initial=lambda: {"n": 1})
-    await session.commit(lambda tx: tx.doc(v1, 1))
+    v1 = define_doc("test.shape", initial=lambda: {"n": 0})
+    await session.commit(create(v1, {"n": 1}))
     await session.close()
 
     def migrate(value: JsonValue, from_version: int) -> JsonValue:
@@ -163,7 +235,7 @@ async def test_version_changes_migrate_lazily_and_store_a_base() -> None:
 async def test_missing_migrations_and_mismatched_definitions_are_refused() -> None:
     session = await open_session(MemoryState())
     v1 = define_doc("test.mig", initial=lambda: 1)
-    await session.commit(lambda tx: tx.doc(v1, 1))
+    await session.commit(create(v1, 2))
     v2 = define_doc("test.mig", version=2, initial=lambda: 1)
     with pytest.raises(DocumentError, match="no migration"):
         await session.commit(lambda tx: tx.doc(v2, 1))
