@@ -1,8 +1,10 @@
 """Document definitions and the handles a transaction hands out.
 
-A document is a JSON value with a lifecycle: created on first access in a
-transaction, changed in the same commits as entries and tasks, stored as a full base
-or as a delta of JSON ops between bases, retired explicitly (or with its task).
+A document is a JSON value with a lifecycle: opened in a transaction (at its initial
+value when none exists; a ``latest`` one is created only by a commit that leaves it at
+another value, since a missing document reads as its initial value), changed in the
+same commits as entries and tasks, stored as a full base or as a delta of JSON ops
+between bases, retired explicitly (or with its task).
 :func:`define_doc` declares one kind.
 """
 

@@ -484,7 +484,8 @@ class Tx:
     async def doc(
         self, definition: DocDefinition[Any], owner_id: int | None = None, key: str | None = None
     ) -> DocHandle:
-        """Get or create the current incarnation of a document and return its handle."""
+        """The handle of a document's current incarnation, or of a new one at its initial
+        value (a ``latest`` one left at that value is not created by the commit)."""
         self._live()
         address: DocAddress = (definition.kind, definition.scope, owner_id, key)
         handle = self.docs.get(address)

@@ -287,7 +287,8 @@ class ConversationView(BaseModel):
     conversation: dict[str, Any] = Field(description="the conversation record")
     entries: list[dict[str, Any]] = Field(description="the active entries, oldest first")
     docs: dict[str, Any] = Field(
-        description="current documents by name (kind, or kind/key): agent, live, inbox, usage"
+        description="current documents by name (kind, or kind/key); agent, live, inbox and "
+        "usage always (at their initial values until first stored)"
     )
 
 
