@@ -21,9 +21,10 @@ ROUNDS = 40
 # issue's count, 35 rows per submission of two model rounds and two tool calls, is
 # about 17.5, half of it 8.75). Then safe 10.5, unsafe 12.6; now, with one generation
 # task going on through the run's rounds and the run's usage added to the ledger once
-# when it ends: safe 8.55, unsafe 10.6; with an inbox nothing is queued in not stored:
-# safe 8.5, unsafe 10.53.
-CEILINGS = {"safe": 8.6, "unsafe": 10.6}
+# when it ends: safe 8.55, unsafe 10.6; and with an unsafe call's intent in the round
+# commit, as a safe call's was already: 8.55 both; with an inbox nothing is queued in not
+# stored: 8.5 both.
+CEILINGS = {"safe": 8.6, "unsafe": 8.6}
 
 
 async def _rows_per_round(
@@ -68,17 +69,18 @@ async def test_a_tool_round_writes_few_rows(tmp_path: Path, replay: str) -> None
     # The live document's deltas fold into one row, about one revision row per commit
     # of the round, none deleted; the usage ledger is written once, when the run ends.
     documents = by_table.get("revisions", 0) / ROUNDS
-    assert documents <= (2.5 if replay == "safe" else 3.5), by_table
+    assert documents <= 2.5, by_table
 
 
 # The issue's own shape: one submission of two model rounds and two tool calls (the
 # model asks for both at once, then answers), counted whole. The issue measured 35
 # rows, so half is 17.5: NOT met. Before this stop's harness changes the same code
-# counted 28 (safe) and 32 (unsafe); then 26 and 30; now, with the inbox not stored
-# while nothing is queued in it, 24 and 28. Most of it is per submission, not per round:
-# its 5 entries, 2 submission rows, 2 document rows, the tasks' 9-11 rows and 6-8
-# revision rows (docs/performance.md, "The rows a round writes").
-SUBMISSION_CEILINGS = {"safe": 25, "unsafe": 29}
+# counted 28 (safe) and 32 (unsafe); then 26 and 30; then 26 both (an unsafe call's
+# intent in the round commit); now, with the inbox not stored while nothing is queued in
+# it, 24 both. Most of it is per submission, not per round: its 5 entries, 2 submission
+# rows, 2 document rows, 9 task rows and 6 revision rows (docs/performance.md, "The rows
+# a round writes").
+SUBMISSION_CEILINGS = {"safe": 25, "unsafe": 25}
 
 
 @pytest.mark.parametrize("replay", ["safe", "unsafe"])
