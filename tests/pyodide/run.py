@@ -222,7 +222,9 @@ async def cpython_round_costs(scratch: Path, rounds: int) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for replay in ("warm-up", "safe", "unsafe"):  # as inside Pyodide
-        home = DurableObjectHome(scratch / f"costs-{replay}.sqlite")
+        # Not Pyodide's file names: in the same scratch directory, Pyodide would count a
+        # second submission on the actor this one leaves (not the first one's rows).
+        home = DurableObjectHome(scratch / f"costs-{replay}-cpython.sqlite")
         storage = home.open()
 
         def counters(storage: Any = storage, home: Any = home) -> dict[str, int]:
