@@ -608,8 +608,9 @@ def _initial_and_latest(defn: DocDefinition[Any], value: JsonValue, where: str) 
     its definition's initial value and it keeps no history (a ``rewindable`` one is
     created as before: a read as of an earlier commit tells "no incarnation yet" from
     "initial", and so does an ``as_of`` fork)."""
-    if defn.history != "latest":
-        return False
+    if defn.history != "latest" or value != defn.initial():
+        return False  # ``!=`` first: in C, and most creations differ (json_equal would not)
+    # Equal as Python values: equal as JSON too (``==`` takes ``1`` for ``True``)?
     return json_equal(value, defn.validate(json_copy(defn.initial(), where)))
 
 

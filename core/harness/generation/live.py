@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from core.harness.messages import Message, message_to_json
-from core.jsonvalue import JsonObject, JsonValue, json_copy
+from core.jsonvalue import JsonObject, JsonValue
 from core.records import Entry, Task
 from core.session.documents import DocDefinition, DocHandle
 from core.session.session import Session
@@ -43,7 +43,7 @@ async def staged_value(tx: Tx, definition: DocDefinition[Any], owner_id: int) ->
     if state is not None and state.version == definition.version:
         return state.value
     if state is None:  # not created yet (an inbox nothing was queued in): its initial value
-        return definition.validate(json_copy(definition.initial()))
+        return definition.initial()  # a fresh value, only read: no copy, no check
     return (await tx.doc(definition, owner_id)).value
 
 

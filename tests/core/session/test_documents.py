@@ -146,6 +146,11 @@ async def test_a_document_left_at_its_initial_value_is_not_created() -> None:
     # an earlier commit tells "no incarnation yet" from "initial".
     await session.commit(lambda tx: tx.doc(NOTES, 1))
     assert await session.storage.find_document("test.notes", "conversation", 1) is not None
+    # Equal to the initial value in Python but not as JSON (``False`` is not ``0``).
+    zero = define_doc("test.zero", initial=lambda: {"n": 0})
+    await session.commit(create(zero, {"n": False}))
+    assert await session.document_value(zero, 1) == {"n": False}
+    assert await session.storage.find_document("test.zero", "conversation", 1) is not None
 
 
 async def test_a_task_document_left_initial_is_neither_created_nor_retired() -> None:
