@@ -339,12 +339,12 @@ async def _call(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     cp = task.checkpoint or {}
     if (
         cp.get("phase") == "execute"
-        and cp.get("replay") == tool.replay == "safe"
+        and cp.get("replay") == tool.replay
         and json_equal(cp.get("arguments"), stored)
     ):
-        # This very intent (final arguments, safe policy) is durable since the round
-        # commit (``round_intent``): invariant 4 holds without a commit of its own, and
-        # a crash from here on reruns the call (invariant 7).
+        # This very intent (final arguments, the tool's policy) is durable since the
+        # round commit (``round_intent``): invariant 4 holds without a commit of its
+        # own, and a crash from here on applies the policy (invariant 7).
         await _run(c, tool, args, 1)
         return
 

@@ -622,18 +622,13 @@ def targets(rows: list[Row]) -> list[dict[str, Any]]:
     for r in rows:
         # Tool rounds' commits: those from round 1's model call to the answer's, but the
         # background compactions' own (see classify_commits; reported beside them).
-        if r.workload == "agent_loop" and r.system == "perdure (safe tool)":
-            check(
-                "commits per safe tool round <= 2",
-                r.notes.get("tool_round_commits_per_round"),
-                2.0,
-            )
-        if r.workload == "agent_loop" and r.system == "perdure (unsafe tool)":
-            check(
-                "commits per unsafe tool round <= 3",
-                r.notes.get("tool_round_commits_per_round"),
-                3.0,
-            )
+        for replay in ("safe", "unsafe"):
+            if r.workload == "agent_loop" and r.system == f"perdure ({replay} tool)":
+                check(
+                    f"commits per {replay} tool round <= 2",
+                    r.notes.get("tool_round_commits_per_round"),
+                    2.0,
+                )
     check(
         "recovery ms to first resumed phase <= 300",
         _metric(rows, "recovery", "perdure", "ms_to_first_phase"),

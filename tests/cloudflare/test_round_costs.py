@@ -21,10 +21,11 @@ ROUNDS = 40
 # issue's count, 35 rows per submission of two model rounds and two tool calls, is
 # about 17.5, half of it 8.75). Then safe 10.5, unsafe 12.6; now, with one generation
 # task going on through the run's rounds and the run's usage added to the ledger once
-# when it ends: safe 8.55, unsafe 10.575; with the first round's pin held in memory
-# (no commit of its own, one row a run): safe 8.525, unsafe 10.55. The counts are exact,
-# so the room is less than that row.
-CEILINGS = {"safe": 8.53, "unsafe": 10.56}
+# when it ends: safe 8.55, unsafe 10.6; and with an unsafe call's intent in the round
+# commit, as a safe call's was already: 8.55 both; with the first round's request pinned
+# without a commit of its own (one row a run): 8.525 both. The counts are exact, so the
+# room is less than that row.
+CEILINGS = {"safe": 8.53, "unsafe": 8.53}
 
 
 async def _rows_per_round(
@@ -69,18 +70,18 @@ async def test_a_tool_round_writes_few_rows(tmp_path: Path, replay: str) -> None
     # The live document's deltas fold into one row, about one revision row per commit
     # of the round, none deleted; the usage ledger is written once, when the run ends.
     documents = by_table.get("revisions", 0) / ROUNDS
-    assert documents <= (2.5 if replay == "safe" else 3.5), by_table
+    assert documents <= 2.5, by_table
 
 
 # The issue's own shape: one submission of two model rounds and two tool calls (the
 # model asks for both at once, then answers), counted whole. The issue measured 35
 # rows, so half is 17.5: NOT met. Before this stop's harness changes the same code
-# counted 28 (safe) and 32 (unsafe); then 26 and 30; now, the first round's request
-# pinned without a commit, 25 and 29 (exact counts: no room). Most of it is per
-# submission, not per round: its 5 entries, 2 submission rows, 3 document rows, the
-# tasks' 8-10 rows and 7-9 revision rows (docs/performance.md, "The rows a round
-# writes").
-SUBMISSION_CEILINGS = {"safe": 25, "unsafe": 29}
+# counted 28 (safe) and 32 (unsafe); then 26 and 30; then 26 both (an unsafe call's
+# intent in the round commit); now 25 both (the first round's request pinned without a
+# commit; exact counts: no room). Most of it is per submission, not per round: its 5
+# entries, 2 submission rows, 3 document rows, 8 task rows and 7 revision rows
+# (docs/performance.md, "The rows a round writes").
+SUBMISSION_CEILINGS = {"safe": 25, "unsafe": 25}
 
 
 @pytest.mark.parametrize("replay", ["safe", "unsafe"])

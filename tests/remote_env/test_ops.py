@@ -302,8 +302,9 @@ def test_background_children_do_not_hold_the_op_open(tmp_path: Path, unconfined:
             return time.monotonic() - began
 
     elapsed = run(main())
-    # The op ends with its leader (after a short drain) even though a child keeps the pipe.
-    assert elapsed < 3
+    # The op ends with its leader (after a short drain) even though a child keeps the pipe
+    # for 30 s. The bound only has to tell those apart: 3 s failed once at load ~10.
+    assert elapsed < 10
     assert len(seen) >= 1
     background = seen[0]
     try:

@@ -354,14 +354,18 @@ async def _tool_round(
         by_id = {c.id: c for c in calls}
         for call_id in runnable[: 1 if sequential else len(runnable)]:
             call = by_id[call_id]
+            intent = round_intent(agent, call)
             tool = await tx.create_task(
                 TOOL,
                 {"assistant": entry.id, "call_id": call_id},
                 owner=current.id,
-                checkpoint=round_intent(agent, call),
+                checkpoint=intent,
             )
             started.append(tool.id)
-            cast(JsonObject, slots[call_id])["task"] = tool.id
+            slot = cast(JsonObject, slots[call_id])
+            slot["task"] = tool.id
+            if intent is not None:  # it runs right after this commit
+                slot["status"] = "running"
         checkpoint: JsonObject = {
             "phase": "tools",
             "assistant": entry.id,
@@ -377,19 +381,24 @@ async def _tool_round(
 def round_intent(agent: ResolvedAgent, call: ToolCall) -> JsonObject | None:
     """The first checkpoint of a tool task, staged by the generation's round commit.
 
-    A ``safe`` tool of an agent without ``before_tool`` hooks starts at its intent —
-    ``execute`` with the model's arguments and the policy — so the call runs without
-    an intent commit of its own. The invocation reserved in that commit (``fresh``)
-    still runs the whole ``call`` phase (resolution, validation); any later one is a
-    recovery and reruns it only if it is still safe (invariant 7). Hooks could block
-    or rewrite the call, and recovery does not rerun them: with hooks, and for every
-    other tool, the task starts at a bare ``call``."""
+    A ``safe`` or ``unsafe`` tool of an agent without ``before_tool`` hooks starts at
+    its intent — ``execute`` with the model's arguments (final: no hook can rewrite
+    them) and the policy — so the call runs without an intent commit of its own
+    (invariant 4 holds: the round commit is durable before the call starts). The
+    invocation reserved in that commit (``fresh``) still runs the whole ``call`` phase
+    (resolution, validation); any later one is a recovery and applies invariant 7: a
+    safe call reruns, an unsafe one is reported ``interrupted`` (also when the crash
+    came before it started: from outside, a call between its intent and its effect
+    looks the same). Hooks could block or rewrite the call, and recovery does not rerun
+    them; a ``recoverable`` call's recovery asks the environment about an op it may not
+    have issued yet; a call that may need a decision asks in its ``call`` phase: those
+    start at a bare ``call``."""
     tool = agent.tools.get(call.name)
-    if tool is None or tool.replay != "safe" or tool.approval != "never":
-        return None  # (a call that may need a decision asks in its ``call`` phase)
+    if tool is None or tool.replay == "recoverable" or tool.approval != "never":
+        return None
     if any(hooks.before_tool is not None for hooks in agent.hooks):
         return None
     # The arguments are the round's assistant entry's (JSON-gated with it); the commit
     # copies the checkpoint it stages.
     arguments: JsonObject = dict(call.arguments)
-    return {"phase": "execute", "arguments": arguments, "replay": "safe", "attempt": 1}
+    return {"phase": "execute", "arguments": arguments, "replay": tool.replay, "attempt": 1}

@@ -1,13 +1,13 @@
 """How many commits a tool round takes (issue 14), and that the shortcuts keep the rules.
 
-A round's structural commits — those that write entries or tasks — are: the round
-commit (assistant entry, tool tasks, the generation waiting), for an unsafe tool its
-intent, and the last result, which also hands the run over to the next generation.
-A safe tool's intent rides in the round commit (invariant 4 still holds: the intent
-is stored before the tool runs). Streaming progress commits (``live`` only) come on
-top and depend on how long the response streams. The round whose result crosses the
-background compaction threshold costs the same: the compaction starts in its last result
-commit.
+A round's structural commits — those that write entries or tasks — are: the round commit
+(assistant entry, tool tasks, the generation waiting) and the last result, which also
+hands the run over to the generation's next round. The intent of a safe or unsafe tool
+rides in the round commit (invariant 4 still holds: the intent is stored before the tool
+runs); with ``before_tool`` hooks it is a commit of its own. Streaming progress commits
+(``live`` only) come on top and depend on how long the response streams. The round whose
+result crosses the background compaction threshold costs the same: the compaction starts
+in its last result commit.
 """
 
 from __future__ import annotations
@@ -72,9 +72,9 @@ async def test_a_safe_tool_round_takes_two_commits(tmp_path: Path) -> None:
     }
 
 
-async def test_an_unsafe_tool_round_takes_three_commits(tmp_path: Path) -> None:
+async def test_an_unsafe_tool_round_takes_two_commits(tmp_path: Path) -> None:
     per_round, seen = await _structural_commits_per_round(tmp_path, "unsafe")
-    assert per_round == 3
+    assert per_round == 2
     assert seen[0] == {
         "phase": "execute",
         "arguments": {"text": "p0"},
@@ -106,7 +106,7 @@ async def test_a_before_tool_hook_keeps_the_intent_commit_of_a_safe_tool(
     }
 
 
-@pytest.mark.parametrize(("replay", "commits"), [("safe", 2), ("unsafe", 3)])
+@pytest.mark.parametrize(("replay", "commits"), [("safe", 2), ("unsafe", 2)])
 async def test_a_round_that_starts_a_background_compaction_takes_no_commit_more(
     tmp_path: Path, replay: str, commits: int
 ) -> None:
