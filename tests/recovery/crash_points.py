@@ -228,7 +228,7 @@ POINTS: tuple[CrashPoint, ...] = (
     _C("generation.prepare", "a request pinned by a commit, not yet sent",
        generation_phase("request")),
     _C("model.request", "inside the first model request (external effect), nothing streamed "
-       "yet; its pin in memory, the stored phase still prepare"),
+       "yet; its pin in memory, the stored phase still prepare", quick=("local",)),
     _C("generation.stream", "partial output committed while the model streams", streamed),
     _C("generation.tool_round", "assistant entry + tool tasks + waiting", tool_round),
     _C("tool.intent.safe", "intent of the safe tool committed", intent("call_safe")),
