@@ -222,7 +222,7 @@ async def cpython_round_costs(scratch: Path, rounds: int) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for replay in ("warm-up", "safe", "unsafe"):  # as inside Pyodide
-        home = DurableObjectHome(scratch / f"costs-{replay}.sqlite")
+        home = DurableObjectHome(scratch / f"costs-cpython-{replay}.sqlite")
         storage = home.open()
 
         def counters(storage: Any = storage, home: Any = home) -> dict[str, int]:

@@ -34,7 +34,7 @@ from core.testing.wrappers import ReopeningStorage
 from runtimes.actor import ActorConfig
 from runtimes.cloudflare.storage import DurableObjectDatabase
 from tests.pyodide.inside import workload
-from tests.pyodide.inside.durable import Home, js_request
+from tests.pyodide.inside.durable import Home, js_request, node_cpu_ms
 
 Check = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 _CHECKS: list[tuple[str, Check]] = []
@@ -343,7 +343,8 @@ async def durable_object_round_costs(options: dict[str, Any]) -> dict[str, Any]:
     rounds = int(options.get("cost_rounds", 50))
     out: dict[str, Any] = {}
     for replay in ("warm-up", "safe", "unsafe"):  # the first run compiles; not reported
-        home = Home(_path(options, f"costs-{replay}.sqlite"))
+        # Not CPython's files: each side counts a new actor's first submission.
+        home = Home(_path(options, f"costs-pyodide-{replay}.sqlite"))
         state = home.state()
 
         def counters(js: Any = home.js) -> dict[str, int]:
@@ -357,7 +358,11 @@ async def durable_object_round_costs(options: dict[str, Any]) -> dict[str, Any]:
             }
 
         out[replay] = await workload.durable_rounds(
-            state.storage, counters, rounds, replay=replay.replace("warm-up", "safe")
+            state.storage,
+            counters,
+            rounds,
+            replay=replay.replace("warm-up", "safe"),
+            cpu_ms=node_cpu_ms,
         )
     del out["warm-up"]
     return out
