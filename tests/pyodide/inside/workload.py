@@ -171,6 +171,7 @@ async def durable_rounds(
     replay: str,
     calls: int = 1,
     cpu_ms: Callable[[], float] | None = None,
+    reopen: Callable[[], Any] | None = None,
 ) -> dict[str, Any]:
     """Per tool round of a ``replay`` tool on a Durable Object's host over ``storage``
     (``ctx.storage``; the submission is posted in one request and its rounds run after
@@ -181,7 +182,10 @@ async def durable_rounds(
     first request (creating the actor) is not counted; ``storage`` must be new, so the
     counted submission is the actor's first on every host. ``calls``: tool calls the
     model asks for at once in each tool round. ``cpu_ms``: the process's CPU clock in
-    ms (default ``time.process_time``, which in Pyodide is the wall clock)."""
+    ms (default ``time.process_time``, which in Pyodide is the wall clock). ``reopen``:
+    a new isolate's ``ctx.storage`` (the last one evicted); given, a first submission
+    runs uncounted and the counted one is the actor's second, in a new isolate, as in a
+    Durable Object whose isolate went away while the actor was idle."""
     from runtimes.actor import ActorConfig
     from runtimes.cloudflare.actor import DurableActor
 
@@ -208,6 +212,16 @@ async def durable_rounds(
         # rows and statements differ (Pyodide's once read CPython's file: issue 36).
         assert await _count_entries(harness) == 0, "durable_rounds needs a new actor"
     await actor.settle()
+    if reopen is not None:
+        async with actor.serving() as harness:
+            first = await (await harness.root()).submit("first")
+        assert (await first.wait()).status == "done"
+        await actor.settle()
+        # The isolate goes away as it does when idle: evicted, not closed.
+        actor = DurableActor(reopen(), config, clock=VirtualClock(), alarm_report=print)
+        async with actor.serving() as harness:  # the new isolate's open: not counted
+            await harness.root()
+        await actor.settle()
     before = counters()
     start, cpu = time.perf_counter(), clock()
     async with actor.serving() as harness:
