@@ -12,7 +12,7 @@ open the harness, take the root conversation, ``resume()``.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -165,7 +165,7 @@ async def tool_rounds(storage: Storage, rounds: int) -> dict[str, Any]:
 
 async def durable_rounds(
     storage: Any,
-    counters: Callable[[], dict[str, int]],
+    counters: Callable[[], Mapping[str, float]],
     rounds: int,
     *,
     replay: str,
