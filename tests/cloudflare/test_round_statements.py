@@ -26,11 +26,12 @@ async def _per_round(path: Path, *, reopened: bool) -> dict[str, Any]:
         return {"statements": sql.statements, "rows_read": sql.rows_read}
 
     reopen = home.open if reopened else None
-    cost = await workload.durable_rounds(
-        home.open(), counters, ROUNDS, replay="safe", reopen=reopen
-    )
-    home.close()
-    return cost
+    try:
+        return await workload.durable_rounds(
+            home.open(), counters, ROUNDS, replay="safe", reopen=reopen
+        )
+    finally:
+        home.close()  # also when it refuses: an unclosed connection warns when collected
 
 
 async def test_a_submission_in_a_new_isolate_runs_the_statements_of_the_first(
