@@ -22,8 +22,10 @@ ROUNDS = 40
 # about 17.5, half of it 8.75). Then safe 10.5, unsafe 12.6; now, with one generation
 # task going on through the run's rounds and the run's usage added to the ledger once
 # when it ends: safe 8.55, unsafe 10.6; and with an unsafe call's intent in the round
-# commit, as a safe call's was already: 8.55 both.
-CEILINGS = {"safe": 8.75, "unsafe": 8.75}
+# commit, as a safe call's was already: 8.55 both; with the first round's request pinned
+# without a commit of its own (one row a run): 8.525 both. The counts are exact, so the
+# room is less than that row.
+CEILINGS = {"safe": 8.53, "unsafe": 8.53}
 
 
 async def _rows_per_round(
@@ -74,11 +76,12 @@ async def test_a_tool_round_writes_few_rows(tmp_path: Path, replay: str) -> None
 # The issue's own shape: one submission of two model rounds and two tool calls (the
 # model asks for both at once, then answers), counted whole. The issue measured 35
 # rows, so half is 17.5: NOT met. Before this stop's harness changes the same code
-# counted 28 (safe) and 32 (unsafe); then 26 and 30; now 26 both (an unsafe call's
-# intent in the round commit). Most of it is per submission, not per round: its 5
-# entries, 2 submission rows, 3 document rows, 9 task rows and 7 revision rows
+# counted 28 (safe) and 32 (unsafe); then 26 and 30; then 26 both (an unsafe call's
+# intent in the round commit); now 25 both (the first round's request pinned without a
+# commit; exact counts: no room). Most of it is per submission, not per round: its 5
+# entries, 2 submission rows, 3 document rows, 8 task rows and 7 revision rows
 # (docs/performance.md, "The rows a round writes").
-SUBMISSION_CEILINGS = {"safe": 27, "unsafe": 27}
+SUBMISSION_CEILINGS = {"safe": 25, "unsafe": 25}
 
 
 @pytest.mark.parametrize("replay", ["safe", "unsafe"])

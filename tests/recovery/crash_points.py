@@ -74,7 +74,7 @@ def admission(request_id: str) -> Match:
 
 
 def generation_phase(phase: str) -> Match:
-    """A generation task's checkpoint moving to ``phase`` (``request``: prepare done)."""
+    """A generation task's checkpoint moving to ``phase`` (``request``: a request pinned)."""
 
     def match(writes: Sequence[Write]) -> bool:
         return any(t.kind == GENERATION and t.live and _phase(t) == phase for t in _tasks(writes))
@@ -222,8 +222,13 @@ _C = CrashPoint
 POINTS: tuple[CrashPoint, ...] = (
     _C("admission.before", "the first input's admission, not written", admission("r1"), "before"),
     _C("admission.after", "the first input placed, its run started", admission("r1")),
-    _C("generation.prepare", "prepare done: request phase committed", generation_phase("request")),
-    _C("model.request", "inside the model request (external effect), nothing streamed yet"),
+    # A run's first request is pinned in memory when its pin would write nothing else
+    # (no prompt change, no compaction): the first ``request`` checkpoint committed is
+    # then a later round's, pinned by its hand-over (the scenario's third round).
+    _C("generation.prepare", "a request pinned by a commit, not yet sent",
+       generation_phase("request")),
+    _C("model.request", "inside the first model request (external effect), nothing streamed "
+       "yet; its pin in memory, the stored phase still prepare", quick=("local",)),
     _C("generation.stream", "partial output committed while the model streams", streamed),
     _C("generation.tool_round", "assistant entry + tool tasks + waiting", tool_round),
     _C("tool.intent.safe", "intent of the safe tool committed", intent("call_safe")),

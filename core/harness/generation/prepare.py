@@ -1,7 +1,14 @@
 """The generation's ``prepare`` phase: land a queued summary, plan the request (agent,
 model, system prompt change, compaction need) and pin it in the ``request`` checkpoint;
 a context too big to send waits for a compaction first (``_compact_first``). The plan and
-pin are reused by the tool round's hand-over, which prepares the next round."""
+pin are reused by the tool round's hand-over, which prepares the next round.
+
+A pin that would write nothing but the checkpoint (no prompt change, no compaction to
+start) is not committed: the phase hands the checkpoint to the request, sent in the
+same phase, whose response commit is the phase's durable progress (one task row less
+per run). The durable state stays ``prepare`` meanwhile; a crash before that commit
+prepares again, as a crash before a committed pin does: the request has no effect of
+its own, and the cutoff only grows."""
 
 from __future__ import annotations
 
@@ -50,6 +57,9 @@ class _Plan:
     max_tokens: int
     change: PromptChange | None
     compaction: Literal["blocking", "background"] | None
+    seen: int | None
+    """The newest entry of the context the plan was made on: the cutoff of a request
+    pinned without a commit."""
 
 
 async def _plan_request(h: HarnessServices, conv: int, extra: Message | None = None) -> _Plan | str:
@@ -67,7 +77,8 @@ async def _plan_request(h: HarnessServices, conv: int, extra: Message | None = N
     change = plan_prompt(ctx.sections, wanted, baseline=not ctx.prompted)
     tokens = context_tokens([*ctx.messages, extra] if extra is not None else ctx.messages)
     need = compaction_need(h.settings.compaction, tokens, info.context_window)
-    return _Plan(agent.model, agent.thinking, info.max_tokens, change, need)
+    seen = ctx.entries[-1].id if ctx.entries else None
+    return _Plan(agent.model, agent.thinking, info.max_tokens, change, need, seen)
 
 
 async def _pin_request(
@@ -100,6 +111,12 @@ async def _pin_request(
             by_task_id=by_task,
         )
         cutoff = entry.id
+    return _request_checkpoint(plan, attempt, cutoff, overflowed=overflowed, round_=round_)
+
+
+def _request_checkpoint(
+    plan: _Plan, attempt: int, cutoff: int | None, *, overflowed: bool, round_: int
+) -> JsonObject:
     checkpoint: JsonObject = {
         "phase": "request",
         "attempt": attempt,
@@ -114,7 +131,11 @@ async def _pin_request(
     return _with_round(checkpoint, round_)
 
 
-async def _prepare_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
+async def _prepare_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> JsonObject | None:
+    """Prepare the request. Returns the ``request`` checkpoint to send in this same phase
+    when pinning it would have written nothing else (see the module docstring): it is
+    not committed. ``None``: the phase committed its progress (the pin, a landed
+    summary, a compaction to wait for, a failure)."""
     conv = rt.conversation_id
     cp = _checkpoint_copy(task)
     attempt = int(cast(int, cp.get("attempt", 1)))
@@ -126,23 +147,30 @@ async def _prepare_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> Non
             return {**cp, "landed": int(cast(int, cp.get("landed", 0))) + 1}
 
         await rt.commit(land)
-        return
+        return None
     plan = await _plan_request(h, conv)
     if isinstance(plan, str):
         await _fail_run(h, rt, "no_model", plan)
-        return
+        return None
     if plan.compaction == "blocking" and not cp.get("compacted"):
         # Too big to send: wait for a compaction of our own, then send whatever it did.
         await _compact_first(rt, cp, reason="threshold")
-        return
+        return None
+    overflowed = bool(cp.get("overflowed"))
+    if plan.change is None and plan.compaction is None:
+        # The pin would write the checkpoint alone: keep it in memory, its cutoff the
+        # newest committed entry the plan saw (no commit places one before the request).
+        return _request_checkpoint(
+            plan, attempt, plan.seen, overflowed=overflowed, round_=_round(cp)
+        )
 
     async def pin(tx: Tx, current: Task) -> JsonObject:
-        overflowed = bool(cp.get("overflowed"))
         return await _pin_request(
             h, tx, conv, plan, current.id, attempt, overflowed=overflowed, round_=_round(cp)
         )
 
     await rt.commit(pin)
+    return None
 
 
 async def _summary_waits(h: HarnessServices, conv: int, task_id: int) -> bool:

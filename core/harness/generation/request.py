@@ -131,8 +131,14 @@ async def _consume(
 
 
 async def _request_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
+    await _send_request(h, rt, _checkpoint_copy(task))
+
+
+async def _send_request(h: HarnessServices, rt: TaskRuntime, cp: JsonObject) -> None:
+    """Send the request the ``request`` checkpoint ``cp`` pins (committed, or held in
+    memory by ``prepare``) and commit what its response calls for: that commit moves the
+    task on from ``cp`` (the retry, poll and overflow checkpoints carry its pin)."""
     conv = rt.conversation_id
-    cp = _checkpoint_copy(task)
     model = str(cp["model"])
     if h.models.info(model) is None:
         await _fail_run(h, rt, "no_model", f"Model {model} is not available")

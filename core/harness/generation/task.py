@@ -9,7 +9,12 @@ Phases (checkpoint ``phase``):
              context too big to send first waits for a compaction — the one already
              summarizing, or one the generation owns (``compacted`` marks that it
              did) —, a context in the background band starts a conversation-owned
-             compaction in the pin commit (unless one is in flight).
+             compaction in the pin commit (unless one is in flight). A pin that
+             would write nothing but the ``request`` checkpoint (the common case: no
+             prompt change, no compaction) is not committed: the request is sent in
+             this same phase from the checkpoint held in memory, and its response
+             commit below is the phase's durable progress (invariant 5). The stored
+             phase stays ``prepare`` meanwhile, so a crash prepares again.
 ``request``  stream from the model, committing partial output to ``live`` (throttled,
              and only once the response has streamed for a while or grown: a short
              response commits no partial); then one commit classifies the response:
@@ -33,8 +38,9 @@ This module is the task definition; each job lives beside it in this package (se
 docstring).
 
 A crash at any point resumes at the last checkpoint: an interrupted request is sent again
-(its committed partial stays in ``live`` and is not replayed), a backoff or poll time
-is kept, and a tool round waits for its tool tasks.
+(prepared again first if its pin was held in memory; its committed partial stays in
+``live`` and is not replayed), a backoff or poll time is kept, and a tool round waits
+for its tool tasks.
 """
 
 from __future__ import annotations
@@ -48,13 +54,14 @@ from core.harness.generation.end import _end_run
 from core.harness.generation.hand_over import _tools_phase
 from core.harness.generation.live import _checkpoint_copy, _live_section
 from core.harness.generation.prepare import _prepare_phase
-from core.harness.generation.request import _poll_phase, _request_phase
+from core.harness.generation.request import _poll_phase, _request_phase, _send_request
 from core.harness.runs import GENERATION
 from core.jsonvalue import JsonObject
 from core.records import Aborted, Task
 from core.session.transaction import Tx
 from core.tasks.definition import TaskDefinition, define_task
 from core.tasks.runtime import TaskRuntime
+from core.telemetry import phase_span
 
 if TYPE_CHECKING:
     from core.harness.services import HarnessServices
@@ -74,7 +81,14 @@ def generation_task(services: Callable[[], HarnessServices]) -> TaskDefinition:
             # task's preparation (docs/performance.md, "Records are read-only").
             await asyncio.sleep(0)
             await asyncio.sleep(0)
-        await _prepare_phase(services(), task, rt)
+        h = services()
+        pinned = await _prepare_phase(h, task, rt)
+        if pinned is not None:
+            # Pinned without a commit: send it now. The response's commit (an answer, a
+            # tool round, a wait) is this phase's durable progress; its span is the
+            # ``request`` phase's, as when the pin is committed.
+            with phase_span(h.session.telemetry, task, "request"):
+                await _send_request(h, rt, pinned)
 
     async def request(task: Task, rt: TaskRuntime) -> None:
         await _request_phase(services(), task, rt)

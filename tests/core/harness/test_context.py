@@ -358,32 +358,34 @@ async def test_a_resumed_generation_reads_its_context_without_waiting_for_the_ot
     """Only a new turn gives the loop back before it reads its context (a request is
     waiting for its answer); generations resumed together after a restart do not, so the
     first of them reaches its model call before the others have asked for their context
-    (the recovery path's first phase, docs/performance.md)."""
+    (the recovery path's first phase, docs/performance.md). The store's generations
+    were stopped in their first request, pinned without a commit: each prepares again,
+    reading its context to plan and again to send."""
     path = tmp_path / "actor.sqlite"
     await build_recovery_store(path, conversations=6, entries=120, live=4)
     storage, _ = await open_storage(path)
-    first_call: list[int] = []
+    first_call: list[list[int]] = []
     reached = asyncio.Event()
 
     def step(request: Any, state: Any) -> Any:
         if not first_call:
-            first_call.append(asked)
+            first_call.append(list(asked))
             reached.set()
         return faux_message("done")
 
     h = await Harness.open(
         storage, models=FauxModel(fallback=step), registry=_registry(), clock=SystemClock()
     )
-    asked = 0
+    asked: list[int] = []
     context = h.context
 
     async def counted(conversation_id: int, cutoff: int | None = None) -> Any:
-        nonlocal asked
-        asked += 1  # a resumed generation asks for its context
+        asked.append(conversation_id)  # a resumed generation asks for its context
         return await context(conversation_id, cutoff)
 
     h.context = counted  # type: ignore[method-assign]
     h.resume()
     await asyncio.wait_for(reached.wait(), 30)
-    assert first_call == [1]
+    (conversations,) = first_call
+    assert len(conversations) == 2 and len(set(conversations)) == 1, conversations
     await h.close()

@@ -6,7 +6,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from core.faux import (
+    FAUX_MODEL,
     FauxReply,
     FauxState,
     faux_deferred,
@@ -330,6 +333,44 @@ async def test_preparation_interrupted_before_its_commit_runs_again_and_answers_
     record = await (await h.submission(sub.id)).wait()  # type: ignore[union-attr]
     assert record.status == "done"
     assert kinds(await entries(h)) == ["user", "system", "assistant"]
+    await h.close()
+
+
+@pytest.mark.parametrize("instructions", [None, "Be kind."])
+async def test_the_first_request_is_pinned_by_a_commit_only_when_the_pin_writes_more(
+    tmp_path: Path, instructions: str | None
+) -> None:
+    """Issue 36: a pin that would write the ``request`` checkpoint alone is held in
+    memory and sent in the ``prepare`` phase (one task row less per run); a prompt
+    change to record (the conversation's baseline here) still commits the pin, with
+    the checkpoint, so a crash cannot record it twice."""
+    from core.harness.runs import GENERATION
+
+    rig = Rig(tmp_path, "sqlite", steps=[faux_message("answer")])
+    h = await rig.open()
+    agent: dict[str, Any] = {"model": MODEL}
+    if instructions is not None:
+        agent["instructions"] = instructions
+    root = await h.root(agent=agent)
+    written: list[Any] = []
+    h.session.subscribe(
+        lambda e: written.extend(t.checkpoint for t in e.tasks if t.kind == GENERATION)
+    )
+    record = await (await root.submit("hi")).wait()
+    assert record.status == "done"
+    items = await entries(h)
+    pins = [cp for cp in written if cp is not None and cp["phase"] == "request"]
+    if instructions is None:
+        assert kinds(items) == ["user", "assistant"]
+        assert pins == []
+    else:
+        assert kinds(items) == ["user", "system", "assistant"]
+        assert [cp["cutoff"] for cp in pins] == [items[1].id]
+    # Either way the request was sent once, with the pinned model and its whole context.
+    (sent,) = rig.faux.state.requests
+    assert sent.model == MODEL and sent.max_tokens == FAUX_MODEL.max_tokens
+    roles = ["user"] if instructions is None else ["system", "user"]  # the baseline first
+    assert [m.role for m in sent.messages] == roles
     await h.close()
 
 
