@@ -19,7 +19,7 @@
 // --importtime passes ["-X", "importtime"]); `pycache_prefix` and `write_bytecode`
 // are described where they are applied.
 
-import { readdirSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { loadPyodide } from "pyodide";
@@ -57,6 +57,24 @@ pyodide.registerJsModule("_pyodide_entrypoint_helper", {
   },
 });
 pyodide.registerJsModule("perdure_do_standin", standin);
+// CPU clocks for the benchmarks, in ms: the process's (every thread: V8's compiler and
+// collector too) and the main thread's alone, the one that runs Python, the stand-in
+// and its SQLite, as a Worker's isolate thread does (Linux's per-thread schedstat;
+// elsewhere the process's). Pyodide's own time.process_time is the wall clock.
+const schedstat = `/proc/self/task/${process.pid}/schedstat`;
+pyodide.registerJsModule("perdure_cpu", {
+  processMs() {
+    const usage = process.cpuUsage();
+    return (usage.user + usage.system) / 1000;
+  },
+  mainThreadMs() {
+    try {
+      return Number(readFileSync(schedstat, "latin1").split(" ")[0]) / 1e6;
+    } catch {
+      return this.processMs();
+    }
+  },
+});
 // An HTTP listener for a Worker's fetch handler (tests/pyodide/deployed/http_server.py):
 // Pyodide has no sockets, so Node listens and hands each request to the handler as a
 // fetch Request, streaming its Response's body back (SSE included).

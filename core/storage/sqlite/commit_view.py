@@ -94,7 +94,14 @@ class PlannerView:
         if cached is not None:
             return cached
         rows = self.ex.fetch(f"SELECT {DOC_COLUMNS} FROM documents WHERE id = ?", (document_id,))
-        return decode_document(rows[0]) if rows else None
+        if not rows:
+            return None
+        record = decode_document(rows[0])
+        # Read before the commit writes anything, so committed: kept, or a reopened
+        # storage reads a live document's row on every commit that writes it (only a
+        # retire changes the row, and ``adopt`` learns that from the plan).
+        self.known.records[document_id] = record
+        return record
 
     def document_version(self, document_id: int) -> int | None:
         version = self.known.versions.get(document_id)

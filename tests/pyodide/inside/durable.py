@@ -16,7 +16,7 @@ from workers import DurableObject  # type: ignore[import-not-found]
 from core.storage.sqlite import SqliteStorage
 from runtimes.cloudflare.storage import open_durable_object_storage
 
-__all__ = ["Home", "js_request"]
+__all__ = ["Home", "js_request", "main_thread_cpu_ms", "node_cpu_ms"]
 
 
 class _Probe(DurableObject):  # type: ignore[misc]
@@ -51,3 +51,20 @@ def js_request(method: str, path: str, headers: dict[str, str], body: str | None
     return Request.new(
         f"https://perdure.example{path}", to_js(init, dict_converter=Object.fromEntries)
     )
+
+
+def node_cpu_ms() -> float:
+    """The Node process's CPU time in ms (user + system, every thread: V8's compiler and
+    collector included). Pyodide's ``time.process_time`` is the wall clock, which on a
+    shared machine measures the load as much as the work; CPU time does not."""
+    from perdure_cpu import processMs  # type: ignore[import-not-found]  # runner.mjs
+
+    return float(processMs())
+
+
+def main_thread_cpu_ms() -> float:
+    """The CPU time in ms of Node's main thread alone: Python, the stand-in and its
+    SQLite, without V8's background compiler and collector threads."""
+    from perdure_cpu import mainThreadMs  # type: ignore[import-not-found]  # runner.mjs
+
+    return float(mainThreadMs())
