@@ -42,10 +42,13 @@ def test_the_chat_asks_approve_y_n_note_and_posts_the_answer(host: str, tmp_path
         term.until(lambda rows: sum(QUESTION_ROW in r for r in rows) == 2, "the second question")
         term.type("not on Sundays\r")
         term.until(_has("[guarded: denied: not on Sundays]"), "the denial (its event)")
-        rows = term.until(_has("Note from the person asked: not on Sundays"), "the answer")
-        assert any(row.startswith("agent> guarded finished: [denied]") for row in rows), "\n".join(
-            rows
+        # The tool's result row carries the note before the agent's answer does: wait for
+        # the answer itself (waiting for the note alone raced it).
+        rows = term.until(
+            lambda rows: any(r.startswith("agent> guarded finished: [denied]") for r in rows),
+            "the answer",
         )
+        assert any("Note from the person asked: not on Sundays" in r for r in rows), rows
         assert not denied.exists()
         term.child.sendline("/quit")
         term.child.expect(pexpect.EOF)
