@@ -7,38 +7,25 @@ and the input is answered once. The SIGKILLed version is the crash matrix's
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
-from core.faux import FauxState, faux_message
-from core.harness import AssistantMessage, ModelRequest
+from core.faux import faux_message
 from core.harness.runs import GENERATION
 from core.storage import TaskQuery
-from tests.core.harness.support import MODEL, Rig, entries, kinds
-from tests.core.support import until
+from tests.core.harness.support import entries, hung_in_first_request, kinds
 
 
 async def test_a_crash_during_the_first_request_prepares_again_and_answers_once(
     tmp_path: Path,
 ) -> None:
-    gate = asyncio.Event()  # never set: the first process dies in its request
-
-    async def hang(request: ModelRequest, state: FauxState) -> AssistantMessage:
-        await gate.wait()
-        return faux_message("never")
-
-    rig = Rig(tmp_path, "sqlite", steps=[hang])
-    h = await rig.open()
-    root = await h.root(agent={"model": MODEL})
-    sub = await root.submit("hi")
-    await until(lambda: rig.faux.state.call_count == 1)
+    rig, h, sub_id = await hung_in_first_request(tmp_path)
     stored = (await h.session.storage.scan_tasks(TaskQuery(kind=GENERATION))).items
     assert [t.checkpoint for t in stored] == [{"phase": "prepare", "attempt": 1}]
     await rig.crash(h)
 
     rig.faux.respond(faux_message("the answer"))
     h = await rig.open()
-    record = await (await h.submission(sub.id)).wait()  # type: ignore[union-attr]
+    record = await (await h.submission(sub_id)).wait()  # type: ignore[union-attr]
     assert record.status == "done"
     items = await entries(h)
     assert kinds(items) == ["user", "assistant"] and record.answer == items[-1].id

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -9,10 +10,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from core.faux import FAUX_MODEL, FauxModel, FauxStep
+from core.faux import FAUX_MODEL, FauxModel, FauxState, FauxStep
 from core.harness import (
+    AssistantMessage,
     Harness,
     HarnessSettings,
+    ModelRequest,
     Registry,
     ToolContext,
     define_extension,
@@ -26,6 +29,7 @@ from core.telemetry import NO_TELEMETRY, Telemetry
 from core.testing.clock import VirtualClock
 from core.testing.wrappers import CommitFault, FaultyStorage
 from runtimes.local.sqlite import open_sqlite_storage
+from tests.core.support import until
 
 MODEL = "faux/faux-1"
 
@@ -115,6 +119,23 @@ def tool(name: str, execute: Any, *, replay: Any = "unsafe", **kw: Any) -> Any:
 
 def extension(name: str, *tools: Any, **kw: Any) -> Any:
     return define_extension(name, tools=list(tools), **kw)
+
+
+async def never_answers(request: ModelRequest, state: FauxState) -> AssistantMessage:
+    """A model step that never answers: the process dies (or closes) in its request."""
+    await asyncio.Event().wait()
+    raise AssertionError("unreachable")
+
+
+async def hung_in_first_request(tmp_path: Path) -> tuple[Rig, Harness, int]:
+    """A SQLite rig whose root conversation got one input and whose model request for it
+    never answers, once that request is sent: the rig, its harness, the submission's id."""
+    rig = Rig(tmp_path, "sqlite", steps=[never_answers])
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    sub = await root.submit("hi")
+    await until(lambda: rig.faux.state.call_count == 1)
+    return rig, h, sub.id
 
 
 async def echo(args: Args, ctx: ToolContext) -> str:

@@ -11,15 +11,12 @@ import pytest
 from core.faux import (
     FAUX_MODEL,
     FauxReply,
-    FauxState,
     faux_deferred,
     faux_error,
     faux_message,
 )
 from core.harness import (
-    AssistantMessage,
     HarnessSettings,
-    ModelRequest,
     ProgressSettings,
     RetrySettings,
 )
@@ -27,7 +24,7 @@ from core.harness.models import ModelError
 from core.records import Waiting
 from core.session import CommitEvent
 from core.storage import TaskQuery
-from tests.core.harness.support import MODEL, Rig, entries, kinds
+from tests.core.harness.support import MODEL, Rig, entries, hung_in_first_request, kinds
 from tests.core.support import settle, until
 
 
@@ -377,21 +374,11 @@ async def test_the_first_request_is_pinned_by_a_commit_only_when_the_pin_writes_
 async def test_a_pinned_model_that_disappeared_after_a_restart_answers_no_model(
     tmp_path: Path,
 ) -> None:
-    gate = asyncio.Event()
-
-    async def hang(request: ModelRequest, state: FauxState) -> AssistantMessage:
-        await gate.wait()
-        return faux_message("never")
-
-    rig = Rig(tmp_path, "sqlite", steps=[hang])
-    h = await rig.open()
-    root = await h.root(agent={"model": MODEL})
-    sub = await root.submit("hi")
-    await until(lambda: rig.faux.state.call_count == 1)
+    rig, h, sub_id = await hung_in_first_request(tmp_path)
     await rig.crash(h)
     rig.faux._models.clear()
     h = await rig.open()
-    record = await (await h.submission(sub.id)).wait()  # type: ignore[union-attr]
+    record = await (await h.submission(sub_id)).wait()  # type: ignore[union-attr]
     assert (record.reason, record.detail) == ("no_model", f"Model {MODEL} is not available")
     await h.close()
 
