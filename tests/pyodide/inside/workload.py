@@ -140,7 +140,7 @@ async def tool_rounds(storage: Storage, rounds: int) -> dict[str, Any]:
 
     def step(request: ModelRequest, state: FauxState) -> AssistantMessage:
         if state.call_count <= rounds:
-            return faux_message(faux_tool_call("noop", {}, id=f"call_{state.call_count}"))
+            return faux_message(faux_tool_call("noop", {}, id=f"call_{state.call_count}_0"))
         return faux_message("done")
 
     faux = FauxModel([step] * (rounds + 1), record_requests=False)
@@ -169,7 +169,6 @@ async def durable_rounds(
     rounds: int,
     *,
     replay: str,
-    calls: int = 1,
     cpu_ms: Callable[[], float] | None = None,
     reopen: Callable[[], Any] | None = None,
 ) -> dict[str, Any]:
@@ -180,8 +179,7 @@ async def durable_rounds(
     calls) divided by ``rounds``, and the wall and process CPU milliseconds per round
     (the stand-in's own SQLite work included; its fsyncs only in the wall time). The
     first request (creating the actor) is not counted; ``storage`` must be new, so the
-    counted submission is the actor's first on every host. ``calls``: tool calls the
-    model asks for at once in each tool round. ``cpu_ms``: the process's CPU clock in
+    counted submission is the actor's first on every host. ``cpu_ms``: the process's CPU clock in
     ms (default ``time.process_time``, which in Pyodide is the wall clock). ``reopen``:
     a new isolate's ``ctx.storage`` (the last one evicted); given, a first submission
     runs uncounted and the counted one is the actor's second, in a new isolate, as in a
@@ -191,10 +189,7 @@ async def durable_rounds(
 
     def step(request: ModelRequest, state: FauxState) -> AssistantMessage:
         if request.messages[-1].role == "user" or state.call_count % (rounds + 1):
-            n = state.call_count
-            return faux_message(
-                *(faux_tool_call("noop", {}, id=f"call_{n}_{i}") for i in range(calls))
-            )
+            return faux_message(faux_tool_call("noop", {}, id=f"call_{state.call_count}_0"))
         return faux_message("done")
 
     tool = define_tool(
