@@ -47,6 +47,14 @@ def _two_calls_then_an_answer(request: ModelRequest, state: FauxState) -> Any:
     return faux_message("done")
 
 
+def written_table(query: str) -> str:
+    """The table a writing statement writes: UPDATE t, INSERT [OR REPLACE] INTO t,
+    DELETE FROM t."""
+    words = query.split()
+    after = "UPDATE" if words[0] == "UPDATE" else "INTO" if "INTO" in words else "FROM"
+    return words[words.index(after) + 1]
+
+
 async def count(replay: str, submission: int, verbose: bool) -> dict[str, int]:
     """Rows written by the ``submission``-th submission of a new actor's root
     conversation (the request creating the actor is not counted), by table."""
@@ -60,14 +68,11 @@ async def count(replay: str, submission: int, verbose: bool) -> dict[str, int]:
         def counted(query: str, /, *bindings: Any) -> Any:
             cursor = exec_(query, *bindings)
             if counting and cursor.rowsWritten:
-                words = query.split()
-                # UPDATE t, INSERT [OR REPLACE] INTO t, DELETE FROM t
-                after = "UPDATE" if words[0] == "UPDATE" else "INTO" if "INTO" in words else "FROM"
-                table = words[words.index(after) + 1]
+                table = written_table(query)
                 by_table[table] = by_table.get(table, 0) + cursor.rowsWritten
                 if verbose:
                     records = [str(b)[:200] for b in bindings if str(b).startswith("{")]
-                    print(f"  {cursor.rowsWritten} {' '.join(words[:3])} {records}")
+                    print(f"  {cursor.rowsWritten} {' '.join(query.split()[:3])} {records}")
             return cursor
 
         storage.sql.exec = counted

@@ -42,10 +42,7 @@ async def _rows_per_round(tmp_path: Path, replay: str) -> tuple[float, dict[str,
     def counted(query: str, /, *bindings: Any) -> Any:
         cursor = exec_(query, *bindings)
         if counting and cursor.rowsWritten:
-            words = query.split()
-            table = words[words.index("INTO") + 1] if "INTO" in words else words[2]
-            if words[0] == "UPDATE":
-                table = words[1]
+            table = submission_rows.written_table(query)
             by_table[table] = by_table.get(table, 0) + cursor.rowsWritten
         return cursor
 
