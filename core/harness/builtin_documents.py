@@ -9,11 +9,12 @@
   compaction in flight (``task``, ``reason``, ``state``: ``summarizing`` or ``queued``
   with the summary's ``submission``) until its summary lands or ends stale, and
   ``stale_compaction`` explains the latest one that ended stale. Committed with adaptive
-  throttling while a response streams; a fresh fork starts with an empty one.
+  throttling while a response streams; a fresh fork starts with an empty one. It also
+  keeps the conversation's token and cost ledger (``usage``: totals, per model and per
+  tool, and ``compactions``: how many summaries ``landed``, how many ended ``stale`` and
+  what the stale ones spent, ``stale_usage``), which views present as a ``usage``
+  document of its own (see :mod:`core.harness.usage_ledger`).
 * ``inbox``  — submissions that arrived while the conversation was busy, in order.
-* ``usage``  — the token and cost ledger: totals, per model and per tool, and
-  ``compactions``: how many summaries ``landed``, how many ended ``stale`` and what
-  the stale ones spent (``stale_usage``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from core.session.documents import DocDefinition, define_doc
 
-__all__ = ["AGENT", "BUILTIN_DOCUMENTS", "INBOX", "LIVE", "USAGE"]
+__all__ = ["AGENT", "BUILTIN_DOCUMENTS", "INBOX", "LIVE"]
 
 AGENT: DocDefinition[Any] = define_doc(
     "agent", scope="conversation", history="rewindable", fork="as_of", initial=lambda: {}
@@ -33,13 +34,4 @@ LIVE: DocDefinition[Any] = define_doc(
 INBOX: DocDefinition[Any] = define_doc(
     "inbox", scope="conversation", fork="initial", initial=lambda: {"items": []}
 )
-USAGE: DocDefinition[Any] = define_doc(
-    "usage",
-    scope="conversation",
-    fork="initial",
-    initial=lambda: {"total": {}, "models": {}, "tools": {}},
-    # The ledger is small and every change touches it: store it whole each time.
-    checkpoint_when=lambda value, ops, deltas: True,
-)
-
-BUILTIN_DOCUMENTS: dict[str, DocDefinition[Any]] = {d.kind: d for d in (AGENT, LIVE, INBOX, USAGE)}
+BUILTIN_DOCUMENTS: dict[str, DocDefinition[Any]] = {d.kind: d for d in (AGENT, LIVE, INBOX)}

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from core.clock import Clock
 from core.errors import InvalidInput, UnknownRecord
-from core.harness.builtin_documents import AGENT, INBOX, LIVE, USAGE
+from core.harness.builtin_documents import AGENT, INBOX, LIVE
 from core.harness.compaction_start import start_compaction
 from core.harness.context import ContextView
 from core.harness.messages import Usage, UserMessage, message_to_json
@@ -36,6 +36,7 @@ from core.harness.submission import (
     seen_request,
     write_draft,
 )
+from core.harness.usage_ledger import ledger_value, without_ledger
 from core.harness.watch import Watch
 from core.jsonvalue import JsonObject, JsonValue, check_text
 from core.records import ConversationRecord, Entry, SubmissionRecord, SubmissionStatus, Task
@@ -428,16 +429,18 @@ class Conversation:
         return await self._h.watch(self.id)
 
     async def live(self) -> JsonValue:
-        return await self._h.session.document_value(LIVE, self.id)
+        """The ``live`` document as the view shows it: without the usage ledger it keeps
+        (:meth:`usage`, and the view's ``usage`` document, read that)."""
+        return without_ledger(await self._h.session.document_value(LIVE, self.id))
 
     async def usage(self, *, include_owned: bool = False) -> Usage:
         """This conversation's usage (its ledger and the current run's, which joins the
         ledger when the run ends); with ``include_owned``, plus that of every
         conversation its tasks own (sub-agents), recursively."""
-        ledger = await self._h.session.document_value(USAGE, self.id)
-        total = ledger.get("total") if isinstance(ledger, dict) else None
+        live = await self._h.session.document_value(LIVE, self.id)
+        total = (await ledger_value(self._h.session, self.id, live)).get("total")
         usage = Usage.model_validate(total) if isinstance(total, dict) else Usage()
-        usage = usage + run_usage(await self._h.session.document_value(LIVE, self.id))
+        usage = usage + run_usage(live)
         if include_owned:
             storage = self._h.session.storage
             async for conv in scan_all(

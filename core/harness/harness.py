@@ -37,7 +37,7 @@ from core.errors import (
 )
 from core.harness.agents import agent_change
 from core.harness.approvals import decide, pending_approvals
-from core.harness.builtin_documents import AGENT, LIVE, USAGE
+from core.harness.builtin_documents import AGENT, LIVE
 from core.harness.compaction_start import COMPACTION
 from core.harness.context import ActiveRange, ContextView, RangeCache
 from core.harness.conversation import Conversation, WhenBusy
@@ -61,6 +61,7 @@ from core.harness.submission import (
 from core.harness.task_graph import inspected_task_graph
 from core.harness.tool_sources import TOOL_SOURCES, listing_of
 from core.harness.tool_task import settle_tool, tool_task
+from core.harness.usage_ledger import ledger_value
 from core.harness.views import Views
 from core.harness.watch import Watch
 from core.jsonvalue import JsonObject, JsonValue
@@ -457,10 +458,11 @@ class Harness:
         """The sum of every conversation's usage ledger and current run's."""
         total = Usage()
         for conv in await self._all_conversations():
-            ledger = await self.session.document_value(USAGE, conv)
-            if isinstance(ledger, dict) and isinstance(ledger.get("total"), dict):
+            live = await self.session.document_value(LIVE, conv)
+            ledger = await ledger_value(self.session, conv, live)
+            if isinstance(ledger.get("total"), dict):
                 total = total + Usage.model_validate(ledger["total"])
-            total = total + run_usage(await self.session.document_value(LIVE, conv))
+            total = total + run_usage(live)
         return total
 
     async def conversations(

@@ -4,8 +4,10 @@ A *run* answers one or more placed inputs: it is recorded in the ``live`` docume
 ``{"inputs": [submission ids], "generation": task id}`` and ends when a generation
 answers (every input ``done`` with that answer) or fails (every input ``unanswered``).
 The usage of its model responses before the answer is kept there too (``usage``, by
-model) and added to the ``usage`` ledger when the run ends (:func:`add_run_usage`):
-the round commit writes ``live`` anyway, the ledger then once per run.
+model) and added to the conversation's usage ledger when the run ends
+(:func:`add_run_usage`): the round commit writes ``live`` anyway, and the ledger is in
+``live`` too (:mod:`core.harness.usage_ledger`), so the run's end folds it in within the
+one ``live`` write.
 
 While a run is going, new submissions queue in the ``inbox`` document. They are placed
 at *boundaries*, writes first, then user items, each in id order:
@@ -22,7 +24,7 @@ summaries first (:func:`land_summaries`): that point is the post-tools boundary 
 run has just passed.
 
 A compaction summary's landing (placed or ``stale``) also settles the conversation's
-pending compaction note in ``live`` and counts the compaction in the ``usage`` ledger
+pending compaction note in ``live`` and counts the compaction in the usage ledger
 (``compactions``: ``landed``, ``stale`` and the tokens stale ones spent); a stale one
 is explained in ``live["stale_compaction"]``, so a watcher sees why a request was spent.
 
@@ -36,10 +38,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from core.harness.builtin_documents import INBOX, LIVE, USAGE
+from core.harness.builtin_documents import INBOX, LIVE
 from core.harness.events import note_event
 from core.harness.generation.live import staged_value
 from core.harness.messages import Usage, UserMessage, message_to_json
+from core.harness.usage_ledger import ledger
 from core.jsonvalue import JsonObject, JsonValue
 from core.records import SubmissionRecord, Task
 from core.session.documents import DocHandle
@@ -245,11 +248,11 @@ async def _summary_landed(
 
 
 async def _compaction_counts(tx: Tx, conversation_id: int) -> JsonObject:
-    ledger = _obj(await tx.doc(USAGE, conversation_id))
-    counts = ledger.get("compactions")
+    value = await ledger(tx, conversation_id)
+    counts = value.get("compactions")
     if not isinstance(counts, dict):
         counts = {}
-        ledger["compactions"] = counts
+        value["compactions"] = counts
     return counts
 
 
@@ -264,7 +267,7 @@ async def count_stale(
     submission: int | None = None,
 ) -> None:
     """A compaction ended ``stale`` (a newer cut or a reset overtook it): count it and
-    what its summary requests spent in the ``usage`` ledger, and explain it in
+    what its summary requests spent in the usage ledger, and explain it in
     ``live["stale_compaction"]`` (a watcher sees the frame)."""
     counts = await _compaction_counts(tx, conversation_id)
     counts["stale"] = int(cast(int, counts.get("stale", 0))) + 1
@@ -332,7 +335,8 @@ async def settle_run(
     detail: JsonValue = None,
 ) -> None:
     """Settle every input of the current run — ``done`` with ``answer``, or ``unanswered``
-    with ``reason`` —, add its usage to the ledger and clear the run from ``live``."""
+    with ``reason`` —, add its usage to the ledger (in ``live`` too) and clear the run from
+    ``live``."""
     run = _obj(live).get("run")
     pending = run.get("usage") if isinstance(run, dict) else None
     if isinstance(pending, dict):
@@ -513,7 +517,7 @@ def add_run_usage(live: DocHandle, usage: Usage, *, model: str) -> bool:
 
 def run_usage(live: JsonValue) -> Usage:
     """The usage of the current run's responses so far (``live``'s ``run.usage``): not in
-    the ``usage`` ledger until the run ends."""
+    the usage ledger until the run ends."""
     run = live.get("run") if isinstance(live, dict) else None
     pending = run.get("usage") if isinstance(run, dict) else None
     total = Usage()
@@ -526,11 +530,11 @@ def run_usage(live: JsonValue) -> Usage:
 async def add_usage(
     tx: Tx, conversation_id: int, usage: Usage, *, model: str | None, tool: str | None = None
 ) -> None:
-    """Add one response's usage to the conversation's ledger (total, per model, per tool)."""
+    """Add one response's usage to the conversation's ledger (total, per model, per tool),
+    which ``live`` keeps."""
     if usage.total_tokens == 0 and usage.cost == 0:
         return
-    ledger = await tx.doc(USAGE, conversation_id)
-    value = _obj(ledger)
+    value = await ledger(tx, conversation_id)
     _bump(value, "total", usage)
     for kind, name in (("models", model), ("tools", tool)):
         if name:

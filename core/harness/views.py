@@ -20,6 +20,7 @@ from core.harness.builtin_documents import BUILTIN_DOCUMENTS
 from core.harness.context import ContextView
 from core.harness.settings import HarnessSettings
 from core.harness.task_graph import live_task_graph
+from core.harness.usage_ledger import present
 from core.harness.watch import (
     ConversationMount,
     DocumentMount,
@@ -74,7 +75,9 @@ class Views:
     async def view(self, conversation_id: int) -> JsonObject:
         """The committed view of a conversation: its record, its active entries and its
         current documents, with every built-in one (at its initial value when it does
-        not exist). :class:`UnknownRecord` for an unknown conversation."""
+        not exist) and the usage ledger as the ``usage`` document (see
+        :mod:`core.harness.usage_ledger`). :class:`UnknownRecord` for an unknown
+        conversation."""
         session = self._owner.session
         conv = await session.conversation(conversation_id)
         if conv is None:
@@ -95,6 +98,7 @@ class Views:
             # missing one as that value, as every reader does.
             if kind not in docs:
                 docs[kind] = json_copy(definition.initial())
+        present(docs)  # the usage ledger, kept in live, as the usage document it was
         return {
             "conversation": conv.to_json(),
             "entries": [e.to_json() for e in ctx.entries],

@@ -29,7 +29,9 @@ from typing import Literal, TypeAlias
 
 from core.clock import Clock
 from core.docops import apply_ops
+from core.harness.builtin_documents import LIVE
 from core.harness.task_graph import task_node
+from core.harness.usage_ledger import view_ops
 from core.jsonvalue import JsonObject, JsonValue, json_copy
 from core.records import Terminal
 from core.session.session import CommitEvent, DocumentEvent
@@ -269,6 +271,8 @@ def _document_ops(doc: DocumentEvent) -> list[JsonValue]:
     base: list[JsonValue] = ["docs", name]
     if doc.retired:
         return [["d", base]]
+    if name == LIVE.kind:  # the view shows the usage ledger it keeps as a document of its own
+        return view_ops(doc.ops, doc.value, ["docs"])
     if doc.ops is None:
         return [["s", base, doc.value]]
     return [_reroot(op, base) for op in doc.ops]

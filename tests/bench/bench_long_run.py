@@ -44,10 +44,11 @@ from core.harness import (
     define_extension,
     define_tool,
 )
-from core.harness.builtin_documents import LIVE, USAGE
+from core.harness.builtin_documents import LIVE
 from core.harness.compaction import COMPACTION, SUMMARY_PROMPT, estimate_tokens
 from core.harness.models import ModelInfo
 from core.harness.registry import ReplayPolicy
+from core.harness.usage_ledger import ledger_value
 from core.records import Completed
 from core.storage import Storage
 from runtimes.actor.clock import SystemClock
@@ -198,7 +199,8 @@ async def collect(h: Harness, conversation_id: int, out: LongRun) -> None:
         if page.next is None:
             break
         cursor = page.next
-    usage = await h.session.document_value(USAGE, conversation_id)
+    live = await h.session.document_value(LIVE, conversation_id)
+    usage = await ledger_value(h.session, conversation_id, live)
     noted = usage.get("compactions") if isinstance(usage, dict) else None
     out.stale = int(noted.get("stale", 0)) if isinstance(noted, dict) else 0
 

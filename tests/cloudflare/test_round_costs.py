@@ -27,9 +27,10 @@ ROUNDS = 40
 # when it ends: safe 8.55, unsafe 10.6; and with an unsafe call's intent in the round
 # commit, as a safe call's was already: 8.55 both; with the first round's request pinned
 # without a commit of its own (one row a run): 8.525 both; with an inbox nothing is
-# queued in not stored (two rows a conversation): 8.475 both. The counts are exact, so
-# the room is less than a row.
-CEILINGS = {"safe": 8.48, "unsafe": 8.48}
+# queued in not stored (two rows a conversation): 8.475 both; with the usage ledger kept
+# in live, not a document of its own (two rows a conversation's first run): 8.425 both.
+# The counts are exact, so the room is less than a row.
+CEILINGS = {"safe": 8.43, "unsafe": 8.43}
 
 
 async def _rows_per_round(tmp_path: Path, replay: str) -> tuple[float, dict[str, int]]:
@@ -67,7 +68,8 @@ async def test_a_tool_round_writes_few_rows(tmp_path: Path, replay: str) -> None
     # submission when the reservation runs out, one at the orderly close that ends it).
     assert by_table.get("meta", 0) <= 2, by_table
     # The live document's deltas fold into one row, about one revision row per commit
-    # of the round, none deleted; the usage ledger is written once, when the run ends.
+    # of the round, none deleted; the usage ledger (in live) changes once, when the run
+    # ends.
     documents = by_table.get("revisions", 0) / ROUNDS
     assert documents <= 2.5, by_table
 
@@ -77,11 +79,13 @@ async def test_a_tool_round_writes_few_rows(tmp_path: Path, replay: str) -> None
 # rows, so half is 17.5: NOT met. Before this stop's harness changes the same code
 # counted 28 (safe) and 32 (unsafe); then 26 and 30; then 26 both (an unsafe call's
 # intent in the round commit); then 25 both (the first round's request pinned without a
-# commit); now 23 both (the inbox not stored while nothing is queued in it; exact counts:
-# no room). Most of it is per submission, not per round: its 5 entries, 2 submission
-# rows, 2 document rows, 8 task rows and 6 revision rows (docs/performance.md, "The rows
-# a round writes").
-SUBMISSION_CEILINGS = {"safe": 23, "unsafe": 23}
+# commit); then 23 both (the inbox not stored while nothing is queued in it); now 21 both
+# (the usage ledger kept in live, folded in by the answer's live write: no document row
+# and no revision of its own; a later submission 21 -> 20). Exact counts: no room. Most
+# of it is per submission, not per round: its 5 entries, 2 submission rows, 1 document
+# row (live), 8 task rows and 5 revision rows (docs/performance.md, "The rows a round
+# writes").
+SUBMISSION_CEILINGS = {"safe": 21, "unsafe": 21}
 
 
 @pytest.mark.parametrize("replay", ["safe", "unsafe"])
@@ -90,5 +94,5 @@ async def test_a_submission_of_two_model_rounds_and_two_tool_calls(replay: str) 
     assert sum(first.values()) <= SUBMISSION_CEILINGS[replay], first
     # A later submission of the conversation: its documents exist, no creation rows.
     later = await submission_rows.count(replay, 2, verbose=False)
-    assert sum(later.values()) <= SUBMISSION_CEILINGS[replay] - 2, later
+    assert sum(later.values()) <= SUBMISSION_CEILINGS[replay] - 1, later
     assert "documents" not in later, later

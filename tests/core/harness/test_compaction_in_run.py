@@ -13,7 +13,7 @@ import pytest
 
 from core.faux import FauxState, FauxStep, faux_message, faux_tool_call
 from core.harness import CompactionSettings, HarnessSettings, ModelRequest, Usage, UserMessage
-from core.harness.builtin_documents import INBOX, LIVE, USAGE
+from core.harness.builtin_documents import INBOX, LIVE
 from core.harness.compaction import (
     SUMMARY_PROMPT,
     UPDATE_PROMPT,
@@ -114,7 +114,7 @@ async def test_a_background_summary_lands_at_the_next_post_tools_boundary(
     assert task.outcome.result == {"submission": task.outcome.result["submission"], "requests": 1}  # type: ignore[index]
     live = await root.live()
     assert isinstance(live, dict) and "compaction" not in live
-    ledger = await h.session.document_value(USAGE, root.id)
+    ledger = (await root.view())["docs"]["usage"]
     assert ledger["compactions"] == {"landed": 1}
     await h.close()
 
@@ -183,7 +183,7 @@ async def test_a_stale_summary_is_counted_in_usage_and_explained_to_watchers(
     release.set()
     await root.wait_for_idle()
     (task,) = await compactions(h)
-    ledger = await h.session.document_value(USAGE, root.id)
+    ledger = (await root.view())["docs"]["usage"]
     assert ledger["compactions"]["stale"] == 1 and "landed" not in ledger["compactions"]
     assert ledger["compactions"]["stale_usage"]["input"] == 700  # what the summary spent
     live = await h.session.document_value(LIVE, root.id)
@@ -351,7 +351,7 @@ async def test_a_crash_between_chunks_resumes_at_the_next_chunk(tmp_path: Path) 
     assert task is not None and isinstance(task.outcome, Completed)
     items = await entries(h)
     assert [e.kind for e in items].count("compaction") == 1 and items[-1].kind == "compaction"
-    ledger = await h.session.document_value(USAGE, 1)
+    ledger = (await h.view(1))["docs"]["usage"]
     assert ledger["compactions"] == {"landed": 1}
     await h.close()
 
@@ -375,7 +375,7 @@ async def test_a_reset_between_chunks_ends_the_compaction_stale_without_more_req
     task = await h.session.storage.task(task_id)
     assert task is not None and isinstance(task.outcome, Completed)
     assert task.outcome.result == {"stale": True, "requests": 2}
-    ledger = await h.session.document_value(USAGE, 1)
+    ledger = (await h.view(1))["docs"]["usage"]
     assert ledger["compactions"]["stale"] == 1
     assert "compaction" not in kinds(await entries(h))
     await h.close()

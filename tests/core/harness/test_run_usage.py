@@ -1,8 +1,9 @@
 """A run's usage (issue 36, the rows a round writes): the usage of the run's model
 responses waits in ``live`` (``run.usage``, by model), which the round commit writes
-anyway, and is added to the ``usage`` ledger when the run ends — one ledger write a
-run, not one a tool round. ``usage()`` counts the waiting part all along, and a run
-that ends any other way (aborted, or recovered after a crash) adds it too."""
+anyway, and is added to the usage ledger (in ``live`` too, shown as the ``usage``
+document) when the run ends — one ledger change a run, not one a tool round. ``usage()``
+counts the waiting part all along, and a run that ends any other way (aborted, or
+recovered after a crash) adds it too."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 
 from core.faux import faux_message, faux_tool_call
 from core.harness import ToolContext, Usage
-from core.harness.builtin_documents import LIVE, USAGE
+from core.harness.builtin_documents import LIVE
+from core.session.session import CommitEvent
 from tests.core.harness.support import MODEL, Args, Rig, extension, tool
 
 USED = Usage(input=100, output=10, cost=0.25)
@@ -40,18 +42,28 @@ async def test_a_runs_usage_joins_the_ledger_once_when_it_ends(tmp_path: Path) -
     rig.registry.install(extension("look", tool("look", look, replay="safe")))
     h = await rig.open()
     root = await h.root(agent={"model": MODEL})
-    ledger_writes = 0
+    ledger_writes = usage_documents = 0
 
-    def count(event: object) -> None:
-        nonlocal ledger_writes
-        ledger_writes += any(d.record.kind == "usage" for d in event.documents)  # type: ignore[attr-defined]
+    def count(event: CommitEvent) -> None:
+        nonlocal ledger_writes, usage_documents
+        usage_documents += any(d.record.kind == "usage" for d in event.documents)
+        ledger_writes += any(
+            d.record.kind == "live"
+            and (
+                "usage" in d.value  # type: ignore[operator]
+                if d.ops is None
+                else any(op[1][:1] == ["usage"] for op in d.ops)  # type: ignore[index]
+            )
+            for d in event.documents
+        )
 
     h.session.subscribe(count)
     record = await (await root.submit("go")).wait()
     assert record.status == "done"
     assert seen == [_times(n) for n in range(1, rounds + 1)]
     assert ledger_writes == 1  # the answer's commit: the run's usage and the answer's
-    ledger = await h.session.document_value(USAGE, root.id)
+    assert usage_documents == 0  # the ledger is in live: no document of its own
+    ledger = (await root.view())["docs"]["usage"]
     assert isinstance(ledger, dict)
     assert Usage.model_validate(ledger["total"]) == _times(rounds + 1)
     assert Usage.model_validate(ledger["models"][MODEL]) == _times(rounds + 1)
@@ -80,7 +92,7 @@ async def test_an_aborted_run_adds_its_usage_to_the_ledger(tmp_path: Path) -> No
     record = await submission.wait()
     assert record.status == "unanswered"
     await root.wait_for_idle()
-    ledger = await h.session.document_value(USAGE, root.id)
+    ledger = (await root.view())["docs"]["usage"]
     assert isinstance(ledger, dict) and Usage.model_validate(ledger["total"]) == USED
     assert await root.usage() == USED
     await h.close()
