@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -433,6 +434,30 @@ def test_view_is_the_committed_view_of_active_entries_and_documents(
     assert view["docs"]["agent"] == {"model": "faux/faux-1", "tools": ["echo"]}
     assert view["docs"]["live"] == {} and view["docs"]["inbox"] == {"items": []}
     assert view["docs"]["usage"]["total"]["output"] > 0
+
+
+def test_the_views_usage_is_the_sum_of_the_responses_across_a_restart(tmp_path: Path) -> None:
+    """The usage ledger, kept in ``live`` (issue 36), is the view's ``usage`` document in
+    its old shape; the actor's file holds no ``usage`` document."""
+    config = host_config(tmp_path / "data")
+    with serve_in_thread(config) as running, running.client() as client:
+        for content in ("tools:2", "hello", "tools:1"):
+            assert poll(client, submit(client, content)["id"])["status"] == "done"
+        view = client.get(f"/v1/actors/{ACTOR}/conversations/1/view").json()
+    keys = ("input", "output", "cache_read", "cache_write", "cost")
+    responses = [e["message"]["usage"] for e in view["entries"] if e["kind"] == "assistant"]
+    assert len(responses) == 6
+    total = {k: sum(u[k] for u in responses) for k in keys}
+    assert total["output"] > 0 and view["docs"]["usage"]["total"] == total
+    assert view["docs"]["usage"]["models"] == {"faux/faux-1": total}
+    assert view["docs"]["usage"]["tools"] == {} and "usage" not in view["docs"]["live"]
+    db = sqlite3.connect(db_of(running))
+    kinds = {json.loads(k) for (k,) in db.execute("SELECT kind FROM documents")}
+    db.close()
+    assert kinds == {"agent", "live"}
+    with serve_in_thread(config) as running, running.client() as client:
+        again = client.get(f"/v1/actors/{ACTOR}/conversations/1/view").json()
+    assert again["docs"]["usage"] == view["docs"]["usage"]
 
 
 class Sse:
