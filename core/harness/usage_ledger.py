@@ -38,15 +38,16 @@ __all__ = [
 KEY = "usage"
 """Where ``live`` keeps the ledger, and the name the view presents it under."""
 
-LEGACY_USAGE: DocDefinition[Any] = define_doc(
-    "usage", scope="conversation", fork="initial", initial=lambda: empty_ledger()
-)
-"""The ledger's document in actors written before it moved into ``live``: read only."""
-
 
 def empty_ledger() -> JsonObject:
     """The ledger of a conversation that has used nothing (the shape readers expect)."""
     return {"total": {}, "models": {}, "tools": {}}
+
+
+LEGACY_USAGE: DocDefinition[Any] = define_doc(
+    "usage", scope="conversation", fork="initial", initial=empty_ledger
+)
+"""The ledger's document in actors written before it moved into ``live``: read only."""
 
 
 async def ledger(tx: Tx, conversation_id: int) -> JsonObject:
