@@ -42,7 +42,7 @@ from core.harness.builtin_documents import INBOX, LIVE
 from core.harness.events import note_event
 from core.harness.generation.live import staged_value
 from core.harness.messages import Usage, UserMessage, message_to_json
-from core.harness.usage_ledger import ledger
+from core.harness.usage_ledger import change_ledger
 from core.jsonvalue import JsonObject, JsonValue
 from core.records import SubmissionRecord, Task
 from core.session.documents import DocHandle
@@ -230,8 +230,12 @@ async def _summary_landed(
         return
     del value["compaction"]
     if stale_since is None:
-        counts = await _compaction_counts(tx, sub.conversation_id)
-        counts["landed"] = int(cast(int, counts.get("landed", 0))) + 1
+
+        def landed(ledger: JsonObject) -> None:
+            counts = _compaction_counts(ledger)
+            counts["landed"] = int(cast(int, counts.get("landed", 0))) + 1
+
+        await change_ledger(tx, sub.conversation_id, landed)
         await note_event(
             tx, sub.conversation_id, "compaction", state="landed", task=note.get("task")
         )
@@ -247,12 +251,11 @@ async def _summary_landed(
     )
 
 
-async def _compaction_counts(tx: Tx, conversation_id: int) -> JsonObject:
-    value = await ledger(tx, conversation_id)
-    counts = value.get("compactions")
+def _compaction_counts(ledger: JsonObject) -> JsonObject:
+    counts = ledger.get("compactions")
     if not isinstance(counts, dict):
         counts = {}
-        value["compactions"] = counts
+        ledger["compactions"] = counts
     return counts
 
 
@@ -269,13 +272,17 @@ async def count_stale(
     """A compaction ended ``stale`` (a newer cut or a reset overtook it): count it and
     what its summary requests spent in the usage ledger, and explain it in
     ``live["stale_compaction"]`` (a watcher sees the frame)."""
-    counts = await _compaction_counts(tx, conversation_id)
-    counts["stale"] = int(cast(int, counts.get("stale", 0))) + 1
+
+    def stale(ledger: JsonObject) -> None:
+        counts = _compaction_counts(ledger)
+        counts["stale"] = int(cast(int, counts.get("stale", 0))) + 1
+        if isinstance(spent, dict):
+            before = counts.get("stale_usage")
+            base = Usage.model_validate(before) if isinstance(before, dict) else Usage()
+            counts["stale_usage"] = (base + Usage.model_validate(spent)).model_dump()
+
+    await change_ledger(tx, conversation_id, stale)
     await note_event(tx, conversation_id, "compaction", state="stale", task=task)
-    if isinstance(spent, dict):
-        before = counts.get("stale_usage")
-        base = Usage.model_validate(before) if isinstance(before, dict) else Usage()
-        counts["stale_usage"] = (base + Usage.model_validate(spent)).model_dump()
     live = _obj(await tx.doc(LIVE, conversation_id))
     explained: JsonObject = {
         "task": task,
@@ -534,13 +541,16 @@ async def add_usage(
     which ``live`` keeps."""
     if usage.total_tokens == 0 and usage.cost == 0:
         return
-    value = await ledger(tx, conversation_id)
-    _bump(value, "total", usage)
-    for kind, name in (("models", model), ("tools", tool)):
-        if name:
-            bucket = value.setdefault(kind, {})
-            if isinstance(bucket, dict):
-                _bump(bucket, name, usage)
+
+    def add(ledger: JsonObject) -> None:
+        _bump(ledger, "total", usage)
+        for kind, name in (("models", model), ("tools", tool)):
+            if name:
+                bucket = ledger.setdefault(kind, {})
+                if isinstance(bucket, dict):
+                    _bump(bucket, name, usage)
+
+    await change_ledger(tx, conversation_id, add)
 
 
 def _bump(bucket: JsonObject, key: str, usage: Usage) -> None:

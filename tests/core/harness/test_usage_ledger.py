@@ -7,12 +7,14 @@ a run, and for an actor whose ledger an older version stored as a document of it
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
 from core.docops import apply_ops
 from core.faux import faux_message, faux_tool_call
 from core.harness import Harness, ToolContext, Usage
+from core.harness.builtin_documents import LIVE
 from core.harness.runs import add_usage
 from core.session import Tx
 from core.storage import DocumentCreate
@@ -82,6 +84,9 @@ async def test_no_usage_document_is_stored_and_every_reader_agrees_after_a_reope
     assert ledger["tools"] == {}
     assert "usage" not in view["docs"]["live"] and await root.live() == view["docs"]["live"]
     assert await root.usage() == await h.usage() == expected
+    # Stored as one JSON text: the commits that write live copy and diff one string.
+    stored = await h.session.document_value(LIVE, root.id)
+    assert isinstance(stored, dict) and json.loads(stored["usage"]) == ledger
     await h.close()
 
     h = await rig.open()  # the same SQLite file, closed and opened again
