@@ -27,9 +27,11 @@ ROUNDS = 40
 # when it ends: safe 8.55, unsafe 10.6; and with an unsafe call's intent in the round
 # commit, as a safe call's was already: 8.55 both; with the first round's request pinned
 # without a commit of its own (one row a run): 8.525 both; with an inbox nothing is
-# queued in not stored (two rows a conversation): 8.475 both. The counts are exact, so
-# the room is less than a row.
-CEILINGS = {"safe": 8.48, "unsafe": 8.48}
+# queued in not stored (two rows a conversation): 8.475 both; with the tasks of a round
+# whose calls start at their intent kept in memory (no row at the call's start, none at
+# its end: its result entry is its end): 6.475 both. The counts are exact, so the room
+# is less than a row.
+CEILINGS = {"safe": 6.48, "unsafe": 6.48}
 
 
 async def _rows_per_round(tmp_path: Path, replay: str) -> tuple[float, dict[str, int]]:
@@ -74,14 +76,14 @@ async def test_a_tool_round_writes_few_rows(tmp_path: Path, replay: str) -> None
 
 # The issue's own shape: one submission of two model rounds and two tool calls (the
 # model asks for both at once, then answers), counted whole. The issue measured 35
-# rows, so half is 17.5: NOT met. Before this stop's harness changes the same code
-# counted 28 (safe) and 32 (unsafe); then 26 and 30; then 26 both (an unsafe call's
-# intent in the round commit); then 25 both (the first round's request pinned without a
-# commit); now 23 both (the inbox not stored while nothing is queued in it; exact counts:
-# no room). Most of it is per submission, not per round: its 5 entries, 2 submission
-# rows, 2 document rows, 8 task rows and 6 revision rows (docs/performance.md, "The rows
-# a round writes").
-SUBMISSION_CEILINGS = {"safe": 23, "unsafe": 23}
+# rows, so half is 17.5. The same code counted 28 (safe) and 32 (unsafe); then 26 and
+# 30; then 26 both (an unsafe call's intent in the round commit); then 25 both (the
+# first round's request pinned without a commit); then 23 both (the inbox not stored
+# while nothing is queued in it); now 19 both (the two calls' tasks kept in memory;
+# exact counts: no room). Most of it is per submission, not per round: its 5 entries,
+# 2 submission rows, 2 document rows, 4 generation task rows and 6 revision rows
+# (docs/performance.md, "The rows a round writes").
+SUBMISSION_CEILINGS = {"safe": 19, "unsafe": 19}
 
 
 @pytest.mark.parametrize("replay", ["safe", "unsafe"])
