@@ -88,7 +88,9 @@ def tool_task(services: Callable[[], HarnessServices]) -> TaskDefinition:
         await _call(services(), task, rt)
 
     async def execute(task: Task, rt: TaskRuntime) -> None:
-        if rt.fresh:  # started at its intent by the round commit: a first call
+        # Started at its intent by the round commit: a first call. One created again
+        # after a crash lost it (``lost``) is a recovery.
+        if rt.fresh and not (task.checkpoint or {}).get("lost"):
             await _call(services(), task, rt)
         else:
             await _recover(services(), task, rt)

@@ -126,6 +126,9 @@ class Session:
         self.clock = clock
         self.tasks: dict[int, Task] = {}
         """Every live (non-terminal) task record, as committed."""
+        self.unstored: set[int] = set()
+        """Live tasks whose record was never written (``Tx.leave_unstored``): gone with
+        the process; their creator's checkpoint lets a recovery create them again."""
         self.last_seq: int | None = None
         self.task_layer: TaskLayer | None = None
         """Creates tasks for ``Tx.create_task`` and joins every commit that stages task
@@ -305,7 +308,7 @@ class Session:
 
     async def _prepare(self, tx: Tx) -> tuple[list[Write], list[DocumentEvent], set[int]]:
         writes: list[Write] = [*tx.conversations.values(), *tx.entries]
-        writes += tx.tasks.values()
+        tasks_at = len(writes)  # where the task records go, once decided (below)
         writes += tx.submissions.values()
         writes += tx.extra_writes
         events: list[DocumentEvent] = []
@@ -336,12 +339,47 @@ class Session:
                         retired=True,
                     )
                 )
+        writes[tasks_at:tasks_at] = self._task_writes(tx, bool(writes))
         return writes, events, set(ended)
+
+    def _task_writes(self, tx: Tx, others: bool) -> list[Task]:
+        """The task records ``tx`` writes: every staged one but those kept out of storage
+        (``Tx.leave_unstored``) — at their creation, and at an end that appends their own
+        entry — unless a record this commit stages names one as its owner (then its
+        current record is written too). Sets ``tx.unwritten``. ``others``: the commit
+        writes something besides tasks; if not, every task is written (a commit is never
+        made of left-out records only)."""
+        if not (tx.unstored or self.unstored) or not others:
+            return list(tx.tasks.values())
+        unstored = self.unstored | tx.unstored
+        named = _owners_named(tx) & unstored
+        ended_by_own_entry = {e.by_task_id for e in tx.entries}
+        writes: list[Task] = []
+        for task in tx.tasks.values():
+            if (
+                task.id in unstored
+                and task.id not in named
+                and (
+                    task.id in tx.unstored
+                    or (isinstance(task.state, Terminal) and task.id in ended_by_own_entry)
+                )
+            ):
+                tx.unwritten.add(task.id)
+                continue
+            writes.append(task)
+        writes += (self.tasks[i] for i in named if i not in tx.tasks and i in self.tasks)
+        return writes
 
     def _adopt(self, seq: int, tx: Tx, events: list[DocumentEvent], ended_tasks: set[int]) -> None:
         self.last_seq = seq
         for conv in tx.conversations.values():
             self._cache_conversation(conv)
+        if tx.unstored or self.unstored:
+            # Written or ended tasks leave the set; the ones created and left out join it.
+            self.unstored -= tx.tasks.keys() | _owners_named(tx)
+            self.unstored.update(
+                i for i in tx.unwritten if not isinstance(tx.tasks[i].state, Terminal)
+            )
         for task in tx.tasks.values():
             self._track(task)
             if not isinstance(task.state, Terminal) and task.id in tx.minted:
@@ -615,6 +653,19 @@ def _initial_and_latest(defn: DocDefinition[Any], value: JsonValue, where: str) 
 
 
 _NONE: set[int] = set()  # the empty answer of the index reads; never mutated
+
+
+def _owners_named(tx: Tx) -> set[int]:
+    """The tasks that records ``tx`` stages name as their owner (a task, a conversation,
+    a task-scoped document): an owner's row must exist for them."""
+    named = {t.owner for t in tx.tasks.values() if t.owner is not None}
+    named.update(c.owner.task_id for c in tx.conversations.values() if c.owner is not None)
+    named.update(
+        h.record.owner_id
+        for h in tx.docs.values()
+        if h.record.scope == "task" and h.record.owner_id is not None
+    )
+    return named
 
 
 def _unindex(by_owner: dict[int, set[int]], rootless: dict[int, set[int]], task: Task) -> None:

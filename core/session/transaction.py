@@ -103,6 +103,7 @@ class TaskSpec:
     checkpoint: JsonObject | None = None
     until: int | None = None
     continues: Task | None = None
+    again: int | None = None
 
 
 class TaskLayer(Protocol):
@@ -179,6 +180,10 @@ class Tx:
         self.conversations: dict[int, ConversationRecord] = {}
         self.entries: list[Entry] = []
         self.tasks: dict[int, Task] = {}
+        self.unstored: set[int] = set()
+        """Tasks this commit creates and leaves out of storage (:meth:`leave_unstored`)."""
+        self.unwritten: set[int] = set()
+        """The staged tasks the commit did not write (set as it is prepared)."""
         self.submissions: dict[int, SubmissionRecord] = {}
         self.docs: dict[DocAddress, DocHandle] = {}
         self.extra_writes: list[Any] = []
@@ -391,6 +396,7 @@ class Tx:
         checkpoint: JsonObject | None = None,
         until: int | None = None,
         continues: Task | None = None,
+        again: int | None = None,
     ) -> Task:
         """Create a task, ready to run (``waiting`` on nothing) at its initial checkpoint
         (or at ``checkpoint``, when the creator has already done the first phase's work);
@@ -402,6 +408,11 @@ class Tx:
         The task's spans belong to its owner's trace; ``continues`` names a task whose
         work this one carries on (a run's next round), so they belong to that task's
         trace instead of beginning one (see :meth:`core.telemetry.Telemetry.trace_for`).
+        ``again`` is the id of a task kept out of storage (:meth:`leave_unstored`) that
+        a restart lost: it is created again under that id, so its identity (and the op
+        ids derived from it) stays what it was. The caller has checked that no record
+        holds that id (ids minted before a commit are never minted again: see
+        ``Storage.mint_id``).
         The session's task layer decides and stages it (see :class:`TaskLayer`); a
         session without one creates no tasks (``UnknownTaskKind``).
         """
@@ -409,10 +420,22 @@ class Tx:
         layer = self._session.task_layer
         if layer is None:
             raise UnknownTaskKind(f"no task layer is attached to create {definition!r}")
+        if again is not None:
+            if self.staged_task(again) is not None:
+                raise TaskStateError(f"Task {again} is live: it cannot be created again")
+            self.minted.add(again)
         return await layer.create_task(
             self,
             TaskSpec(
-                definition, input, conversation_id, owner, background, checkpoint, until, continues
+                definition,
+                input,
+                conversation_id,
+                owner,
+                background,
+                checkpoint,
+                until,
+                continues,
+                again,
             ),
         )
 
@@ -473,6 +496,19 @@ class Tx:
         self._write()
         self.tasks[task.id] = task
         return task
+
+    def leave_unstored(self, task_id: int) -> None:
+        """Keep ``task_id``, a task this commit creates, out of storage for as long as
+        nothing but its own run and end would be written (docs/design.md, "Tasks kept
+        in memory"): the creator's checkpoint, written by this commit, records what a
+        recovery needs to create it again, and the entry it appends as it ends is its
+        end. Its row is written after all as soon as anything else would change or name
+        it: a checkpoint, a wait or an abort mark before its end, an end that appends no
+        entry of its own, a memo, or a task, conversation or document it owns."""
+        self._live()
+        if task_id not in self.minted or task_id not in self.tasks:
+            raise TaskStateError(f"Task {task_id} is not a task this commit creates")
+        self.unstored.add(task_id)
 
     # ------------------------------------------------------------------ documents
 

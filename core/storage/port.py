@@ -12,7 +12,9 @@ checks each point):
 * **Ids.** ``mint_id()`` returns ids from one namespace shared by every record type,
   starting at 2 (id 1 is the root conversation) and above every id ever committed; a
   committed id belongs to one record type forever. Minting past :data:`MAX_ID` fails.
-  An id minted but never committed may be minted again after a reopen.
+  An id minted before a commit returned is never minted again, even after a reopen
+  (a record may name one that no record holds: a task kept in memory, see
+  ``Tx.leave_unstored``); one minted after the last commit may be.
 * **Commits.** ``commit(writes)`` applies every write or none and returns the commit's
   ``seq``, strictly greater than every earlier seq (gaps allowed). Entries are stamped
   with it (``Entry.commit_seq``), document revisions are keyed by it.
@@ -266,8 +268,9 @@ class Storage(Protocol):
     async def mint_id(self) -> int:
         """Reserve a fresh id from the global namespace.
 
-        Returns an id above every id ever committed and every id minted since the
-        storage was opened; it is not durable until a commit writes a record with it.
+        Returns an id above every id ever committed, every id minted before a commit
+        (in this or an earlier opening) and every id minted since the storage was
+        opened; it is not durable until a commit writes a record with it.
         Raises :class:`~core.errors.StorageRejected` past :data:`MAX_ID`.
         """
         ...

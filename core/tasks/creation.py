@@ -63,7 +63,7 @@ class TaskFactory:
         input_admitted = spec.checkpoint is not None
         first = defn.initial(value) if spec.checkpoint is None else spec.checkpoint
         checkpoint = defn.checkpoint(first)
-        task_id = await tx.mint_id()
+        task_id = spec.again if spec.again is not None else await tx.mint_id()
         telemetry = tx.session.telemetry
         trace = (
             None  # the default reports nothing: no attributes to build per task

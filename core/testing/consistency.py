@@ -35,7 +35,7 @@ from core.harness.builtin_documents import INBOX, LIVE
 from core.harness.messages import AssistantMessage, message_from_json
 from core.harness.runs import GENERATION, TOOL
 from core.jsonvalue import JsonValue
-from core.records import ConversationRecord, Entry, SubmissionRecord, Task, Waiting
+from core.records import Completed, ConversationRecord, Entry, SubmissionRecord, Task, Waiting
 from core.session.session import CommitEvent, Session
 from core.storage.paging import scan_all
 from core.storage.port import ConversationQuery, EntryQuery, Storage, SubmissionQuery, TaskQuery
@@ -118,6 +118,15 @@ def _check_tool_results(world: StoredWorld, settled: bool, problems: list[str]) 
         assistant: JsonValue = None
         if writer is not None and writer.kind == TOOL:
             assistant = _get(writer.input, "assistant")
+        elif writer is None and isinstance(call_id, str):
+            # A tool task kept in memory (never written): its result names the call of
+            # the newest assistant entry before it that made that call.
+            callers = [
+                e.id
+                for e in world.own_entries(entry.conversation_id)
+                if e.id < entry.id and _makes_call(e, call_id)
+            ]
+            assistant = max(callers) if callers else None
         elif writer is not None and writer.kind == GENERATION:
             # An unavailable tool's result, written with the tool round's assistant entry
             # (the newest executed one of that generation; a kept partial is not).
@@ -149,15 +158,25 @@ def _check_tool_results(world: StoredWorld, settled: bool, problems: list[str]) 
             problems.append(f"result entries {found} answer no call ({key[1]} of entry {key[0]})")
 
 
+def _makes_call(entry: Entry, call_id: str) -> bool:
+    message = _assistant(entry)
+    return message is not None and any(c.id == call_id for c in message.tool_calls)
+
+
 def _executed(world: StoredWorld, entry: Entry, call_id: str) -> bool:
     """Whether a tool task was created for the call (a sequential round cut short by an
-    abort leaves later calls without a task, and the context synthesizes their result)."""
-    return any(
+    abort leaves later calls without a task, and the context synthesizes their result):
+    a stored one, or one kept in memory — a run that completed started every call of
+    its rounds, so a generation that completed vouches for its calls."""
+    if any(
         t.kind == TOOL
         and _get(t.input, "assistant") == entry.id
         and _get(t.input, "call_id") == call_id
         for t in world.tasks.values()
-    )
+    ):
+        return True
+    writer = world.tasks.get(entry.by_task_id) if entry.by_task_id is not None else None
+    return writer is not None and isinstance(writer.outcome, Completed)
 
 
 def _check_submissions(world: StoredWorld, settled: bool, problems: list[str]) -> None:

@@ -16,7 +16,7 @@ from typing import Any, cast
 import pytest
 
 from core.faux import FauxModel
-from core.harness.runs import TOOL
+from core.harness.runs import GENERATION, TOOL
 from core.jsonvalue import JsonObject
 from core.storage import TaskQuery
 from core.storage.sqlite import SqliteStorage
@@ -58,15 +58,38 @@ async def _submit(fn: ActorFunction, content: str, request_id: str) -> tuple[int
 
 
 async def _durable_tool_tasks(aws: AwsResources, seq: int, path: Path) -> dict[str, Any]:
-    """The tool tasks DynamoDB held at ``seq``, by call id: their checkpoints."""
+    """The intents DynamoDB held at ``seq``, by call id: the tool tasks' checkpoints, and
+    for a round that keeps its tasks in memory, the intent its generation's checkpoint
+    notes (the policy) with the arguments of its stored assistant entry."""
     storage = await SqliteStorage.open(Sqlite3Database.open(path))
     try:
         for write_set in await read_log(aws, ActorKeys(ACTOR, aws.prefix), 1, seq):
             await storage.apply_write_set(write_set)
         tasks = (await storage.scan_tasks(TaskQuery(kind=TOOL))).items
+        intents = {str(cast(JsonObject, t.input)["call_id"]): t.checkpoint for t in tasks}
+        for gen in (await storage.scan_tasks(TaskQuery(kind=GENERATION))).items:
+            cp = cast(JsonObject, gen.checkpoint or {})
+            unstored = cast(JsonObject, cp.get("unstored") or {})
+            entry = await storage.entry(cast(int, cp["assistant"])) if unstored else None
+            calls = (
+                cast(list[JsonObject], cast(JsonObject, entry.message)["content"]) if entry else []
+            )
+            for call_id, task_id in zip(
+                cast(list[str], cp.get("calls") or []),
+                cast(list[int], cp.get("tasks") or []),
+                strict=False,
+            ):
+                if str(task_id) in unstored:
+                    [call] = [c for c in calls if c.get("id") == call_id]
+                    intents[call_id] = {
+                        "phase": "execute",
+                        "arguments": call["arguments"],
+                        "replay": unstored[str(task_id)],
+                        "attempt": 1,
+                    }
     finally:
         await storage.close()
-    return {str(cast(JsonObject, task.input)["call_id"]): task.checkpoint for task in tasks}
+    return intents
 
 
 async def test_an_unsafe_tools_intent_is_durable_when_it_starts_and_a_safe_round_waits(

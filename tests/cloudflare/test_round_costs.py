@@ -27,10 +27,12 @@ ROUNDS = 40
 # when it ends: safe 8.55, unsafe 10.6; and with an unsafe call's intent in the round
 # commit, as a safe call's was already: 8.55 both; with the first round's request pinned
 # without a commit of its own (one row a run): 8.525 both; with an inbox nothing is
-# queued in not stored (two rows a conversation): 8.475 both; with the usage ledger kept
-# in live, not a document of its own (two rows a conversation's first run): 8.425 both.
-# The counts are exact, so the room is less than a row.
-CEILINGS = {"safe": 8.43, "unsafe": 8.43}
+# queued in not stored (two rows a conversation): 8.475 both; with the tasks of a round
+# whose calls start at their intent kept in memory (no row at the call's start, none at
+# its end: its result entry is its end): 6.475 both; with the usage ledger kept in live,
+# not a document of its own (two rows a conversation's first run): 6.425 both. The
+# counts are exact, so the room is less than a row.
+CEILINGS = {"safe": 6.43, "unsafe": 6.43}
 
 
 async def _rows_per_round(tmp_path: Path, replay: str) -> tuple[float, dict[str, int]]:
@@ -76,16 +78,16 @@ async def test_a_tool_round_writes_few_rows(tmp_path: Path, replay: str) -> None
 
 # The issue's own shape: one submission of two model rounds and two tool calls (the
 # model asks for both at once, then answers), counted whole. The issue measured 35
-# rows, so half is 17.5: NOT met. Before this stop's harness changes the same code
-# counted 28 (safe) and 32 (unsafe); then 26 and 30; then 26 both (an unsafe call's
-# intent in the round commit); then 25 both (the first round's request pinned without a
-# commit); then 23 both (the inbox not stored while nothing is queued in it); now 21 both
-# (the usage ledger kept in live, folded in by the answer's live write: no document row
-# and no revision of its own; a later submission 21 -> 20). Exact counts: no room. Most
-# of it is per submission, not per round: its 5 entries, 2 submission rows, 1 document
-# row (live), 8 task rows and 5 revision rows (docs/performance.md, "The rows a round
-# writes").
-SUBMISSION_CEILINGS = {"safe": 21, "unsafe": 21}
+# rows, so half is 17.5. The same code counted 28 (safe) and 32 (unsafe); then 26 and
+# 30; then 26 both (an unsafe call's intent in the round commit); then 25 both (the
+# first round's request pinned without a commit); then 23 both (the inbox not stored
+# while nothing is queued in it); then 19 both (the two calls' tasks kept in memory);
+# now 17 both (the usage ledger kept in live, folded in by the answer's live write: no
+# document row and no revision of its own; a later submission 17 -> 16). Exact counts:
+# no room. Most of it is per submission, not per round: its 5 entries, 2 submission
+# rows, 1 document row (live), 4 generation task rows and 5 revision rows
+# (docs/performance.md, "The rows a round writes").
+SUBMISSION_CEILINGS = {"safe": 17, "unsafe": 17}
 
 
 @pytest.mark.parametrize("replay", ["safe", "unsafe"])

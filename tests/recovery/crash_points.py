@@ -90,15 +90,34 @@ def streamed(writes: Sequence[Write]) -> bool:
     )
 
 
+def _kept_in_memory(task: Task, call_id: str) -> bool:
+    """Whether ``task`` is a generation whose round checkpoint started ``call_id`` at its
+    intent with its task kept in memory (noted in ``unstored``, never written)."""
+    cp = getattr(task.state, "checkpoint", None)
+    if task.kind != GENERATION or _get(cp, "phase") != "tools":
+        return False
+    calls, tasks, unstored = _get(cp, "calls"), _get(cp, "tasks"), _get(cp, "unstored")
+    if not (isinstance(calls, list) and isinstance(tasks, list) and isinstance(unstored, dict)):
+        return False
+    return any(c == call_id and str(t) in unstored for c, t in zip(calls, tasks, strict=False))
+
+
 def tool_round(writes: Sequence[Write]) -> bool:
-    """The assistant entry with its tool tasks and the generation waiting on them."""
-    return bool(_entries(writes, "assistant")) and any(t.kind == TOOL for t in _tasks(writes))
+    """The assistant entry with the generation waiting on its calls (and their tool tasks,
+    unless the round keeps them in memory)."""
+    return bool(_entries(writes, "assistant")) and any(
+        t.kind == TOOL or (t.kind == GENERATION and _phase(t) == "tools") for t in _tasks(writes)
+    )
 
 
 def intent(call_id: str) -> Match:
+    """The call's intent: its tool task at ``execute``, or the round commit that started
+    it with its task kept in memory."""
+
     def match(writes: Sequence[Write]) -> bool:
         return any(
-            t.kind == TOOL and _call_id(t) == call_id and _phase(t) == "execute" and t.live
+            (t.kind == TOOL and _call_id(t) == call_id and _phase(t) == "execute" and t.live)
+            or _kept_in_memory(t, call_id)
             for t in _tasks(writes)
         )
 
@@ -106,11 +125,10 @@ def intent(call_id: str) -> Match:
 
 
 def result(call_id: str) -> Match:
+    """The call's result entry (with its task's end, unless kept in memory)."""
+
     def match(writes: Sequence[Write]) -> bool:
-        return any(
-            t.kind == TOOL and _call_id(t) == call_id and isinstance(t.state, Terminal)
-            for t in _tasks(writes)
-        ) and bool(_entries(writes, "tool_result"))
+        return any(_get(e.data, "call_id") == call_id for e in _entries(writes, "tool_result"))
 
     return match
 
@@ -230,7 +248,7 @@ POINTS: tuple[CrashPoint, ...] = (
     _C("model.request", "inside the first model request (external effect), nothing streamed "
        "yet; its pin in memory, the stored phase still prepare", quick=("local",)),
     _C("generation.stream", "partial output committed while the model streams", streamed),
-    _C("generation.tool_round", "assistant entry + tool tasks + waiting", tool_round),
+    _C("generation.tool_round", "assistant entry + waiting on its calls", tool_round),
     _C("tool.intent.safe", "intent of the safe tool committed", intent("call_safe")),
     _C("tool.intent.unsafe", "intent of the unsafe tool committed", intent("call_unsafe")),
     _C("tool.intent.recoverable", "intent of the recoverable tool", intent("call_rec")),
@@ -238,8 +256,8 @@ POINTS: tuple[CrashPoint, ...] = (
     _C("tool.effect.unsafe", "the unsafe tool's effect started, not finished", quick=("local",)),
     _C("tool.effect.recoverable.running", "the sandbox runs the recoverable op", quick=("local",)),
     _C("tool.effect.recoverable.done", "the sandbox finished the op, result not committed"),
-    _C("tool.result.safe", "the safe tool's result entry + terminal", result("call_safe")),
-    _C("tool.result.unsafe", "the unsafe tool's result entry + terminal", result("call_unsafe")),
+    _C("tool.result.safe", "the safe tool's result entry", result("call_safe")),
+    _C("tool.result.unsafe", "the unsafe tool's result entry", result("call_unsafe")),
     _C("tool.result.recoverable", "the recoverable tool's result", result("call_rec")),
     _C("handover", "the generation goes on to its next round", handover, quick=("do",)),
     _C("subagent.created", "the sub-agent's conversation created", owned_conversation),

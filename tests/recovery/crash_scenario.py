@@ -7,9 +7,10 @@ process on the same storage that runs the same client script to idle and reports
 where things live (``dir``, the sandbox server, the moto server).
 
 The scenario is one conversation turn with everything in it: the input ``r1`` (a manual
-compaction asked for while it runs); a first tool round with a ``safe``, an ``unsafe``
-and a ``recoverable`` tool (the last one on a real sandbox server); a second round with a
-sub-agent and a reminder; the answer; the reminder firing and being answered; a fork with
+compaction asked for while it runs); a first tool round with a ``safe`` and an
+``unsafe`` tool (started at their intent, their tasks kept in memory); a second with a
+``recoverable`` tool (on a real sandbox server); a third round with a sub-agent and a
+reminder; the answer; the reminder firing and being answered; a fork with
 its own input ``f1``; an input ``r2`` whose slow tool is aborted; an input ``r3`` whose
 tool waits for approval, which the client gives; a schedule ``every: 60s`` whose first
 occurrence the client brings due by moving the process's virtual clock (no real
@@ -290,11 +291,12 @@ def model(killer: Killer) -> Any:
             if text == "go":
                 killer.at("model.request")
                 await killer.pause_at("lambda.lease_expiry")
+                # A round of plain calls (their tasks kept in memory), then one with the
+                # recoverable call (its task stored: it asks the sandbox when recovered).
                 return faux_message(
-                    "Working on it: a search, a booking and a command, all at once.",
+                    "Working on it: a search and a booking, at once, then a command.",
                     faux_tool_call("safe_t", {"text": "a"}, id="call_safe"),
                     faux_tool_call("unsafe_t", {"text": "b"}, id="call_unsafe"),
-                    faux_tool_call("rec_t", {"text": "c"}, id="call_rec"),
                 )
             if text == "slow":
                 return faux_message(faux_tool_call("slow_t", {"text": "d"}, id="call_slow"))
@@ -309,6 +311,8 @@ def model(killer: Killer) -> Any:
                 break
             batch.append(m.tool_call_id)
         if "call_safe" in batch:
+            return faux_message(faux_tool_call("rec_t", {"text": "c"}, id="call_rec"))
+        if "call_rec" in batch:
             return faux_message(
                 faux_tool_call("subagent", {"task": "sub task"}, id="call_sub"),
                 faux_tool_call("remind", {"message": "ping", "after": 0.3}, id="call_remind"),

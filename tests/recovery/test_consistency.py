@@ -7,6 +7,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from core.jsonvalue import JsonObject
 from core.records import Completed, Entry, SubmissionRecord, Task, Terminal, Waiting
 from core.session.session import CommitEvent
@@ -55,28 +57,36 @@ async def test_a_second_result_for_one_call_is_found(tmp_path: Path) -> None:
     await storage.close()
 
 
-async def test_a_call_without_its_result_is_found_once_settled(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stored", [True, False])
+async def test_a_call_without_its_result_is_found_once_settled(
+    tmp_path: Path, stored: bool
+) -> None:
+    """``stored``: the call's tool task was written (ended without its result); else it
+    was kept in memory (a round whose calls started at their intent) and only the
+    completed generation vouches that the call ran."""
     _, storage = await _settled_world(tmp_path)
     assistant = await _one(storage, "assistant")
-    tool = next(
+    gen = next(
         t
         for t in (await storage.scan_tasks(TaskQuery(limit=100))).items
-        if t.kind == "perdure.tool"
+        if t.kind == "perdure.generation"
     )
-    # Another tool task for a call of the same entry that never wrote its result.
+    assert isinstance(gen.outcome, Completed)
+    # Another call of the generation that never got its result.
     message: JsonObject = dict(assistant.message)  # type: ignore[arg-type]
     entry_id = await storage.mint_id()
+    tool = Task(
+        await storage.mint_id(),
+        1,
+        "perdure.tool",
+        1,
+        {"assistant": entry_id, "call_id": "c9"},
+        Terminal(Completed()),
+        owner=gen.id,
+    )
     await storage.commit(
         [
-            Task(
-                await storage.mint_id(),
-                1,
-                "perdure.tool",
-                1,
-                {"assistant": entry_id, "call_id": "c9"},
-                Terminal(Completed()),
-                owner=tool.owner,
-            ),
+            *([tool] if stored else []),
             Entry(
                 entry_id,
                 1,
@@ -87,7 +97,7 @@ async def test_a_call_without_its_result_is_found_once_settled(tmp_path: Path) -
                         {"type": "tool_call", "id": "c9", "name": "quick", "arguments": {}}
                     ],
                 },
-                by_task_id=tool.owner,
+                by_task_id=gen.id,
             ),
         ]
     )

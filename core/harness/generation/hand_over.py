@@ -23,7 +23,7 @@ from core.harness.generation.live import (
     staged_value,
 )
 from core.harness.generation.prepare import _pin_request, _Plan, _plan_request
-from core.harness.messages import Message, ToolResultMessage
+from core.harness.messages import AssistantMessage, Message, ToolResultMessage, message_from_json
 from core.harness.runs import GENERATION, TOOL, post_tools_boundary
 from core.jsonvalue import JsonObject, JsonValue
 from core.records import Completed, Task, Terminal, Waiting
@@ -41,6 +41,10 @@ async def _tools_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     cp = _checkpoint_copy(task)
     calls = [str(c) for c in cast(list[JsonValue], cp.get("calls") or [])]
     started = [int(cast(int, t)) for t in cast(list[JsonValue], cp.get("tasks") or [])]
+    lost = await _lost_calls(h, conv, cp, calls, started)
+    if lost:
+        await _create_again(h, rt, cp, calls, started, lost)
+        return
     if len(started) < len(calls):  # sequential round: start the next call
 
         async def next_call(tx: Tx, current: Task) -> Waiting:
@@ -76,6 +80,89 @@ async def _tools_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
         return following if following is not None else Completed({"entry": cp["assistant"]})
 
     await rt.commit(hand_over)
+
+
+async def _lost_calls(
+    h: HarnessServices,
+    conv: int,
+    cp: JsonObject,
+    calls: list[str],
+    started: list[int],
+) -> list[int]:
+    """Indexes of the round's calls whose task was kept in memory (the round checkpoint's
+    ``unstored``: task id -> the policy the call started under) and is gone with the
+    process that ran it: not live here, no result entry, no stored record."""
+    unstored = cp.get("unstored")
+    if not isinstance(unstored, dict):
+        return []
+    gone = [
+        i
+        for i, task_id in enumerate(started)
+        if str(task_id) in unstored and task_id not in h.session.tasks
+    ]
+    if not gone:
+        return []
+    assistant = cast(int, cp["assistant"])
+    answered = {
+        e.data.get("call_id")
+        for e in (await h.context(conv)).entries
+        if e.kind == "tool_result" and e.id > assistant and isinstance(e.data, dict)
+    }
+    # A task kept in memory that ended without its result entry (a fault) was stored.
+    return [
+        i for i in gone if calls[i] not in answered and await h.session.task(started[i]) is None
+    ]
+
+
+async def _create_again(
+    h: HarnessServices,
+    rt: TaskRuntime,
+    cp: JsonObject,
+    calls: list[str],
+    started: list[int],
+    lost: list[int],
+) -> None:
+    """Create the lost calls' tasks again, stored, under their ids (their op ids stay
+    the same), at the intent they started with, marked ``lost``: their first invocation
+    recovers them (invariant 7: a safe call runs again, an unsafe one is reported
+    interrupted) instead of running them as new."""
+    conv = rt.conversation_id
+    assistant = cast(int, cp["assistant"])
+    message = h.cached_message(conv, assistant)
+    if message is None:
+        entry = await h.session.storage.entry(assistant)
+        message = message_from_json(entry.message) if entry is not None and entry.message else None
+    by_id = {c.id: c for c in message.tool_calls} if isinstance(message, AssistantMessage) else {}
+    unstored = dict(cast(JsonObject, cp["unstored"]))
+
+    async def again(tx: Tx, current: Task) -> Waiting:
+        for i in lost:
+            policy = unstored.pop(str(started[i]))
+            call = by_id.get(calls[i])
+            intent: JsonObject = {
+                "phase": "execute",
+                "arguments": dict(call.arguments) if call is not None else {},
+                "replay": policy,
+                "attempt": 1,
+                "lost": True,
+            }
+            await tx.create_task(
+                TOOL,
+                {"assistant": assistant, "call_id": calls[i]},
+                owner=current.id,
+                checkpoint=intent,
+                again=started[i],
+            )
+        following: JsonObject = dict(cp)
+        if unstored:
+            following["unstored"] = unstored
+        else:
+            following.pop("unstored", None)
+        again = {started[i] for i in lost}
+        # A wait names tasks that exist: the calls created again, and any still live.
+        return Waiting(following, tuple(t for t in started if t in again or t in h.session.tasks))
+
+    await rt.commit(again)
 
 
 async def _hand_over(
@@ -159,6 +246,13 @@ async def plan_merged_hand_over(
     round over (see :func:`merge_hand_over`), else ``None``."""
     gen = _round_closes(h, tool, None)
     if gen is None:
+        return None
+    cp = cast(JsonObject, gen.checkpoint)
+    calls = [str(c) for c in cast(list[JsonValue], cp.get("calls") or [])]
+    started = [int(cast(int, t)) for t in cast(list[JsonValue], cp.get("tasks") or [])]
+    if await _lost_calls(h, gen.conversation_id, cp, calls, started):
+        # A restart lost calls of this round (kept in memory) while another one, stored,
+        # held the round open: the generation's ``tools`` phase creates them again.
         return None
     agent = await h.agent(gen.conversation_id)
     if any(hk.after_tools is not None for hk in agent.hooks):

@@ -351,10 +351,16 @@ async def _tool_round(
                 by_task_id=current.id,
             )
         started: list[int] = []
+        unstored: JsonObject = {}
         by_id = {c.id: c for c in calls}
-        for call_id in runnable[: 1 if sequential else len(runnable)]:
+        first = runnable[: 1 if sequential else len(runnable)]
+        intents = [round_intent(agent, by_id[call_id]) for call_id in first]
+        # A round whose every started call starts at its intent keeps those tasks in
+        # memory: after a crash nothing else it waits on can hold it back from creating
+        # them again (docs/design.md, "Tasks kept in memory").
+        keep = all(intent is not None for intent in intents)
+        for call_id, intent in zip(first, intents, strict=True):
             call = by_id[call_id]
-            intent = round_intent(agent, call)
             tool = await tx.create_task(
                 TOOL,
                 {"assistant": entry.id, "call_id": call_id},
@@ -366,6 +372,12 @@ async def _tool_round(
             slot["task"] = tool.id
             if intent is not None:  # it runs right after this commit
                 slot["status"] = "running"
+            if keep:
+                # Its intent is this checkpoint's (the call, and the policy noted here):
+                # the tools phase creates it again if a crash loses it.
+                assert intent is not None
+                tx.leave_unstored(tool.id)
+                unstored[str(tool.id)] = intent["replay"]
         checkpoint: JsonObject = {
             "phase": "tools",
             "assistant": entry.id,
@@ -373,6 +385,8 @@ async def _tool_round(
             "tasks": cast(JsonValue, started),
             "sequential": sequential,
         }
+        if unstored:
+            checkpoint["unstored"] = unstored
         return Waiting(_with_round(checkpoint, round_number), tuple(started))
 
     await rt.commit(round_)

@@ -23,7 +23,7 @@ from core.harness import (
 )
 from core.harness.harness import EnvFactory
 from core.harness.models import ModelInfo
-from core.records import Entry
+from core.records import Entry, Terminal
 from core.storage import EntryQuery, MemoryState, MemoryStorage, Storage
 from core.telemetry import NO_TELEMETRY, Telemetry
 from core.testing.clock import VirtualClock
@@ -140,3 +140,35 @@ async def hung_in_first_request(tmp_path: Path) -> tuple[Rig, Harness, int]:
 
 async def echo(args: Args, ctx: ToolContext) -> str:
     return f"echo: {args.text}"
+
+
+async def durable_intent(ctx: ToolContext) -> Any:
+    """What a fresh process would find of the running call ``ctx``'s intent if this one
+    died now: its task's stored checkpoint, or, for a task kept in memory, the intent its
+    round's stored checkpoint notes (the policy) with the stored assistant entry's
+    arguments, in the same shape; ``None`` if neither is stored."""
+    storage = ctx.harness.session.storage
+    stored = await storage.task(ctx.task_id)
+    if stored is not None:
+        return stored.checkpoint
+    owner = ctx.harness.session.tasks[ctx.task_id].owner
+    round_ = await storage.task(owner) if owner is not None else None
+    cp = round_.checkpoint if round_ is not None else None
+    policy = (cp or {}).get("unstored", {}).get(str(ctx.task_id))
+    entry = await storage.entry(cp["assistant"]) if policy is not None and cp else None
+    if entry is None or not isinstance(entry.message, dict):
+        return None
+    [call] = [c for c in entry.message["content"] if c.get("id") == ctx.call_id]
+    return {"phase": "execute", "arguments": call["arguments"], "replay": policy, "attempt": 1}
+
+
+def ended_tools(h: Harness) -> list[Any]:
+    """The tool task records that end in ``h``'s commits from now on, in order, whether
+    the commit wrote them or kept them in memory (``Tx.leave_unstored``)."""
+    ended: list[Any] = []
+    h.session.subscribe(
+        lambda e: ended.extend(
+            t for t in e.tasks if t.kind == "perdure.tool" and isinstance(t.state, Terminal)
+        )
+    )
+    return ended

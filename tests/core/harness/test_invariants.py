@@ -21,7 +21,7 @@ from core.session import CommitEvent
 from core.storage.sqlite import SqliteStorage
 from core.testing import VirtualClock
 from runtimes.actor.sqlite import Sqlite3Database
-from tests.core.harness.support import MODEL, Args, Rig, extension, tool
+from tests.core.harness.support import MODEL, Args, Rig, durable_intent, extension, tool
 from tests.core.support import until
 
 
@@ -30,8 +30,7 @@ async def test_invariant_04_the_intent_is_committed_before_the_tool_runs(tmp_pat
 
     async def look(args: Args, ctx: ToolContext) -> str:
         # What a fresh process would find if this one died right now:
-        stored = await ctx.harness.session.storage.task(ctx.task_id)
-        seen.append(stored.checkpoint if stored else None)
+        seen.append(await durable_intent(ctx))
         return "looked"
 
     rig = Rig(

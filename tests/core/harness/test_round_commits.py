@@ -23,7 +23,15 @@ from core.harness import ToolContext
 from core.harness.registry import Hooks
 from core.session import CommitEvent
 from core.storage import TaskQuery
-from tests.core.harness.support import MODEL, Args, Rig, extension, tool
+from tests.core.harness.support import (
+    MODEL,
+    Args,
+    Rig,
+    durable_intent,
+    ended_tools,
+    extension,
+    tool,
+)
 
 
 async def _structural_commits_per_round(
@@ -32,8 +40,7 @@ async def _structural_commits_per_round(
     seen: list[Any] = []
 
     async def look(args: Args, ctx: ToolContext) -> str:
-        stored = await ctx.harness.session.storage.task(ctx.task_id)
-        seen.append(stored.checkpoint if stored else None)
+        seen.append(await durable_intent(ctx))
         return "r" * 2048
 
     steps = [
@@ -191,13 +198,13 @@ async def test_a_round_in_the_band_while_a_compaction_summarizes_starts_no_secon
     rig.registry.install(extension("look", tool("look", look, replay="safe")))
     h = await rig.open()
     root = await h.root(agent={"model": SMALL.id})
+    ended = ended_tools(h)
     record = await (await root.submit("go")).wait()
     assert record.status == "done"
     await root.wait_for_idle()
     assert rig.reports == []
     assert len(await compactions(h)) == 1
-    tools = (await h.session.storage.scan_tasks(TaskQuery(kind="perdure.tool"))).items
-    assert [type(t.outcome).__name__ for t in tools] == ["Completed", "Completed"]
+    assert [type(t.outcome).__name__ for t in ended] == ["Completed", "Completed"]
     await h.close()
 
 
@@ -232,6 +239,7 @@ async def test_one_generation_task_goes_on_through_every_round_of_a_run(
     root = await h.root(agent={"model": MODEL})
     written: list[Any] = []
     h.session.subscribe(lambda e: written.extend(t for t in e.tasks if t.kind == GENERATION))
+    written_tools = ended_tools(h)
     record = await (await root.submit("go")).wait()
     assert record.status == "done"
     storage = h.session.storage
@@ -239,8 +247,10 @@ async def test_one_generation_task_goes_on_through_every_round_of_a_run(
     assert len(gens) == 1
     gen = gens[0]
     assert isinstance(gen.outcome, Completed)
-    tools = (await storage.scan_tasks(TaskQuery(kind="perdure.tool"))).items
-    assert len(tools) == rounds and all(t.owner == gen.id for t in tools)
+    tools = written_tools
+    assert len({t.id for t in tools}) == rounds and all(t.owner == gen.id for t in tools)
+    # Each round's call started at its intent: kept in memory, never written.
+    assert (await storage.scan_tasks(TaskQuery(kind="perdure.tool"))).items == []
     # Per round: waiting on its tools, then on to the next round (woken first, when
     # its ``tools`` phase hands over); plus its creation, reservation and answer (the
     # first round's pin writes nothing else, so it is sent uncommitted).

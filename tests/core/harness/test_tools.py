@@ -14,7 +14,7 @@ from core.faux import faux_message, faux_tool_call
 from core.harness import Block, HarnessSettings, Hooks, ToolCall, ToolContext, ToolResult
 from core.records import Aborted, Completed, Failed, Terminal
 from core.storage import TaskQuery
-from tests.core.harness.support import MODEL, Args, Rig, echo, entries, extension, tool
+from tests.core.harness.support import MODEL, Args, Rig, echo, ended_tools, entries, extension, tool
 from tests.core.support import until
 
 
@@ -46,15 +46,20 @@ async def run_once(rig: Rig, text: str = "go") -> Any:
 async def test_a_tool_round_records_intent_result_and_answer(tmp_path: Path) -> None:
     rig = Rig(tmp_path, steps=calling(faux_tool_call("echo", {"text": "hi"}, id="c1")))
     rig.registry.install(extension("basics", tool("echo", echo)))
-    h, record = await run_once(rig)
+    h = await rig.open()
+    ended = ended_tools(h)
+    root = await h.root(agent={"model": MODEL})
+    record = await (await root.submit("go")).wait()
     assert record.status == "done"
     items = await entries(h)
     (result,) = [e for e in items if e.kind == "tool_result"]
     assert result.message["content"] == "echo: hi" and not result.message["is_error"]  # type: ignore[index,call-overload]
     assert result.data == {"call_id": "c1", "diagnostics": []}
-    task = await h.session.storage.task(result.by_task_id)  # type: ignore[arg-type]
-    assert task is not None and task.kind == "perdure.tool"
+    (task,) = ended
+    assert task.id == result.by_task_id and task.kind == "perdure.tool"
     assert task.state == Terminal(Completed({"entry": result.id}))
+    # Started at its intent by the round commit: kept in memory, its result entry is its end.
+    assert await h.session.storage.task(task.id) is None
     assert rig.faux.state.requests[1].messages[-1].content == "echo: hi"  # type: ignore[union-attr]
     assert [t.name for t in rig.faux.state.requests[0].tools] == ["echo"]
     await h.close()
@@ -177,14 +182,16 @@ async def test_a_failing_tool_or_non_json_details_become_error_results_and_the_r
         steps=calling(faux_tool_call("crash", {}, id="a"), faux_tool_call("weird", {}, id="b")),
     )
     rig.registry.install(extension("bad", tool("crash", crash), tool("weird", weird)))
-    h, record = await run_once(rig)
+    h = await rig.open()
+    tools = ended_tools(h)
+    root = await h.root(agent={"model": MODEL})
+    record = await (await root.submit("go")).wait()
     assert record.status == "done"
     items = await entries(h)
     contents = [r["content"] for r in results(items)]
     assert contents[0] == "partial progress\n[error] OSError: disk full"
     assert "returned details that are not JSON" in contents[1]
     assert diagnostics(items) == [["tool_error"], ["tool_error"]]
-    tools = (await h.session.storage.scan_tasks(TaskQuery(kind="perdure.tool"))).items
     assert [type(t.outcome).__name__ for t in tools] == ["Failed", "Failed"]
     assert isinstance(tools[0].outcome, Failed)
     await h.close()
@@ -375,6 +382,59 @@ async def test_an_interrupted_call_reruns_only_when_both_policies_are_safe(
     await h.close()
 
 
+async def test_a_round_kept_in_memory_recovers_only_its_calls_without_a_result(
+    tmp_path: Path,
+) -> None:
+    """A round whose calls all start at their intent keeps their tasks in memory (issue
+    36: no task row per call). Crashed after one call's result committed: the answered
+    call is not run again; the other is created again under its id and recovered by the
+    policy the round commit noted (unsafe: reported interrupted, not run twice)."""
+    from core.testing.consistency import check_consistency
+
+    runs: list[str] = []
+    hung = asyncio.Event()
+
+    async def fast(args: Args, ctx: ToolContext) -> str:
+        runs.append(f"fast {ctx.op.id}")
+        return "fast done"
+
+    async def hang(args: Args, ctx: ToolContext) -> str:
+        runs.append(f"hang {ctx.op.id}")
+        hung.set()
+        await asyncio.Event().wait()  # the process dies mid-effect
+        return "never"
+
+    steps = calling(
+        faux_tool_call("fast", {}, id="c1"), faux_tool_call("hang", {}, id="c2"), then="done"
+    )
+    rig = Rig(tmp_path, "sqlite", steps=steps)
+    rig.registry.install(
+        extension("fx", tool("fast", fast, replay="safe"), tool("hang", hang, replay="unsafe"))
+    )
+    h = await rig.open()
+    root = await h.root(agent={"model": MODEL})
+    sub = await root.submit("go")
+    await hung.wait()
+    await until(lambda: len([e for e in h.session.tasks.values() if e.kind == "perdure.tool"]) == 1)
+    (hang_task,) = [t for t in h.session.tasks.values() if t.kind == "perdure.tool"]
+    assert (await h.session.storage.scan_tasks(TaskQuery(kind="perdure.tool"))).items == []
+    await rig.crash(h)
+
+    h = await rig.open()
+    record = await (await h.submission(sub.id)).wait()  # type: ignore[union-attr]
+    assert record.status == "done", (record, rig.reports)
+    assert runs == [f"fast {runs[0].split()[1]}", f"hang {hang_task.id}:c2"]
+    items = await entries(h)
+    by_call = {e.data["call_id"]: e for e in items if e.kind == "tool_result"}
+    assert by_call["c1"].message["content"] == "fast done"  # type: ignore[index]
+    assert "Tool hang was interrupted" in by_call["c2"].message["content"]  # type: ignore[index]
+    # Created again under its own id: its end is stored, with its result entry.
+    again = await h.session.storage.task(hang_task.id)
+    assert again is not None and again.owner == hang_task.owner
+    assert await check_consistency(h.session.storage, settled=True) == []
+    await h.close()
+
+
 async def test_aborting_a_tool_call_answers_it_as_aborted_and_the_run_continues(
     tmp_path: Path,
 ) -> None:
@@ -391,7 +451,7 @@ async def test_aborting_a_tool_call_answers_it_as_aborted_and_the_run_continues(
     root = await h.root(agent={"model": MODEL})
     sub = await root.submit("go")
     await started.wait()
-    (tool_task,) = (await h.session.storage.scan_tasks(TaskQuery(kind="perdure.tool"))).items
+    (tool_task,) = [t for t in h.session.tasks.values() if t.kind == "perdure.tool"]
     assert await h.abort_task(tool_task.id) == "marked"
     record = await sub.wait()
     assert record.status == "done"

@@ -121,6 +121,23 @@ async def test_records_seq_and_ids_persist_across_reopen_and_close_truncates_the
     await storage.close()
 
 
+async def test_an_id_minted_before_a_commit_is_not_minted_again_after_a_crash(
+    tmp_path: Path,
+) -> None:
+    """A generation's checkpoint names the tasks it kept in memory, whose ids no record
+    holds: a process that dies without closing must not hand them out again."""
+    path = tmp_path / "a.sqlite"
+    storage = await open_sqlite_storage(path)
+    await storage.commit([ConversationRecord(1)])
+    named = [await storage.mint_id() for _ in range(3)]
+    await storage.commit([_task(named[0])])
+    # The process dies here (no close): a second storage opens the file as it is.
+    after = await open_sqlite_storage(path)
+    assert await after.mint_id() > named[-1]
+    await after.close()
+    await storage.close()
+
+
 async def test_counters_are_stored_ahead_so_meta_is_rewritten_once_per_reserve(
     tmp_path: Path,
 ) -> None:
