@@ -7,7 +7,6 @@ a run, and for an actor whose ledger an older version stored as a document of it
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from core.faux import faux_message, faux_tool_call
 from core.harness import Harness, ToolContext, Usage
 from core.harness.builtin_documents import LIVE
 from core.harness.runs import add_usage
+from core.harness.usage_ledger import ledger_value, view_ops
 from core.session import Tx
 from core.storage import DocumentCreate
 from tests.core.harness.support import MODEL, Args, Rig, entries, extension, tool
@@ -84,9 +84,9 @@ async def test_no_usage_document_is_stored_and_every_reader_agrees_after_a_reope
     assert ledger["tools"] == {}
     assert "usage" not in view["docs"]["live"] and await root.live() == view["docs"]["live"]
     assert await root.usage() == await h.usage() == expected
-    # Stored as one JSON text: the commits that write live copy and diff one string.
+    # Stored as a plain JSON object in live: what a raw reader of live sees.
     stored = await h.session.document_value(LIVE, root.id)
-    assert isinstance(stored, dict) and json.loads(stored["usage"]) == ledger
+    assert isinstance(stored, dict) and stored["usage"] == ledger
     await h.close()
 
     h = await rig.open()  # the same SQLite file, closed and opened again
@@ -195,4 +195,30 @@ async def test_a_watch_shows_the_ledger_as_the_view_does_across_live_s_new_bases
     assert await _replayed(watch) == view and "usage" not in view["docs"]["live"]
     assert Usage.model_validate(view["docs"]["usage"]["total"]) == await root.usage()
     watch.stop()
+    await h.close()
+
+
+def test_the_watch_moves_a_change_inside_the_ledger_to_the_usage_document() -> None:
+    """A commit's ops on ``live``: one inside the ledger lands at the same place in the
+    view's ``usage`` document, the rest in ``live``; readers get a copy they may change."""
+    ledger = {"total": {"input": 5}, "models": {}, "tools": {}}
+    live = {"run": None, "usage": ledger}
+    ops: list[Any] = [["s", ["usage", "total", "input"], 5], ["s", ["run"], None]]
+    assert view_ops(ops, live, ["docs"]) == [
+        ["s", ["docs", "usage", "total", "input"], 5],
+        ["s", ["docs", "live", "run"], None],
+    ]
+    assert view_ops(None, live, ["docs"]) == [
+        ["s", ["docs", "live"], {"run": None}],
+        ["s", ["docs", "usage"], ledger],
+    ]
+
+
+async def test_a_read_ledger_is_a_copy_its_reader_may_change(tmp_path: Path) -> None:
+    rig = _rig(tmp_path, 1)
+    h = await rig.open()
+    live: dict[str, Any] = {"usage": {"total": {"input": 5}, "models": {}, "tools": {}}}
+    read = await ledger_value(h.session, 1, live)
+    read["total"]["input"] = 6  # type: ignore[index]
+    assert live["usage"]["total"] == {"input": 5}
     await h.close()
