@@ -156,10 +156,18 @@ def _diff(old: JsonValue, new: JsonValue, path: list[JsonValue], ops: list[JsonV
             if k not in n:
                 ops.append(["d", [*path, k]])
         for k, v in n.items():
-            if k in o:
-                _diff(o[k], v, [*path, k], ops)
-            else:
+            if k not in o:
                 ops.append(["s", [*path, k], v])
+                continue
+            w = o[k]
+            tv = type(v)
+            if tv is type(w) and tv is not dict and tv is not list:
+                # Same-typed scalars, told here without a call per leaf: most of a
+                # document's leaves are unchanged, and == is json_equal for them.
+                if w != v:
+                    ops.append(["s", [*path, k], v])
+            else:
+                _diff(w, v, [*path, k], ops)
         return
     if t is list:
         a = cast(list[JsonValue], old)
