@@ -23,6 +23,11 @@ module ``runtimes/cloudflare/worker.py`` imports at module level (but the Worker
 which runs only in Pyodide), then open a harness and resume it to idle, with every
 module compiled from source (an empty ``pycache_prefix``, as Pyodide has no bytecode),
 less a process that imports only what Pyodide's start-up and the SDK import anyway.
+
+``--later-run`` counts instead a safe tool round of a conversation's later run, which
+carries what its first run left in ``live`` (the usage ledger) from its first round:
+``(I(220 rounds) - I(20 rounds)) / 200`` of a second submission, after a first one of
+one round.
 """
 
 from __future__ import annotations
@@ -37,7 +42,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["FIRST_PHASE_CHILD", "OPEN_PATH_CHILD", "count", "count_open_path", "main"]
+__all__ = [
+    "FIRST_PHASE_CHILD",
+    "LATER_RUN_CHILD",
+    "OPEN_PATH_CHILD",
+    "count",
+    "count_later_run",
+    "count_open_path",
+    "main",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,6 +115,65 @@ asyncio.run(main())
 )
 
 
+# Public API only, so it runs in any checkout: argv is the SQLite path and the number of
+# tool rounds of the second submission (each response reports usage, so the first run's
+# end writes the ledger).
+LATER_RUN_CHILD = """
+import asyncio, sys
+from pathlib import Path
+from pydantic import BaseModel
+from core.faux import FAUX_MODEL, FauxModel, faux_message, faux_tool_call
+from core.harness import Harness, Registry, Usage, define_extension, define_tool
+from runtimes.actor.clock import SystemClock
+from runtimes.local.sqlite import open_sqlite_storage
+
+class Page(BaseModel):
+    page: int
+
+async def fetch(args, ctx):
+    return "r" * 2048
+
+async def main():
+    plan = {"done": 0, "rounds": 1}
+
+    def step(request, state):
+        plan["done"] += 1
+        usage = Usage(input=100, output=10, cost=0.01)
+        if plan["done"] <= plan["rounds"]:
+            call = faux_tool_call("fetch", {"page": plan["done"]}, id=f"c{plan['done']}")
+            return faux_message("next page", call, usage=usage)
+        return faux_message("found", usage=usage)
+
+    tool = define_tool("fetch", description="a page", parameters=Page, execute=fetch, replay="safe")
+    h = await Harness.open(
+        await open_sqlite_storage(Path(sys.argv[1])),
+        models=FauxModel(fallback=step, record_requests=False, models=[FAUX_MODEL]),
+        registry=Registry([define_extension("logs", tools=[tool])]),
+        clock=SystemClock(),
+    )
+    root = await h.root(agent={"model": FAUX_MODEL.id})
+    assert (await (await root.submit("first")).wait()).status == "done"
+    plan["done"], plan["rounds"] = 0, int(sys.argv[2])
+    assert (await (await root.submit("second")).wait()).status == "done"
+    await h.close()
+
+asyncio.run(main())
+"""
+
+
+def count_later_run(root: Path, tmp: Path, *, valgrind: bool = True) -> float:
+    """Instructions of a later run's tool round (see the module docstring)."""
+    runs = {
+        rounds: _run(
+            root,
+            ["-c", LATER_RUN_CHILD, str(tmp / f"later-{rounds}.sqlite"), str(rounds)],
+            valgrind=valgrind,
+        )
+        for rounds in (20, 220)
+    }
+    return (runs[220] - runs[20]) / 200
+
+
 def count_open_path(root: Path, *, valgrind: bool = True) -> float:
     """Instructions of the open path from sources (see the module docstring)."""
     counts = []
@@ -159,6 +231,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser.add_argument(
         "--open-path", action="store_true", help="count a Durable Object's open path instead"
     )
+    parser.add_argument(
+        "--later-run", action="store_true", help="count a later run's tool round instead"
+    )
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
@@ -167,6 +242,11 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     for root in args.root or [ROOT]:
         if args.open_path:
             results[str(root)] = {"open_path": count_open_path(root.resolve())}
+            continue
+        if args.later_run:
+            with tempfile.TemporaryDirectory() as tmp:
+                later = count_later_run(root.resolve(), Path(tmp))
+            results[str(root)] = {"later_round": later}
             continue
         with tempfile.TemporaryDirectory() as tmp:
             results[str(root)] = count(root.resolve(), Path(tmp), store=store)
