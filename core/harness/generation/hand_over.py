@@ -1,5 +1,6 @@
-"""The tool round handed over: the generation's ``tools`` phase (start the next call of
-a sequential round, run ``after_tools`` observers, then the post-tools boundary and the
+"""The tool round handed over: the generation's ``tools`` phase (create again the calls
+a restart lost, their tasks kept in memory; start the next call of a sequential round,
+run ``after_tools`` observers, then the post-tools boundary and the
 generation's next round, already prepared, in one commit), and the merged hand-over the
 round's last tool result commit can carry instead (one commit less per round).
 
@@ -39,11 +40,10 @@ __all__ = ["merge_hand_over", "plan_merged_hand_over"]
 async def _tools_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     conv = rt.conversation_id
     cp = _checkpoint_copy(task)
-    calls = [str(c) for c in cast(list[JsonValue], cp.get("calls") or [])]
-    started = [int(cast(int, t)) for t in cast(list[JsonValue], cp.get("tasks") or [])]
-    lost = await _lost_calls(h, conv, cp, calls, started)
+    calls, started = _round_calls(cp)
+    lost = await _lost_calls(h, conv, cp)
     if lost:
-        await _create_again(h, rt, cp, calls, started, lost)
+        await _create_again(h, rt, cp, lost)
         return
     if len(started) < len(calls):  # sequential round: start the next call
 
@@ -82,19 +82,21 @@ async def _tools_phase(h: HarnessServices, task: Task, rt: TaskRuntime) -> None:
     await rt.commit(hand_over)
 
 
-async def _lost_calls(
-    h: HarnessServices,
-    conv: int,
-    cp: JsonObject,
-    calls: list[str],
-    started: list[int],
-) -> list[int]:
+def _round_calls(cp: JsonObject) -> tuple[list[str], list[int]]:
+    """A ``tools`` checkpoint's call ids and the ids of the tasks started for them."""
+    calls = [str(c) for c in cast(list[JsonValue], cp.get("calls") or [])]
+    started = [int(cast(int, t)) for t in cast(list[JsonValue], cp.get("tasks") or [])]
+    return calls, started
+
+
+async def _lost_calls(h: HarnessServices, conv: int, cp: JsonObject) -> list[int]:
     """Indexes of the round's calls whose task was kept in memory (the round checkpoint's
     ``unstored``: task id -> the policy the call started under) and is gone with the
     process that ran it: not live here, no result entry, no stored record."""
     unstored = cp.get("unstored")
     if not isinstance(unstored, dict):
         return []
+    calls, started = _round_calls(cp)
     gone = [
         i
         for i, task_id in enumerate(started)
@@ -115,18 +117,14 @@ async def _lost_calls(
 
 
 async def _create_again(
-    h: HarnessServices,
-    rt: TaskRuntime,
-    cp: JsonObject,
-    calls: list[str],
-    started: list[int],
-    lost: list[int],
+    h: HarnessServices, rt: TaskRuntime, cp: JsonObject, lost: list[int]
 ) -> None:
     """Create the lost calls' tasks again, stored, under their ids (their op ids stay
     the same), at the intent they started with, marked ``lost``: their first invocation
     recovers them (invariant 7: a safe call runs again, an unsafe one is reported
     interrupted) instead of running them as new."""
     conv = rt.conversation_id
+    calls, started = _round_calls(cp)
     assistant = cast(int, cp["assistant"])
     message = h.cached_message(conv, assistant)
     if message is None:
@@ -158,9 +156,11 @@ async def _create_again(
             following["unstored"] = unstored
         else:
             following.pop("unstored", None)
-        again = {started[i] for i in lost}
+        recreated = {started[i] for i in lost}
         # A wait names tasks that exist: the calls created again, and any still live.
-        return Waiting(following, tuple(t for t in started if t in again or t in h.session.tasks))
+        return Waiting(
+            following, tuple(t for t in started if t in recreated or t in h.session.tasks)
+        )
 
     await rt.commit(again)
 
@@ -247,10 +247,7 @@ async def plan_merged_hand_over(
     gen = _round_closes(h, tool, None)
     if gen is None:
         return None
-    cp = cast(JsonObject, gen.checkpoint)
-    calls = [str(c) for c in cast(list[JsonValue], cp.get("calls") or [])]
-    started = [int(cast(int, t)) for t in cast(list[JsonValue], cp.get("tasks") or [])]
-    if await _lost_calls(h, gen.conversation_id, cp, calls, started):
+    if await _lost_calls(h, gen.conversation_id, cast(JsonObject, gen.checkpoint)):
         # A restart lost calls of this round (kept in memory) while another one, stored,
         # held the round open: the generation's ``tools`` phase creates them again.
         return None
