@@ -105,11 +105,14 @@ async def _lost_calls(h: HarnessServices, conv: int, cp: JsonObject) -> list[int
     if not gone:
         return []
     assistant = cast(int, cp["assistant"])
-    answered = {
-        e.data.get("call_id")
-        for e in (await h.context(conv)).entries
-        if e.kind == "tool_result" and e.id > assistant and isinstance(e.data, dict)
-    }
+    # Only the entries after the round's assistant entry (the newest, at the end of the
+    # id-ordered range): the merged hand-over asks this every round.
+    answered: set[JsonValue] = set()
+    for e in reversed((await h.context(conv)).entries):
+        if e.id <= assistant:
+            break
+        if e.kind == "tool_result" and isinstance(e.data, dict):
+            answered.add(e.data.get("call_id"))
     # A task kept in memory that ended without its result entry (a fault) was stored.
     return [
         i for i in gone if calls[i] not in answered and await h.session.task(started[i]) is None
